@@ -1,0 +1,30 @@
+"""The `evotrainer` command line (typer + rich).
+
+Each command lives in a module under `agent/commands/` that imports its heavy dependencies inside
+the command function, so `evotrainer --help` stays fast and never imports torch or verl.
+"""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="evotrainer",
+    help="Co-evolve an LLM policy and its training harness: an autonomous, auditable RL campaign.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# Command registration: one line per command module (each module exposes `register(app)`).
+# --- commands ---
+# --- end commands ---
+
+
+def main() -> None:
+    """Run the CLI."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

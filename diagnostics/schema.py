@@ -1,0 +1,287 @@
+"""The framework-neutral rollout record, metric rows and the outcome classes every result carries.
+
+This module owns the typed records that cross package boundaries: `Rollout` (one sampled response),
+`MetricRow` (one step of metrics, verl's FileLogger line format) and `Outcome`. It also owns reading
+and writing them as JSONL. It must not import torch, docker, git, SQL or LangGraph.
+
+Readers are tolerant by design (issue #4): a corrupt or half-written line becomes a `ReadProblem`
+naming the file and line, and every other line is still returned.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TypedDict
+
+import orjson
+
+Split = Literal["train", "val"]
+SPLITS: tuple[Split, ...] = ("train", "val")
+
+
+class Outcome(str, enum.Enum):
+    """How a run, backtest or sandboxed call ended. Never replaced by a fake score."""
+
+    OK = "ok"
+    CANDIDATE_ERROR = "candidate_error"
+    INFRA_ERROR = "infra_error"
+    TIMEOUT = "timeout"
+    SPOOF_DETECTED = "spoof_detected"
+
+
+class StopReason(str, enum.Enum):
+    """Why generation of one response stopped."""
+
+    EOS = "eos"  # the policy emitted end-of-sequence
+    LENGTH = "length"  # hit max_new_tokens: the response is truncated
+    ABORT = "abort"  # rollout aborted (agentic: abandonment, tool failure)
+
+
+class RawRolloutRow(TypedDict, total=False):
+    """One JSON line of a neutral rollout file, before validation."""
+
+    run_id: str
+    step: int
+    split: str
+    prompt_id: str
+    group_id: str
+    sample_index: int
+    prompt: str
+    response: str
+    ground_truth: str | None
+    reward: float
+    reward_components: dict[str, float]
+    strict_score: float | None
+    response_tokens: int
+    truncated: bool
+    stop_reason: str
+    num_turns: int
+    tool_calls: int
+    mean_logprob: float | None
+    data_source: str
+
+
+@dataclass(frozen=True, slots=True)
+class Rollout:
+    """One sampled response with its reward breakdown (framework-neutral).
+
+    `group_id` identifies the GRPO group (all samples of one prompt at one step); `reward` is the
+    training reward the harness gave; `strict_score` comes from the protected evaluator where it was
+    computed (validation rollouts always, training rollouts when the backend computes it).
+    """
+
+    run_id: str
+    step: int
+    split: Split
+    prompt_id: str
+    group_id: str
+    sample_index: int
+    prompt: str
+    response: str
+    ground_truth: str | None
+    reward: float
+    reward_components: Mapping[str, float] = field(default_factory=dict)
+    strict_score: float | None = None
+    response_tokens: int = 0
+    truncated: bool = False
+    stop_reason: StopReason = StopReason.EOS
+    num_turns: int = 1
+    tool_calls: int = 0
+    mean_logprob: float | None = None
+    data_source: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the JSON-ready dict (the `RawRolloutRow` shape)."""
+        row = asdict(self)
+        row["stop_reason"] = self.stop_reason.value
+        row["reward_components"] = dict(self.reward_components)
+        return row
+
+
+class RolloutFormatError(ValueError):
+    """A rollout row that does not fit the schema; the message names the field."""
+
+
+_REQUIRED: dict[str, type | tuple[type, ...]] = {
+    "run_id": str,
+    "step": int,
+    "split": str,
+    "prompt_id": str,
+    "group_id": str,
+    "sample_index": int,
+    "prompt": str,
+    "response": str,
+    "reward": (int, float),
+}
+
+
+def rollout_from_row(row: Mapping[str, Any]) -> Rollout:
+    """Validate one raw row and convert it to a `Rollout`.
+
+    Raises:
+        RolloutFormatError: a required field is missing or has the wrong type, or a value is invalid.
+    """
+    if not isinstance(row, Mapping):
+        raise RolloutFormatError(f"expected a JSON object, got {type(row).__name__}")
+    for name, kind in _REQUIRED.items():
+        if name not in row:
+            raise RolloutFormatError(f"missing field '{name}'")
+        value = row[name]
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise RolloutFormatError(f"field '{name}' has type {type(value).__name__}")
+    if row["split"] not in SPLITS:
+        raise RolloutFormatError(f"field 'split' must be one of {SPLITS}, got {row['split']!r}")
+    reward = float(row["reward"])
+    if not math.isfinite(reward):
+        raise RolloutFormatError("field 'reward' is not finite")
+    components = row.get("reward_components") or {}
+    if not isinstance(components, Mapping) or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in components.values()
+    ):
+        raise RolloutFormatError("field 'reward_components' must map names to numbers")
+    try:
+        stop = StopReason(row.get("stop_reason", "eos"))
+    except ValueError as exc:
+        raise RolloutFormatError(f"field 'stop_reason': {exc}") from None
+    strict = row.get("strict_score")
+    logprob = row.get("mean_logprob")
+    gt = row.get("ground_truth")
+    return Rollout(
+        run_id=row["run_id"],
+        step=row["step"],
+        split=row["split"],
+        prompt_id=row["prompt_id"],
+        group_id=row["group_id"],
+        sample_index=row["sample_index"],
+        prompt=row["prompt"],
+        response=row["response"],
+        ground_truth=None if gt is None else str(gt),
+        reward=reward,
+        reward_components={str(k): float(v) for k, v in components.items()},
+        strict_score=None if strict is None else float(strict),
+        response_tokens=int(row.get("response_tokens", 0)),
+        truncated=bool(row.get("truncated", False)),
+        stop_reason=stop,
+        num_turns=int(row.get("num_turns", 1)),
+        tool_calls=int(row.get("tool_calls", 0)),
+        mean_logprob=None if logprob is None else float(logprob),
+        data_source=str(row.get("data_source", "")),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ReadProblem:
+    """A line that could not be read; reported, never silently dropped."""
+
+    path: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.message}"
+
+
+@dataclass(slots=True)
+class ReadResult:
+    """Rollouts read from one or more files, plus the problems met on the way."""
+
+    rollouts: list[Rollout] = field(default_factory=list)
+    problems: list[ReadProblem] = field(default_factory=list)
+
+
+def iter_jsonl(path: Path, problems: list[ReadProblem]) -> Iterator[tuple[int, Any]]:
+    """Yield `(line_number, parsed_object)` for each readable JSON line of `path`.
+
+    Undecodable lines (corrupt, or a half-written last line) are appended to `problems`.
+    """
+    with open(path, "rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                yield number, orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                problems.append(ReadProblem(str(path), number, f"invalid JSON: {exc}"))
+
+
+def read_rollout_file(path: Path, result: ReadResult | None = None) -> ReadResult:
+    """Read one neutral rollout JSONL file, collecting problems instead of raising."""
+    result = result if result is not None else ReadResult()
+    for number, row in iter_jsonl(path, result.problems):
+        try:
+            result.rollouts.append(rollout_from_row(row))
+        except RolloutFormatError as exc:
+            result.problems.append(ReadProblem(str(path), number, str(exc)))
+    return result
+
+
+def rollout_files(run_dir: Path, split: Split) -> list[Path]:
+    """Return `run_dir/rollouts/<split>/step_<N>.jsonl` files sorted by step number."""
+    folder = run_dir / "rollouts" / split
+    if not folder.is_dir():
+        return []
+    return sorted(folder.glob("step_*.jsonl"), key=lambda p: int(p.stem.split("_", 1)[1]))
+
+
+def read_run_rollouts(run_dir: Path, splits: Iterable[Split] = SPLITS) -> ReadResult:
+    """Read every neutral rollout file of a run's artefact folder."""
+    result = ReadResult()
+    for split in splits:
+        for path in rollout_files(run_dir, split):
+            read_rollout_file(path, result)
+    return result
+
+
+def write_rollouts(path: Path, rollouts: Iterable[Rollout]) -> None:
+    """Write rollouts as JSONL atomically (temp file + rename) so readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "wb") as fh:
+        for rollout in rollouts:
+            fh.write(orjson.dumps(rollout.to_json()))
+            fh.write(b"\n")
+    tmp.replace(path)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricRow:
+    """One step of metrics, with verl's metric names (`critic/score/mean`, `actor/entropy`, ...)."""
+
+    step: int
+    data: Mapping[str, float]
+
+
+def read_metrics(path: Path, problems: list[ReadProblem] | None = None) -> list[MetricRow]:
+    """Read a metrics JSONL file in verl's FileLogger format: `{"step": N, "data": {...}}` per line.
+
+    Non-numeric values are reported as problems (not silently skipped). When a step appears twice
+    (a restarted run appended it again) the later line wins.
+    """
+    problems = problems if problems is not None else []
+    by_step: dict[int, MetricRow] = {}
+    if not path.exists():
+        return []
+    for number, row in iter_jsonl(path, problems):
+        if not isinstance(row, dict) or not isinstance(row.get("step"), int) or not isinstance(row.get("data"), dict):
+            problems.append(ReadProblem(str(path), number, "expected {'step': int, 'data': {...}}"))
+            continue
+        data: dict[str, float] = {}
+        for key, value in row["data"].items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                problems.append(ReadProblem(str(path), number, f"metric '{key}' is not a number"))
+                continue
+            data[str(key)] = float(value)
+        by_step[row["step"]] = MetricRow(step=row["step"], data=data)
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def append_metrics(path: Path, step: int, data: Mapping[str, float]) -> None:
+    """Append one metric line (verl FileLogger format) and flush it to disk."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "ab") as fh:
+        fh.write(orjson.dumps({"step": step, "data": dict(data)}))
+        fh.write(b"\n")

@@ -1,0 +1,48 @@
+"""Shared fixtures: service discovery with honest skips (or failures in CI, where services must exist)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+REQUIRE_SERVICES = os.environ.get("EVOTRAINER_REQUIRE_SERVICES") == "1"
+
+
+def _unavailable(reason: str) -> None:
+    """Skip locally; fail under `make test`/CI, where every service must be up."""
+    if REQUIRE_SERVICES:
+        pytest.fail(f"required service unavailable: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> str:
+    """SQLAlchemy URL of an empty-able Postgres database for tests (from `.ci/services.sh`)."""
+    url = os.environ.get("EVOTRAINER_TEST_PG_URL")
+    if not url:
+        _unavailable("EVOTRAINER_TEST_PG_URL is not set (run: eval \"$(bash .ci/services.sh | tail -n 1)\")")
+    return url  # type: ignore[return-value]
+
+
+@pytest.fixture(scope="session")
+def docker_client():  # type: ignore[no-untyped-def]
+    """A docker SDK client connected to a running engine."""
+    import docker
+
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:  # noqa: BLE001 - any failure here means "no engine"
+        _unavailable(f"no Docker engine reachable: {exc}")
+    return client
+
+
+@pytest.fixture(scope="session")
+def git_available() -> None:
+    """Git must be on PATH."""
+    if shutil.which("git") is None:
+        _unavailable("git is not installed")
+    subprocess.run(["git", "--version"], check=True, capture_output=True)

@@ -1,0 +1,86 @@
+"""The backend protocol: `submit(spec) -> Handle`, `poll(handle) -> RunStatus`, `collect(handle) -> RunResult`.
+
+Backends are plain modules implementing these three functions, chosen from the `BACKENDS` dict in
+`trainer_backend/__init__.py`. No factories, registries or `hasattr` probing (style.md, principle 8).
+
+Every run owns an artefact folder (`RunSpec.out_dir`)::
+
+    config.json             resolved run configuration
+    metrics.jsonl           one line per step, verl FileLogger format {"step": N, "data": {...}}
+    rollouts/{train,val}/step_<N>.jsonl   neutral rollout records (diagnostics/schema.py)
+    checkpoints/            resumable state
+    train.log               the trainer's stdout/stderr
+    summary.json            written last; its presence marks a finished run (ok or classified failure)
+"""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from diagnostics.schema import Outcome
+
+SUMMARY_FILE = "summary.json"
+CONFIG_FILE = "config.json"
+METRICS_FILE = "metrics.jsonl"
+LOG_FILE = "train.log"
+
+
+class RunSpec(BaseModel):
+    """What to train: one harness folder, a step budget, a seed and where artefacts go."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    run_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    harness_dir: Path
+    out_dir: Path
+    steps: int = Field(gt=0)
+    seed: int = 0
+    kind: Literal["pilot", "full"] = "pilot"
+    resume: bool = False
+    init_checkpoint: Path | None = None  # start from this policy (a parent version's final checkpoint)
+    sandbox: Literal["none", "docker", "process"] = "none"  # where candidate reward/filter code runs
+
+
+class RunStatus(str, enum.Enum):
+    """Where a submitted run stands."""
+
+    RUNNING = "running"
+    FINISHED = "finished"  # summary.json exists (the run succeeded or failed in a classified way)
+    LOST = "lost"  # the process is gone and left no summary (killed): resubmit with resume=True
+
+
+class Handle(BaseModel):
+    """A submitted run: enough to poll and collect it, also from another process."""
+
+    model_config = ConfigDict(frozen=True)
+    backend: str
+    run_id: str
+    out_dir: Path
+    pid: int | None = None
+    job_id: str | None = None  # Ray job submission id (verl on a cluster)
+
+
+class RunResult(BaseModel):
+    """A finished run: outcome class, summary numbers and where the evidence lies."""
+
+    model_config = ConfigDict(frozen=True)
+    run_id: str
+    outcome: Outcome
+    out_dir: Path
+    steps_done: int = 0
+    summary: dict[str, float] = Field(default_factory=dict)
+    message: str = ""
+    log_path: Path | None = None
+
+
+class Backend(Protocol):
+    """What a backend module provides (a module satisfies this structurally)."""
+
+    def submit(self, spec: RunSpec) -> Handle: ...  # noqa: D102
+
+    def poll(self, handle: Handle) -> RunStatus: ...  # noqa: D102
+
+    def collect(self, handle: Handle) -> RunResult: ...  # noqa: D102

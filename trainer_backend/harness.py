@@ -1,0 +1,219 @@
+"""The harness contract: `evotrainer.yaml`, validated once at the entry point.
+
+A harness is a folder (usually a git repository) holding the training-side code. This module owns
+parsing and validating its manifest; it never imports the harness's Python code (candidate code runs
+only in a sandbox or in the trainer process, never in the controller).
+
+Example manifest::
+
+    name: arithmetic
+    domain: math
+    data: {train: data/train.jsonl, val: data/val.jsonl}
+    reward: harness/reward.py:compute_score
+    group_filter: harness/filters.py:filter_groups      # optional
+    diagnostics: harness/diagnostics/                   # optional
+    eval: {strict: eval/strict.py:score}
+    trainer: {backend: local, config: harness/trainer.yaml}
+    surface: {editable: [harness/], protected: [eval/, data/val.jsonl, evotrainer.yaml]}
+
+Callable contracts (verl-compatible where verl has one):
+
+- reward: ``compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs)
+  -> float | {"score": float, <component>: float, ...}``
+- group filter: ``filter_groups(group_rewards: list[list[float]], state: dict) -> list[bool]``;
+  one keep flag per group, called before advantage normalisation; ``state`` is a JSON-serialisable
+  dict the trainer keeps across steps (e.g. an EMA of group reward stds).
+- strict evaluator: ``score(solution_str, ground_truth) -> float`` in [0, 1]; protected.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+MANIFEST_NAME = "evotrainer.yaml"
+
+
+class HarnessError(ValueError):
+    """An invalid harness: the message names the file, the field and the fix."""
+
+
+def _check_entry_point(value: str) -> str:
+    path, sep, func = value.partition(":")
+    if not sep or not path.endswith(".py") or not func.isidentifier():
+        raise ValueError(f"{value!r} is not 'relative/path.py:function' (e.g. harness/reward.py:compute_score)")
+    if Path(path).is_absolute() or ".." in Path(path).parts:
+        raise ValueError(f"{value!r} must be a path inside the harness folder")
+    return value
+
+
+class EntryPoint(BaseModel):
+    """A `file.py:function` reference inside the harness."""
+
+    model_config = ConfigDict(frozen=True)
+    path: str
+    function: str
+
+    @classmethod
+    def parse(cls, value: str) -> EntryPoint:
+        """Parse `relative/path.py:function`."""
+        _check_entry_point(value)
+        path, _, func = value.partition(":")
+        return cls(path=path, function=func)
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.function}"
+
+
+class DataPaths(BaseModel):
+    """Training and held-out data files (JSONL, one prompt per line)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    train: str
+    val: str
+
+
+class EvalSpec(BaseModel):
+    """The protected strict evaluator."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    strict: str
+
+    @field_validator("strict")
+    @classmethod
+    def _strict_ep(cls, value: str) -> str:
+        return _check_entry_point(value)
+
+
+class TrainerSpec(BaseModel):
+    """Which backend trains this harness, and its config file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    backend: Literal["local", "verl"] = "local"
+    config: str
+
+
+class Surface(BaseModel):
+    """What the agent may edit and what it may never touch (paths relative to the harness root)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    editable: list[str] = Field(min_length=1)
+    protected: list[str] = Field(default_factory=list)
+
+
+class Manifest(BaseModel):
+    """`evotrainer.yaml`: the harness contract."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    domain: str
+    data: DataPaths
+    reward: str
+    group_filter: str | None = None
+    diagnostics: str | None = None
+    eval: EvalSpec
+    trainer: TrainerSpec
+    surface: Surface
+
+    @field_validator("reward")
+    @classmethod
+    def _reward_ep(cls, value: str) -> str:
+        return _check_entry_point(value)
+
+    @field_validator("group_filter")
+    @classmethod
+    def _filter_ep(cls, value: str | None) -> str | None:
+        return None if value is None else _check_entry_point(value)
+
+
+class Harness(BaseModel):
+    """A loaded, validated harness: its root folder and manifest."""
+
+    model_config = ConfigDict(frozen=True)
+    root: Path
+    manifest: Manifest
+
+    def path(self, relative: str) -> Path:
+        """Resolve a manifest path against the harness root."""
+        return self.root / relative
+
+    @property
+    def reward(self) -> EntryPoint:
+        """The reward entry point."""
+        return EntryPoint.parse(self.manifest.reward)
+
+    @property
+    def group_filter(self) -> EntryPoint | None:
+        """The optional group-filter entry point."""
+        gf = self.manifest.group_filter
+        return None if gf is None else EntryPoint.parse(gf)
+
+    @property
+    def strict_eval(self) -> EntryPoint:
+        """The protected strict evaluator entry point."""
+        return EntryPoint.parse(self.manifest.eval.strict)
+
+    def is_protected(self, relative: str) -> bool:
+        """Return True when `relative` (a path inside the harness) lies on the protected surface."""
+        return _matches(relative, self.manifest.surface.protected) or relative == MANIFEST_NAME
+
+    def is_editable(self, relative: str) -> bool:
+        """Return True when `relative` is editable and not protected."""
+        return _matches(relative, self.manifest.surface.editable) and not self.is_protected(relative)
+
+
+def _matches(relative: str, prefixes: list[str]) -> bool:
+    rel = Path(relative).as_posix().lstrip("./")
+    for prefix in prefixes:
+        p = prefix.rstrip("/")
+        if rel == p or rel.startswith(p + "/"):
+            return True
+    return False
+
+
+def load_harness(root: Path) -> Harness:
+    """Load and validate `root/evotrainer.yaml`, checking that the files it names exist.
+
+    Raises:
+        HarnessError: with the manifest path, the field and how to fix it.
+    """
+    manifest_path = root / MANIFEST_NAME
+    if not manifest_path.is_file():
+        raise HarnessError(f"{manifest_path}: not found; a harness folder needs an {MANIFEST_NAME} manifest")
+    try:
+        raw = yaml.safe_load(manifest_path.read_text())
+    except yaml.YAMLError as exc:
+        raise HarnessError(f"{manifest_path}: not valid YAML ({exc}); fix the syntax") from None
+    if not isinstance(raw, dict):
+        raise HarnessError(f"{manifest_path}: expected a mapping of fields at the top level")
+    try:
+        manifest = Manifest.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        hint = "remove it" if err["type"] == "extra_forbidden" else "see the example in trainer_backend/harness.py"
+        raise HarnessError(f"{manifest_path}: field '{where}': {err['msg']}; {hint}") from None
+    harness = Harness(root=root.resolve(), manifest=manifest)
+    files = {
+        "data.train": manifest.data.train,
+        "data.val": manifest.data.val,
+        "reward": harness.reward.path,
+        "eval.strict": harness.strict_eval.path,
+        "trainer.config": manifest.trainer.config,
+    }
+    if harness.group_filter is not None:
+        files["group_filter"] = harness.group_filter.path
+    for field_name, rel in files.items():
+        if not (root / rel).is_file():
+            raise HarnessError(f"{manifest_path}: field '{field_name}': file {rel} does not exist in {root}; "
+                               "create it or correct the path")
+    if manifest.diagnostics is not None and not (root / manifest.diagnostics).is_dir():
+        raise HarnessError(f"{manifest_path}: field 'diagnostics': folder {manifest.diagnostics} does not exist")
+    for field_name in ("eval.strict", "data.val"):
+        if not harness.is_protected(files[field_name]):
+            raise HarnessError(f"{manifest_path}: field 'surface.protected' must cover {files[field_name]} "
+                               f"({field_name}); add it to surface.protected")
+    return harness
