@@ -42,6 +42,7 @@ class RunSpec(BaseModel):
     resume: bool = False
     init_checkpoint: Path | None = None  # start from this policy (a parent version's final checkpoint)
     sandbox: Literal["none", "docker", "process"] = "none"  # where candidate reward/filter code runs
+    ray_address: str | None = None  # verl only: submit through Ray Jobs instead of a local subprocess
 
 
 class RunStatus(str, enum.Enum):
