@@ -6,6 +6,8 @@ the command function, so `evotrainer --help` stays fast and never imports torch 
 
 from __future__ import annotations
 
+import importlib
+
 import typer
 
 app = typer.Typer(
@@ -16,9 +18,20 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-# Command registration: one line per command module (each module exposes `register(app)`).
-# --- commands ---
-# --- end commands ---
+# Command modules, in --help order; each exposes `register(app)`.
+COMMAND_MODULES = (
+    "run",
+    "status",
+    "train",
+    "diagnose",
+    "backtest",
+    "skills",
+    "sandbox",
+    "db",
+    "graph",
+)
+for _name in COMMAND_MODULES:
+    importlib.import_module(f"agent.commands.{_name}").register(app)
 
 
 def main() -> None:

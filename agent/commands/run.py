@@ -1,0 +1,234 @@
+"""`evotrainer run`, `evotrainer resume` and `evotrainer approve`: start, continue and answer sessions."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+
+DEMO_HARNESS = Path(__file__).resolve().parents[2] / "examples" / "arithmetic"
+CONTEXT_FILE = "context.json"
+
+
+def register(app: typer.Typer) -> None:
+    """Add `run`, `resume` and `approve` to the CLI."""
+    app.command("run")(run)
+    app.command("resume")(resume)
+    app.command("approve")(approve)
+
+
+def run(
+    harness: Path = typer.Option(None, help="harness folder (default: a fresh copy of examples/arithmetic)"),
+    repo: Path = typer.Option(Path("evotrainer-demo"), help="git repository the session works in"),
+    mode: str = typer.Option("evotrainer", help="evotrainer | score-only (the paper's score-only baseline)"),
+    llm: str = typer.Option("", help="drive the session with this model on an OpenAI-compatible server"),
+    sandbox: str = typer.Option("docker", help="where candidate code runs: docker | process | none"),
+    gate: str = typer.Option("none", help="human gates: none | launch | promote | all"),
+    iterations: int = typer.Option(4, help="iteration budget"),
+    max_steps: int = typer.Option(1200, help="training-step budget (all runs together)"),
+    base_steps: int = typer.Option(60, help="training steps of v0"),
+    pilot_steps: int = typer.Option(60, help="training steps of each pilot"),
+    candidates: int = typer.Option(3, help="candidates per iteration"),
+    seed: int = typer.Option(0, help="training seed"),
+    db: str = typer.Option("", help="store URL (default: SQLite under .evotrainer/; env EVOTRAINER_DB)"),
+) -> None:
+    """Run an autonomous session; with no arguments, the demo on the bundled defective harness."""
+    from agent.context import Context
+    from agent.session import start_session
+
+    try:
+        ctx = Context(
+            workdir=".",
+            db_url=db,
+            mode=mode,
+            policy="llm" if llm else "heuristic",  # type: ignore[arg-type]
+            llm_model=llm,
+            sandbox=sandbox,
+            gate=gate,
+            seed=seed,
+            base_steps=base_steps,  # type: ignore[arg-type]
+            pilot_steps=pilot_steps,
+            max_candidates=candidates,
+            max_iterations=iterations,
+            max_train_steps=max_steps,
+        )
+    except ValueError as exc:
+        _fail(str(exc))
+    source = harness or DEMO_HARNESS
+    if harness is None and repo.exists():
+        shutil.rmtree(repo)  # the demo always starts from a fresh copy
+    if sandbox == "docker":
+        _ensure_sandbox_image()
+    session_id, root = start_session(ctx, source, repo)
+    _save_context(ctx, session_id)
+    _console().print(
+        f"[bold]session {session_id}[/bold] on {root} (mode {mode}, policy {ctx.policy}, sandbox {sandbox})"
+    )
+    _drive(ctx, session_id, {"session_id": session_id, "harness_dir": str(root)})
+
+
+def resume(
+    session: str = typer.Argument(..., help="session id"),
+    db: str = typer.Option("", help="store URL (default: SQLite under .evotrainer/; env EVOTRAINER_DB)"),
+) -> None:
+    """Continue a killed or paused session from its last checkpoint."""
+    ctx = _load_context(session, db)
+    _drive(ctx, session, None)
+
+
+def approve(
+    session: str = typer.Argument(..., help="session id"),
+    reject: bool = typer.Option(False, "--reject", help="reject instead of approve"),
+    note: str = typer.Option("", help="note recorded with the answer"),
+    db: str = typer.Option("", help="store URL"),
+    resume_now: bool = typer.Option(True, "--resume/--no-resume", help="continue the session after answering"),
+) -> None:
+    """Answer the session's pending gate (launch or promote), then resume it."""
+    from langgraph.types import Command
+
+    from agent import ledger
+    from store.repository import answer_gate, pending_gate
+
+    ctx = _load_context(session, db)
+    with ledger.db(ledger.db_url(ctx.db_url, ctx.workdir)) as s:
+        gate = pending_gate(s, session)
+        if gate is None:
+            _fail(f"session {session} has no pending gate")
+        answer_gate(s, gate.id, approved=not reject, note=note or None)  # type: ignore[union-attr]
+        kind = gate.gate  # type: ignore[union-attr]
+    _console().print(f"{'rejected' if reject else 'approved'} the {kind} gate of {session}")
+    if resume_now:
+        _drive(ctx, session, Command(resume={"approve": not reject, "note": note}))
+
+
+def _drive(ctx: Any, session_id: str, graph_input: Any) -> None:
+    from agent.session import run_graph
+
+    console = _console()
+    started = time.time()
+
+    def on_update(node: str, update: Any) -> None:
+        console.print(f"[dim]{time.time() - started:7.1f}s[/dim] {node:<20} {_describe(node, update)}")
+
+    values = run_graph(ctx, session_id, graph_input, on_update)
+    if values.get("__interrupt__"):
+        pack = values["__interrupt__"][0]
+        console.print(
+            f"[yellow]paused at the {pack.get('gate')} gate[/yellow]: "
+            f"evotrainer approve {session_id} [--reject] [--note TEXT]"
+        )
+        console.print_json(json.dumps(pack, default=str))
+        return
+    _print_summary(values, time.time() - started)
+
+
+def _describe(node: str, update: Any) -> str:
+    if not isinstance(update, dict):
+        return ""
+    if node == "observe" and update.get("version"):
+        v = update["version"]
+        return f"v{v['index']} trained: strict {v['strict_acc']:.3f}, reward {v['train_reward']:.3f}"
+    if node == "diagnose":
+        alerts = [f["alert_id"] for f in update["report"]["findings"] if f["severity"] != "ok"]
+        return f"alerts: {', '.join(alerts) or 'none'}" + ("  (diagnostic gap)" if update.get("gap") else "")
+    if node == "propose":
+        return "; ".join(
+            f"{c['id']} [{c['status']}] {c['reason']}".strip()
+            for c in update.get("candidates", [])
+            if c["status"] in ("proposed", "refused")
+        )
+    if node == "backtest":
+        return "; ".join(f"{b['candidate_id']}: {b['verdict']}" for b in update.get("backtests", []))
+    if node == "train":
+        return "; ".join(
+            f"{p['candidate_id']}: {p['outcome']} strict {p['strict_acc']:.3f} reward {p['train_reward']:.3f}"
+            for p in update.get("pilots", [])
+        )
+    if node == "decide":
+        return "; ".join(
+            f"{d['candidate_id']}: {d['decision']} ({d['outcome']}) {d['rationale']}"
+            for d in update.get("decisions", [])
+        )
+    if node == "record" and update.get("history"):
+        h = update["history"][-1]
+        stop = f"  → stop: {update['stop_reason']}" if update.get("stop_reason") else ""
+        return f"iteration {h['iteration']}: now v{h['version']} (strict {h['strict_acc']:.3f}){stop}"
+    return ""
+
+
+def _print_summary(values: dict[str, Any], wall_s: float) -> None:
+    from rich.table import Table
+
+    console = _console()
+    table = Table(title=f"session {values.get('session_id')}: {values.get('stop_reason', '')}")
+    for col in ("iteration", "version", "merged", "strict acc", "decisions"):
+        table.add_column(col)
+    for h in values.get("history", []):
+        table.add_row(
+            str(h["iteration"]),
+            f"v{h['version']}",
+            str(h["merged"] or "-"),
+            f"{h['strict_acc']:.3f}",
+            ", ".join(f"{k.split('-v')[-1]}={v}" for k, v in h["decisions"].items()),
+        )
+    console.print(table)
+    report = values.get("report") or {}
+    alerts = [f["alert_id"] for f in report.get("findings", []) if f["severity"] != "ok"]
+    version = values.get("version") or {}
+    first = values.get("history", [{}])
+    console.print(
+        f"strict accuracy v0 → final: {values.get('v0_strict', float('nan')):.3f} → "
+        f"{version.get('strict_acc', float('nan')):.3f}; remaining alerts: {', '.join(alerts) or 'none'}; "
+        f"merged skills: {sum(1 for h in first if h.get('merged'))}; steps used "
+        f"{values.get('steps_used', 0)}; wall time {wall_s:.0f} s"
+    )
+
+
+def _save_context(ctx: Any, session_id: str) -> None:
+    from agent.session import context_to_json
+
+    folder = ctx.session_dir(session_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / CONTEXT_FILE).write_text(json.dumps(context_to_json(ctx), indent=2))
+
+
+def _load_context(session_id: str, db: str) -> Any:
+    from agent.context import Context
+
+    path = Path(".").resolve() / ".evotrainer" / "sessions" / session_id / CONTEXT_FILE
+    if not path.exists():
+        _fail(f"no session {session_id} under {path.parent.parent}; run `evotrainer status` to list sessions")
+    data = json.loads(path.read_text())
+    if db:
+        data["db_url"] = db
+    return Context(**data)
+
+
+def _ensure_sandbox_image() -> None:
+    from sandboxes.image import ensure_image
+
+    try:
+        import docker
+
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:
+        _fail(f"no Docker engine reachable ({exc}); start dockerd, or pass --sandbox process (weaker isolation)")
+    tag = ensure_image(client)
+    _console().print(f"sandbox image {tag}")
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def _fail(message: str) -> None:
+    print(f"evotrainer: {message}", file=sys.stderr)
+    raise typer.Exit(2)

@@ -1,0 +1,57 @@
+"""Run settings of one campaign session (LangGraph `context_schema`), separate from the evolving State.
+
+Loaded once at the entry point (CLI) and passed to `graph.invoke(..., context=...)`; nodes read it
+through `Runtime[Context]`. Env never silently overrides an explicit value; secrets come only from env.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+Mode = Literal["evotrainer", "score-only"]
+Gate = Literal["none", "launch", "promote", "all"]
+SandboxMode = Literal["docker", "process", "none"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Context:
+    """Settings for one session. Cross-field checks raise `ValueError` naming the conflict and the fix."""
+
+    workdir: str = field(default=".", metadata={"description": "where .evotrainer/ (store, runs) lives"})
+    db_url: str = field(default="", metadata={"description": "SQLAlchemy URL of the store; empty = default SQLite"})
+    mode: Mode = field(default="evotrainer", metadata={"description": "evotrainer or the score-only baseline"})
+    policy: Literal["heuristic", "llm"] = "heuristic"
+    llm_model: str = ""
+    backend: Literal["local", "verl"] = "local"
+    sandbox: SandboxMode = "docker"
+    gate: Gate = "none"
+    seed: int = 0
+    base_steps: int = field(default=60, metadata={"description": "training steps of v0 before the first diagnosis"})
+    pilot_steps: int = field(default=60, metadata={"description": "training steps of each candidate pilot"})
+    max_candidates: int = field(default=3, metadata={"description": "candidates proposed per iteration"})
+    max_iterations: int = 4
+    max_train_steps: int = field(default=1200, metadata={"description": "total training-step budget"})
+    max_wall_s: float = 3600.0
+
+    def __post_init__(self) -> None:
+        if self.policy == "llm" and not self.llm_model:
+            raise ValueError("policy 'llm' needs a model: pass --llm MODEL")
+        if self.base_steps <= 0 or self.pilot_steps <= 0:
+            raise ValueError("base_steps and pilot_steps must be positive")
+        if self.max_train_steps < self.base_steps:
+            raise ValueError(
+                f"max_train_steps ({self.max_train_steps}) is below base_steps ({self.base_steps}); raise --max-steps"
+            )
+        if self.max_candidates < 1:
+            raise ValueError("max_candidates must be >= 1")
+
+    @property
+    def root(self) -> Path:
+        """The `.evotrainer` folder of this workdir."""
+        return Path(self.workdir).resolve() / ".evotrainer"
+
+    def session_dir(self, session_id: str) -> Path:
+        """Artefact folder of one session (runs, backtests, worktrees)."""
+        return self.root / "sessions" / session_id

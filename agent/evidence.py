@@ -1,0 +1,117 @@
+"""Pure decision rules: per-prompt strict scores, paired comparisons, and keep / prune / revert / merge.
+
+A higher training reward alone never promotes anything in `evotrainer` mode: the strict held-out score,
+compared per prompt against a control run with a paired bootstrap, decides, and a hack or new critical
+alert turns an apparent improvement into `mixed`. The `score-only` baseline decides on the training
+reward alone, as the paper's AutoResearch-style loop does.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from diagnostics.schema import Rollout
+from diagnostics.stats import PairedComparison
+
+# Score-only promotes when the final training reward beats the control's by more than this.
+SCORE_ONLY_MARGIN = 0.0
+
+
+def final_strict_scores(rollouts: Sequence[Rollout]) -> dict[str, float]:
+    """Mean strict score per prompt at the last validation step that has strict scores."""
+    scored = [r for r in rollouts if r.split == "val" and r.strict_score is not None]
+    if not scored:
+        return {}
+    last = max(r.step for r in scored)
+    sums: dict[str, list[float]] = defaultdict(list)
+    for r in scored:
+        if r.step == last:
+            sums[r.prompt_id].append(float(r.strict_score))  # type: ignore[arg-type]
+    return {pid: sum(v) / len(v) for pid, v in sums.items()}
+
+
+def paired(control: Mapping[str, float], candidate: Mapping[str, float]) -> tuple[list[float], list[float]]:
+    """Scores of the prompts both runs were evaluated on, in a stable order."""
+    common = sorted(set(control) & set(candidate))
+    return [control[p] for p in common], [candidate[p] for p in common]
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Everything the decision needs about one candidate pilot."""
+
+    candidate_id: str
+    run_ok: bool
+    message: str
+    comparison: PairedComparison | None
+    outcome_class: str  # improvement | regression | mixed | insufficient
+    train_reward: float
+    control_train_reward: float
+    new_alerts: tuple[str, ...]
+
+
+def decide(evaluations: Sequence[Evaluation], mode: str) -> list[dict[str, Any]]:
+    """Keep / prune / revert / merge each candidate; at most one merge (the best) per iteration.
+
+    evotrainer mode: improvement → keep (the largest strict delta → merge); regression → revert;
+    mixed / insufficient / failed run → prune. score-only mode: the highest training reward above the
+    control's → merge, every other candidate → revert.
+    """
+    if mode == "score-only":
+        return _decide_score_only(evaluations)
+    decisions = []
+    for ev in evaluations:
+        if not ev.run_ok:
+            decisions.append(_decision(ev, "prune", "insufficient", f"pilot failed: {ev.message}"))
+            continue
+        cmp = ev.comparison
+        assert cmp is not None, f"{ev.candidate_id}: a finished pilot must have a comparison"
+        evidence = (
+            f"strict {cmp.mean_a:.3f} → {cmp.mean_b:.3f} (Δ {cmp.delta:+.3f}, 95% CI "
+            f"[{cmp.ci_low:+.3f}, {cmp.ci_high:+.3f}], n={cmp.n}, Wilcoxon p={cmp.p_wilcoxon:.3g})"
+        )
+        if ev.new_alerts:
+            evidence += f"; new alerts: {', '.join(ev.new_alerts)}"
+        action = {"improvement": "keep", "regression": "revert"}.get(ev.outcome_class, "prune")
+        decisions.append(_decision(ev, action, ev.outcome_class, evidence))
+    improving = [d for d in decisions if d["decision"] == "keep"]
+    if improving:
+        best = max(improving, key=lambda d: (d["delta"], d["ci_low"]))
+        best["decision"] = "merge"
+    return decisions
+
+
+def _decide_score_only(evaluations: Sequence[Evaluation]) -> list[dict[str, Any]]:
+    decisions = []
+    for ev in evaluations:
+        gain = ev.train_reward - ev.control_train_reward
+        text = f"training reward {ev.control_train_reward:.3f} → {ev.train_reward:.3f} (Δ {gain:+.3f})"
+        if not ev.run_ok:
+            decisions.append(_decision(ev, "prune", "insufficient", f"pilot failed: {ev.message}"))
+        else:
+            outcome = "improvement" if gain > SCORE_ONLY_MARGIN else "regression"
+            decisions.append(_decision(ev, "keep" if gain > SCORE_ONLY_MARGIN else "revert", outcome, text))
+    kept = [d for d in decisions if d["decision"] == "keep"]
+    if kept:
+        max(kept, key=lambda d: d["train_gain"])["decision"] = "merge"
+    for d in decisions:
+        if d["decision"] == "keep":
+            d["decision"] = "revert"
+    return decisions
+
+
+def _decision(ev: Evaluation, action: str, outcome: str, rationale: str) -> dict[str, Any]:
+    cmp = ev.comparison
+    return {
+        "candidate_id": ev.candidate_id,
+        "decision": action,
+        "outcome": outcome,
+        "delta": cmp.delta if cmp else 0.0,
+        "ci_low": cmp.ci_low if cmp else 0.0,
+        "ci_high": cmp.ci_high if cmp else 0.0,
+        "train_gain": ev.train_reward - ev.control_train_reward,
+        "rationale": rationale,
+    }

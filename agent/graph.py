@@ -1,0 +1,50 @@
+"""The campaign graph: wiring only. Nodes live in `agent/nodes/`, routers in `agent/routing.py`.
+
+    observe → diagnose ─(gap)→ upgrade_diagnostics ─┐
+                  └─────────────────────────────────┴→ propose → backtest (fan-out) → launch_gate
+      → train (fan-out: candidates + control) → evaluate → decide → promote_gate → record
+      → observe (budget left) | finish
+
+`graph` (for `langgraph.json`) is compiled WITHOUT a checkpointer: `langgraph dev` refuses graphs that
+bring their own (langgraph.md §4). The CLI compiles `builder` with a SQLite/Postgres checkpointer.
+All nodes are sync `def`: git, Docker and training are blocking calls (langgraph.md §5).
+"""
+
+from __future__ import annotations
+
+from langgraph.graph import END, START, StateGraph
+
+from agent import routing
+from agent.context import Context
+from agent.nodes import backtest, decide, diagnose, evaluate, gates, observe, propose, record, train, upgrade
+from agent.state import InputState, State
+
+builder = StateGraph(State, context_schema=Context, input_schema=InputState)
+builder.add_node("observe", observe.observe)
+builder.add_node("diagnose", diagnose.diagnose)
+builder.add_node("upgrade_diagnostics", upgrade.upgrade_diagnostics)
+builder.add_node("propose", propose.propose)
+builder.add_node("backtest", backtest.backtest)
+builder.add_node("launch_gate", gates.launch_gate)
+builder.add_node("train", train.train)
+builder.add_node("evaluate", evaluate.evaluate)
+builder.add_node("decide", decide.decide)
+builder.add_node("promote_gate", gates.promote_gate)
+builder.add_node("record", record.record)
+builder.add_node("finish", record.finish)
+
+builder.add_edge(START, "observe")
+builder.add_conditional_edges("observe", routing.route_after_observe, ["diagnose", "finish"])
+builder.add_conditional_edges("diagnose", routing.route_after_diagnose, ["upgrade_diagnostics", "propose"])
+builder.add_edge("upgrade_diagnostics", "propose")
+builder.add_conditional_edges("propose", routing.fan_out_backtests, ["backtest", "record"])
+builder.add_edge("backtest", "launch_gate")
+builder.add_conditional_edges("launch_gate", routing.fan_out_pilots, ["train", "record"])
+builder.add_edge("train", "evaluate")
+builder.add_edge("evaluate", "decide")
+builder.add_edge("decide", "promote_gate")
+builder.add_edge("promote_gate", "record")
+builder.add_conditional_edges("record", routing.route_after_record, ["observe", "finish"])
+builder.add_edge("finish", END)
+
+graph = builder.compile(name="evotrainer")

@@ -1,0 +1,96 @@
+"""The controller's adapter to the SQL store: idempotent writes for nodes that may re-run after a crash.
+
+Nodes call these functions, never SQLAlchemy directly. Every write is keyed so a re-run finds the row it
+wrote before instead of inserting a second one (runs and candidates by id, versions by run id, reports
+by run id, cases by candidate id).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
+
+from store import models, repository
+from store.engine import make_engine, resolve_db_url, session_scope
+
+
+@functools.cache
+def engine_for(url: str) -> Engine:
+    """One engine per URL per process."""
+    return make_engine(url)
+
+
+def db_url(explicit: str, workdir: str) -> str:
+    """Resolve the store URL from the context (explicit value > EVOTRAINER_DB > default SQLite)."""
+    return resolve_db_url(explicit or None, Path(workdir).resolve())
+
+
+@contextmanager
+def db(url: str) -> Iterator[Session]:
+    """A transaction on the store (commit on success, rollback on error)."""
+    with session_scope(engine_for(url)) as session:
+        yield session
+
+
+def ensure_run(session: Session, *, run_id: str, **fields: Any) -> models.Run:
+    """Register a run unless a row with this id exists."""
+    row = session.get(models.Run, run_id)
+    return row if row is not None else repository.add_run(session, run_id=run_id, **fields)
+
+
+def finish_run(session: Session, run_id: str, **fields: Any) -> None:
+    """Record a run's outcome (idempotent: a finished run is left as it is)."""
+    row = session.get(models.Run, run_id)
+    if row is not None and row.status != "finished":
+        repository.finish_run(session, run_id, **fields)
+
+
+def ensure_candidate(session: Session, *, candidate_id: str, **fields: Any) -> models.Candidate:
+    """Insert a candidate unless it exists."""
+    row = session.get(models.Candidate, candidate_id)
+    return row if row is not None else repository.add_candidate(session, candidate_id=candidate_id, **fields)
+
+
+def version_for_run(session: Session, session_id: str, run_id: str) -> models.Version | None:
+    """The ledger row of the version trained by `run_id`, if recorded."""
+    query = select(models.Version).where(models.Version.session_id == session_id, models.Version.run_id == run_id)
+    return session.scalars(query).first()
+
+
+def ensure_version(session: Session, *, session_id: str, run_id: str, **fields: Any) -> models.Version:
+    """Append a version to the ledger unless the run's version is already there."""
+    row = version_for_run(session, session_id, run_id)
+    return row if row is not None else repository.add_version(session, session_id=session_id, run_id=run_id, **fields)
+
+
+def ensure_health_report(
+    session: Session, *, session_id: str, run_id: str, path: str, findings: Sequence[Mapping[str, Any]]
+) -> None:
+    """Store a health report with its findings unless one exists for this run."""
+    query = select(models.HealthReport).where(
+        models.HealthReport.session_id == session_id, models.HealthReport.run_id == run_id
+    )
+    if session.scalars(query).first() is None:
+        repository.add_health_report(
+            session,
+            session_id=session_id,
+            run_id=run_id,
+            path=path,
+            findings=list(findings),  # type: ignore[arg-type]
+        )
+
+
+def ensure_case(session: Session, *, session_id: str, candidate_id: str | None, **fields: Any) -> None:
+    """Record a case (pattern or negative evidence) once per candidate."""
+    if candidate_id is not None:
+        query = select(models.Case).where(models.Case.candidate_id == candidate_id)
+        if session.scalars(query).first() is not None:
+            return
+    repository.add_case(session, session_id=session_id, candidate_id=candidate_id, **fields)

@@ -1,0 +1,83 @@
+"""backtest: replay one candidate's reward/filter on the incumbent's cached rollouts in the sandbox (fan-out)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from langgraph.runtime import Runtime
+from sqlalchemy import select
+
+from agent import ledger
+from agent.context import Context
+from agent.nodes.common import store_url
+from agent.state import BacktestInfo, CandidateInfo
+
+
+def backtest(payload: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+    """Backtest `payload["candidate"]`; idempotent through the backtest's `report.json`."""
+    from sandboxes.backtest import run_backtest
+
+    ctx = runtime.context
+    candidate: CandidateInfo = payload["candidate"]
+    version = payload["version"]
+    out_dir = ctx.session_dir(payload["session_id"]) / "backtests" / candidate["id"]
+    if ctx.mode == "score-only":  # the baseline reads no evidence beyond the training score
+        info = BacktestInfo(
+            iteration=payload["iteration"],
+            candidate_id=candidate["id"],
+            verdict="pass",
+            outcome="ok",
+            reasons=["score-only mode: no backtest"],
+            report_path="",
+        )
+        return {"backtests": [info]}
+    result = run_backtest(Path(candidate["worktree"]), Path(version["run_dir"]), out_dir, mode=ctx.sandbox)
+    info = BacktestInfo(
+        iteration=payload["iteration"],
+        candidate_id=candidate["id"],
+        verdict=result.verdict.value,
+        outcome=result.outcome.value,
+        reasons=list(result.reasons),
+        report_path=str(out_dir / "report.json"),
+    )
+    _record(ctx, candidate["id"], version["run_id"], str(out_dir), result)
+    return {"backtests": [info]}
+
+
+def _record(ctx: Context, candidate_id: str, run_id: str, out_dir: str, result: Any) -> None:
+    from store import models
+    from store.repository import add_backtest, update_candidate_status
+
+    m = result.metrics
+    with ledger.db(store_url(ctx)) as db:
+        if db.scalars(select(models.Backtest).where(models.Backtest.candidate_id == candidate_id)).first():
+            return
+        add_backtest(
+            db,
+            candidate_id=candidate_id,
+            rollouts_run_id=run_id,
+            artefact_dir=out_dir,
+            verdict=result.verdict.value,
+            outcome=result.outcome.value,
+            dead_group_ratio_before=_f(m, "dead_ratio_before"),
+            dead_group_ratio_after=_f(m, "dead_ratio_after"),
+            rank_violations_before=_i(m, "rank_violations_before"),
+            rank_violations_after=_i(m, "rank_violations_after"),
+            kept_ratio=_f(m, "kept_sample_ratio"),
+            hack_max_score=_f(m, "hack_max_score"),
+            reasons=list(result.reasons),
+        )
+        status = "backtested" if result.verdict.value in ("pass", "inconclusive") else "backtest_failed"
+        update_candidate_status(db, candidate_id, status)
+
+
+def _f(metrics: Any, name: str) -> float | None:
+    value = None if metrics is None else getattr(metrics, name)
+    return None if value is None or (isinstance(value, float) and not math.isfinite(value)) else float(value)
+
+
+def _i(metrics: Any, name: str) -> int | None:
+    value = None if metrics is None else getattr(metrics, name)
+    return None if value is None else int(value)

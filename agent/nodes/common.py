@@ -1,0 +1,102 @@
+"""Shared node plumbing: run a training job idempotently and record it; read the session's git state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from agent import ledger
+from agent.context import Context
+from agent.runs import ensure_run
+from agent.state import PilotInfo
+from trainer_backend.base import RunResult, RunSpec
+
+CHECKPOINT_FILE = "checkpoints/last.pt"
+
+
+def store_url(ctx: Context) -> str:
+    """The store URL for this context."""
+    return ledger.db_url(ctx.db_url, ctx.workdir)
+
+
+def run_training(
+    ctx: Context,
+    session_id: str,
+    run_id: str,
+    harness_dir: Path,
+    steps: int,
+    *,
+    init_checkpoint: str | None,
+    kind: Literal["pilot", "full"],
+    seed: int,
+    candidate_id: str | None = None,
+) -> RunResult:
+    """Train once (idempotent across crashes) and record the run and its outcome in the store."""
+    out_dir = ctx.session_dir(session_id) / "runs" / run_id
+    spec = RunSpec(
+        run_id=run_id,
+        harness_dir=harness_dir,
+        out_dir=out_dir,
+        steps=steps,
+        seed=seed,
+        kind=kind,
+        init_checkpoint=Path(init_checkpoint) if init_checkpoint else None,
+        sandbox=ctx.sandbox,
+    )
+    with ledger.db(store_url(ctx)) as db:
+        ledger.ensure_run(
+            db,
+            run_id=run_id,
+            session_id=session_id,
+            backend=ctx.backend,
+            kind=kind,
+            steps=steps,
+            artefact_dir=str(out_dir),
+            seed=seed,
+            candidate_id=candidate_id,
+        )
+    result = ensure_run(spec, ctx.backend)
+    with ledger.db(store_url(ctx)) as db:
+        ledger.finish_run(
+            db,
+            run_id,
+            outcome=result.outcome.value,
+            strict_acc=_num(result, "strict_acc_after"),
+            train_reward=_num(result, "train_reward_last"),
+            wall_time_s=_num(result, "wall_time_s"),
+            message=result.message,
+        )
+    return result
+
+
+def _num(result: RunResult, key: str) -> float | None:
+    value = result.summary.get(key)
+    return None if value is None else float(value)
+
+
+def pilot_from_result(result: RunResult, *, iteration: int, candidate_id: str, steps: int) -> PilotInfo:
+    """The state's view of a finished run."""
+    checkpoint = result.out_dir / CHECKPOINT_FILE
+    return PilotInfo(
+        iteration=iteration,
+        candidate_id=candidate_id,
+        run_id=result.run_id,
+        run_dir=str(result.out_dir),
+        outcome=result.outcome.value,
+        strict_acc=_num(result, "strict_acc_after") or 0.0,
+        train_reward=_num(result, "train_reward_last") or 0.0,
+        checkpoint=str(checkpoint) if checkpoint.exists() else "",
+        steps=int(result.steps_done),
+        message=result.message,
+    )
+
+
+def session_main_commit(repo_dir: Path, session_id: str) -> tuple[str, str]:
+    """The session's main-line branch and its head commit."""
+    from git import Repo
+
+    from sandboxes.git_worktree import session_main_branch
+
+    branch = session_main_branch(session_id)
+    repo = Repo(repo_dir)
+    return branch, repo.commit(branch).hexsha

@@ -1,0 +1,53 @@
+"""diagnose: write the incumbent's health report (four layers) and decide whether the evidence has a gap."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+from langgraph.runtime import Runtime
+
+from agent import ledger
+from agent.context import Context
+from agent.nodes.common import store_url
+from agent.state import State
+from diagnostics.findings import HealthReport, Severity
+from diagnostics.report import build_report
+
+REPORT_FILE = "health_report.json"
+
+
+def diagnose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Build (or re-read) the incumbent run's health report, store it, and flag a diagnostic gap."""
+    version = state["version"]
+    run_dir = Path(version["run_dir"])
+    path = run_dir / REPORT_FILE
+    if path.exists():
+        report = HealthReport.from_json(orjson.loads(path.read_bytes()))
+    else:
+        parent = HealthReport.from_json(state["report"]) if state.get("report") else None
+        report = build_report(run_dir, parent=parent)
+        path.write_bytes(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    with ledger.db(store_url(runtime.context)) as db:
+        ledger.ensure_health_report(
+            db,
+            session_id=state["session_id"],
+            run_id=version["run_id"],
+            path=str(path),
+            findings=[_finding_row(f) for f in report.findings if f.fired],
+        )
+    gap = is_diagnostic_gap(report, state.get("failures_in_row", 0))
+    return {"report": report.to_json(), "gap": gap}
+
+
+def is_diagnostic_gap(report: HealthReport, failures_in_row: int) -> bool:
+    """The evidence cannot explain the version: the last iteration failed yet no alert fires (paper §2.1)."""
+    return failures_in_row > 0 and not report.alerts(Severity.WARNING)
+
+
+def _finding_row(finding: Any) -> dict[str, Any]:
+    row = finding.to_json()
+    evidence = {"rollouts": row["evidence_rollout_ids"], "numbers": row["numbers"], "rule": row["rule"]}
+    keys = ("alert_id", "layer", "severity", "message", "value", "threshold")
+    return {**{k: row[k] for k in keys}, "evidence": evidence}

@@ -1,0 +1,103 @@
+"""evaluate: compare each candidate pilot with the control on per-prompt strict scores; write health reports."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+from langgraph.runtime import Runtime
+
+from agent.context import Context
+from agent.evidence import Evaluation, final_strict_scores, paired
+from agent.routing import CONTROL_ID, current
+from agent.state import PilotInfo, State
+from diagnostics.findings import HealthReport, Severity, new_alerts
+from diagnostics.report import build_report
+from diagnostics.schema import read_run_rollouts
+from diagnostics.stats import classify_outcome, paired_bootstrap
+
+REPORT_FILE = "health_report.json"
+
+
+def evaluate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Evaluate the current iteration's pilots against the control run (pure reads of their artefacts)."""
+    pilots = current(state.get("pilots"), state["iteration"])
+    control = next((p for p in pilots if p["candidate_id"] == CONTROL_ID), None)
+    assert control is not None, "every pilot fan-out includes the control run"
+    control_report = _report(control, None) if control["outcome"] == "ok" else None
+    control_scores = _scores(control) if control_report else {}
+    evaluations = [
+        _evaluate_one(p, control, control_report, control_scores) for p in pilots if p["candidate_id"] != CONTROL_ID
+    ]
+    return {"evaluations": [_to_state(e, state["iteration"]) for e in evaluations]}
+
+
+def _evaluate_one(
+    pilot: PilotInfo, control: PilotInfo, control_report: HealthReport | None, control_scores: dict[str, float]
+) -> Evaluation:
+    if pilot["outcome"] != "ok" or control_report is None:
+        why = pilot["message"] if pilot["outcome"] != "ok" else f"control run failed: {control['message']}"
+        return Evaluation(
+            pilot["candidate_id"],
+            False,
+            f"{pilot['outcome']}: {why}",
+            None,
+            "insufficient",
+            pilot["train_reward"],
+            control["train_reward"],
+            (),
+        )
+    report = _report(pilot, control_report)
+    a, b = paired(control_scores, _scores(pilot))
+    if not a:
+        return Evaluation(
+            pilot["candidate_id"],
+            False,
+            "no strict validation scores to compare",
+            None,
+            "insufficient",
+            pilot["train_reward"],
+            control["train_reward"],
+            (),
+        )
+    comparison = paired_bootstrap(a, b)
+    fresh = new_alerts(report.alerts(Severity.WARNING), control_report.alerts(Severity.WARNING), Severity.WARNING)
+    outcome = classify_outcome(comparison, report.alerts(Severity.WARNING), control_report.alerts(Severity.WARNING))
+    return Evaluation(
+        pilot["candidate_id"],
+        True,
+        "",
+        comparison,
+        outcome,
+        pilot["train_reward"],
+        control["train_reward"],
+        tuple(f.alert_id for f in fresh),
+    )
+
+
+def _report(pilot: PilotInfo, parent: HealthReport | None) -> HealthReport:
+    path = Path(pilot["run_dir"]) / REPORT_FILE
+    if path.exists():
+        return HealthReport.from_json(orjson.loads(path.read_bytes()))
+    report = build_report(Path(pilot["run_dir"]), parent=parent)
+    path.write_bytes(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2))
+    return report
+
+
+def _scores(pilot: PilotInfo) -> dict[str, float]:
+    return final_strict_scores(read_run_rollouts(Path(pilot["run_dir"]), ["val"]).rollouts)
+
+
+def _to_state(ev: Evaluation, iteration: int) -> dict[str, Any]:
+    return {
+        "iteration": iteration,
+        "candidate_id": ev.candidate_id,
+        "run_ok": ev.run_ok,
+        "message": ev.message,
+        "comparison": ev.comparison.to_json() if ev.comparison else None,
+        "outcome_class": ev.outcome_class,
+        "train_reward": ev.train_reward,
+        "control_train_reward": ev.control_train_reward,
+        "new_alerts": list(ev.new_alerts),
+    }

@@ -1,0 +1,59 @@
+"""observe: make sure the incumbent version has a trained policy (trains v0 on the first visit)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from agent import ledger
+from agent.context import Context
+from agent.nodes.common import pilot_from_result, run_training, session_main_commit, store_url
+from agent.state import State, VersionInfo
+
+
+def observe(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Train v0 when the session has no incumbent yet; later iterations already hold a trained version."""
+    if state.get("version"):
+        return {}
+    ctx = runtime.context
+    session_id, harness_dir = state["session_id"], state["harness_dir"]
+    run_id = f"{session_id}-v0"
+    branch, commit = session_main_commit(Path(harness_dir), session_id)
+    result = run_training(
+        ctx, session_id, run_id, Path(harness_dir), ctx.base_steps, init_checkpoint=None, kind="full", seed=ctx.seed
+    )
+    pilot = pilot_from_result(result, iteration=0, candidate_id="v0", steps=ctx.base_steps)
+    if pilot["outcome"] != "ok":
+        return {"status": "finished", "stop_reason": f"v0 training failed ({pilot['outcome']}): {pilot['message']}"}
+    with ledger.db(store_url(ctx)) as db:
+        row = ledger.ensure_version(
+            db,
+            session_id=session_id,
+            run_id=run_id,
+            branch=branch,
+            commit_sha=commit,
+            rationale="v0: the starting harness",
+        )
+        row.strict_score, row.train_score = pilot["strict_acc"], pilot["train_reward"]
+    version = VersionInfo(
+        index=0,
+        branch=branch,
+        commit=commit,
+        run_id=run_id,
+        run_dir=pilot["run_dir"],
+        checkpoint=pilot["checkpoint"],
+        strict_acc=pilot["strict_acc"],
+        train_reward=pilot["train_reward"],
+        steps=ctx.base_steps,
+    )
+    return {
+        "version": version,
+        "iteration": 1,
+        "steps_used": ctx.base_steps,
+        "failures_in_row": 0,
+        "started_at": state.get("started_at") or time.time(),
+        "v0_strict": pilot["strict_acc"],
+    }

@@ -1,0 +1,222 @@
+"""record: apply the iteration's decisions to git and the store, advance the incumbent, check the budget.
+
+Idempotent: decision commits and merges are no-ops when already done, ledger rows are keyed by run id,
+cases by candidate id, skill results settle a use once.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from agent import ledger
+from agent.context import Context
+from agent.nodes.common import session_main_commit, store_url
+from agent.routing import CONTROL_ID, current
+from agent.state import CandidateInfo, State, VersionInfo
+
+STATUS_OF = {"merge": "merged", "keep": "kept", "prune": "pruned", "revert": "reverted"}
+
+
+def record(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Record decisions, merge the winner (or continue the incumbent), and decide whether to go on."""
+    ctx, it = runtime.context, state["iteration"]
+    candidates = [CandidateInfo(**c) for c in state.get("candidates", [])]  # type: ignore[typeddict-item]
+    mine = {c["id"]: c for c in candidates if c["iteration"] == it}
+    decisions = [d for d in state.get("decisions", []) if d["candidate_id"] in mine]
+    failed = {b["candidate_id"] for b in current(state.get("backtests"), it) if b["verdict"] == "fail"}
+    for cid in failed:
+        mine[cid]["status"] = "backtest_failed"
+    promote = state.get("gate_answer") or {}
+    for d in decisions:
+        if (
+            d["decision"] == "merge"
+            and promote.get("gate") == "promote"
+            and promote.get("iteration") == it
+            and not promote.get("approved")
+        ):
+            d["decision"], d["rationale"] = "keep", d["rationale"] + f"; promotion rejected: {promote.get('note', '')}"
+        mine[d["candidate_id"]]["status"] = STATUS_OF[d["decision"]]
+    pilots = {p["candidate_id"]: p for p in current(state.get("pilots"), it)}
+    winner = next((d for d in decisions if d["decision"] == "merge"), None)
+    version = _advance(ctx, state, mine, decisions, winner, pilots)
+    _store(ctx, state, mine, decisions, winner, version)
+    spent = sum(p["steps"] for p in pilots.values())
+    steps_used = state.get("steps_used", 0) + spent
+    failures = 0 if winner else state.get("failures_in_row", 0) + 1
+    summary = {
+        "iteration": it,
+        "version": version["index"],
+        "merged": winner["candidate_id"] if winner else None,
+        "strict_acc": version["strict_acc"],
+        "candidates": len(mine),
+        "decisions": {d["candidate_id"]: d["decision"] for d in decisions},
+    }
+    stop = _stop_reason(ctx, state, it, steps_used, proposed=len(mine))
+    return {
+        "candidates": candidates,
+        "version": version,
+        "iteration": it + 1,
+        "steps_used": steps_used,
+        "failures_in_row": failures,
+        "decisions": [],
+        "history": [summary],
+        "status": "finished" if stop else "running",
+        "stop_reason": stop,
+    }
+
+
+def _advance(
+    ctx: Context,
+    state: State,
+    mine: dict[str, CandidateInfo],
+    decisions: list[dict[str, Any]],
+    winner: dict[str, Any] | None,
+    pilots: dict[str, Any],
+) -> VersionInfo:
+    """Write decision commits, merge the winner, and return the new incumbent."""
+    from git import Repo
+
+    from sandboxes import git_worktree as gw
+
+    version = state["version"]
+    repo = Repo(state["harness_dir"])
+    for d in decisions:
+        gw.amend_decision_note(
+            repo,
+            mine[d["candidate_id"]]["branch"],
+            f"{d['decision']} ({d['outcome']})\n\n{d['rationale']}",
+            decision=d["decision"],
+        )
+    if winner is not None:
+        cand = mine[winner["candidate_id"]]
+        gw.merge_candidate(
+            repo,
+            version["branch"],
+            cand["branch"],
+            f"v{version['index'] + 1}: merge {cand['slug']}\n\n{cand['hypothesis']}\n\nEvidence: {winner['rationale']}",
+        )
+        pilot = pilots[winner["candidate_id"]]
+    elif pilots.get(CONTROL_ID, {}).get("outcome") == "ok":
+        pilot = pilots[CONTROL_ID]  # nothing beat the control: the incumbent harness continues training
+    else:
+        return version
+    _, commit = session_main_commit(Path(state["harness_dir"]), state["session_id"])
+    return VersionInfo(
+        index=version["index"] + 1,
+        branch=version["branch"],
+        commit=commit,
+        run_id=pilot["run_id"],
+        run_dir=pilot["run_dir"],
+        checkpoint=pilot["checkpoint"],
+        strict_acc=pilot["strict_acc"],
+        train_reward=pilot["train_reward"],
+        steps=version["steps"] + pilot["steps"],
+    )
+
+
+def _store(
+    ctx: Context,
+    state: State,
+    mine: dict[str, CandidateInfo],
+    decisions: list[dict[str, Any]],
+    winner: dict[str, Any] | None,
+    new: VersionInfo,
+) -> None:
+    from sqlalchemy import select
+
+    from skills.repository import record_result
+    from store import models, repository
+
+    session_id = state["session_id"]
+    domain = state.get("report", {}).get("metrics", {}).get("domain") or _domain(state)
+    with ledger.db(store_url(ctx)) as db:
+        for cand in mine.values():
+            if cand["status"] != "refused" and db.get(models.Candidate, cand["id"]) is not None:
+                repository.update_candidate_status(db, cand["id"], cand["status"])  # type: ignore[arg-type]
+        for d in decisions:
+            cand = mine[d["candidate_id"]]
+            use = db.scalars(select(models.SkillUse).where(models.SkillUse.candidate_id == cand["id"])).first()
+            if use is not None and d["outcome"] != "insufficient":
+                record_result(db, use.id, win=d["decision"] == "merge")
+            if d["decision"] != "merge":
+                ledger.ensure_case(
+                    db,
+                    session_id=session_id,
+                    candidate_id=cand["id"],
+                    kind="negative_evidence",
+                    domain=domain,
+                    summary=f"{cand['slug']}: {d['decision']} ({d['outcome']}): {d['rationale']}",
+                    signature=dict(state["report"]["metrics"]),
+                    outcome=d["outcome"],
+                )
+        old = state["version"]
+        if new["run_id"] != old["run_id"]:
+            parent = ledger.version_for_run(db, session_id, old["run_id"])
+            rationale = (
+                f"merged {winner['candidate_id']}: {winner['rationale']}"
+                if winner
+                else "no candidate beat the control: the incumbent harness continues (control run adopted)"
+            )
+            row = ledger.ensure_version(
+                db,
+                session_id=session_id,
+                run_id=new["run_id"],
+                branch=new["branch"],
+                commit_sha=new["commit"],
+                parent_id=parent.id if parent else None,
+                diff_stat=_diff_stat(state["harness_dir"], old["commit"], new["commit"]),
+                rationale=rationale,
+            )
+            repository.record_decision(
+                db,
+                row.id,
+                decision="merge" if winner else "keep",
+                outcome=winner["outcome"] if winner else "insufficient",
+                rationale=rationale,
+                strict_score=new["strict_acc"],
+                train_score=new["train_reward"],
+            )
+
+
+def _diff_stat(repo_dir: str, a: str, b: str) -> tuple[int, int, int]:
+    """(files changed, insertions, deletions) between two commits."""
+    from git import Repo
+
+    files = ins = dels = 0
+    for line in Repo(repo_dir).git.diff("--numstat", a, b).splitlines():
+        added, deleted, _ = line.split("\t", 2)
+        files += 1
+        ins += int(added) if added.isdigit() else 0
+        dels += int(deleted) if deleted.isdigit() else 0
+    return files, ins, dels
+
+
+def _domain(state: State) -> str:
+    from trainer_backend.harness import load_harness
+
+    return load_harness(Path(state["harness_dir"])).manifest.domain
+
+
+def _stop_reason(ctx: Context, state: State, it: int, steps_used: int, proposed: int) -> str:
+    if it >= ctx.max_iterations:
+        return f"iteration budget reached ({ctx.max_iterations})"
+    if steps_used + 2 * ctx.pilot_steps > ctx.max_train_steps:
+        return f"training-step budget reached ({steps_used}/{ctx.max_train_steps})"
+    if time.time() - state.get("started_at", time.time()) > ctx.max_wall_s:
+        return f"wall-time budget reached ({ctx.max_wall_s:.0f} s)"
+    if proposed == 0:
+        return "no intervention left to try: no skill or rule matches the health report"
+    return ""
+
+
+def finish(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Mark the session finished in the store."""
+    from store.repository import set_session_status
+
+    with ledger.db(store_url(runtime.context)) as db:
+        set_session_status(db, state["session_id"], "finished")
+    return {"status": "finished"}

@@ -1,0 +1,80 @@
+"""Pure routers of the campaign graph: functions of state (and settings) only, unit-tested without an LLM."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langgraph.types import Send
+
+from agent.state import CandidateInfo, State
+
+CONTROL_ID = "control"
+
+
+def current(items: list[Any] | None, iteration: int) -> list[Any]:
+    """Entries of a fan-out list that belong to `iteration`."""
+    return [item for item in (items or []) if item.get("iteration") == iteration]
+
+
+def route_after_observe(state: State) -> Literal["diagnose", "finish"]:
+    """Stop when the incumbent could not be trained (v0 failed: nothing to diagnose)."""
+    return "finish" if state.get("status") == "finished" else "diagnose"
+
+
+def route_after_diagnose(state: State) -> Literal["upgrade_diagnostics", "propose"]:
+    """Upgrade the diagnostics when the evidence cannot explain the version (a diagnostic gap)."""
+    return "upgrade_diagnostics" if state.get("gap") else "propose"
+
+
+def live_candidates(state: State) -> list[CandidateInfo]:
+    """Candidates of the current iteration that were not refused."""
+    iteration = state.get("iteration", 0)
+    return [c for c in state.get("candidates", []) if c["iteration"] == iteration and c["status"] != "refused"]
+
+
+def fan_out_backtests(state: State) -> list[Send] | Literal["record"]:
+    """One `backtest` branch per live candidate; nothing to test goes straight to `record`."""
+    candidates = live_candidates(state)
+    if not candidates:
+        return "record"
+    return [Send("backtest", {**_payload(state), "candidate": c}) for c in candidates]
+
+
+def passing_candidates(state: State) -> list[CandidateInfo]:
+    """Live candidates whose backtest passed (or was inconclusive: evidence too thin to block a pilot)."""
+    iteration = state.get("iteration", 0)
+    verdicts = {b["candidate_id"]: b["verdict"] for b in current(state.get("backtests"), iteration)}
+    return [c for c in live_candidates(state) if verdicts.get(c["id"]) in ("pass", "inconclusive")]
+
+
+def fan_out_pilots(state: State) -> list[Send] | Literal["record"]:
+    """One `train` branch per surviving, approved candidate plus the control run; none left → `record`."""
+    approved = _approved_ids(state)
+    candidates = [c for c in passing_candidates(state) if approved is None or c["id"] in approved]
+    if not candidates:
+        return "record"
+    payload = _payload(state)
+    sends = [Send("train", {**payload, "candidate": c}) for c in candidates]
+    sends.append(Send("train", {**payload, "candidate": None}))
+    return sends
+
+
+def route_after_record(state: State) -> Literal["observe", "finish"]:
+    """Loop while the session has budget left; `record` sets `status` to `finished` when it has not."""
+    return "finish" if state.get("status") == "finished" else "observe"
+
+
+def _approved_ids(state: State) -> set[str] | None:
+    answer = state.get("gate_answer") or {}
+    if answer.get("gate") != "launch" or answer.get("iteration") != state.get("iteration"):
+        return None
+    return set(answer.get("approved", []))
+
+
+def _payload(state: State) -> dict[str, Any]:
+    return {
+        "session_id": state["session_id"],
+        "harness_dir": state["harness_dir"],
+        "iteration": state.get("iteration", 0),
+        "version": state["version"],
+    }

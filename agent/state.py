@@ -1,0 +1,113 @@
+"""Graph state of a campaign session: JSON-only values so checkpoints round-trip exactly.
+
+Every value is a plain dict/list/str/number (LangGraph turns tuples into lists and warns on custom
+classes, langgraph.md §8), typed here with TypedDicts. Fan-out results (`backtests`, `pilots`) are
+appended by parallel branches through the `operator.add` reducer and carry their `iteration`, so
+nodes read only the current iteration's entries.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+
+class VersionInfo(TypedDict):
+    """The incumbent version: a commit on the session main line with its trained policy."""
+
+    index: int
+    branch: str
+    commit: str
+    run_id: str
+    run_dir: str
+    checkpoint: str
+    strict_acc: float
+    train_reward: float
+    steps: int  # training steps in this policy's lineage
+
+
+class CandidateInfo(TypedDict):
+    """One proposed intervention (a branch + worktree)."""
+
+    id: str
+    iteration: int
+    slug: str
+    branch: str
+    worktree: str
+    commit: str
+    hypothesis: str
+    factor: str
+    factors: list[str]  # declared factors (more than one only for a justified bundle)
+    justification: str
+    success_criterion: str
+    skill: str  # comma-separated skill names applied
+    status: str  # proposed | refused | backtest_failed | trained | kept | pruned | merged
+    reason: str
+
+
+class BacktestInfo(TypedDict):
+    """Result of one candidate's backtest on the incumbent's cached rollouts."""
+
+    iteration: int
+    candidate_id: str
+    verdict: str  # pass | fail | inconclusive
+    outcome: str
+    reasons: list[str]
+    report_path: str
+
+
+class PilotInfo(TypedDict):
+    """One pilot run: a candidate, or the control (incumbent harness, same steps and seed)."""
+
+    iteration: int
+    candidate_id: str  # "control" for the incumbent's own continuation
+    run_id: str
+    run_dir: str
+    outcome: str
+    strict_acc: float
+    train_reward: float
+    checkpoint: str
+    steps: int
+    message: str
+
+
+class DecisionInfo(TypedDict):
+    """Keep / prune / revert / merge for one candidate, with its outcome class and evidence."""
+
+    candidate_id: str
+    decision: str  # keep | prune | revert | merge
+    outcome: str  # improvement | regression | mixed | insufficient
+    delta: float
+    ci_low: float
+    ci_high: float
+    train_gain: float
+    rationale: str
+
+
+class InputState(TypedDict, total=False):
+    """What a caller passes to start a session."""
+
+    session_id: str
+    harness_dir: str
+
+
+class State(InputState, total=False):
+    """The whole evolving state of a session."""
+
+    iteration: int
+    version: VersionInfo
+    report: dict[str, Any]  # HealthReport.to_json() of the incumbent's latest run
+    gap: bool
+    candidates: list[CandidateInfo]
+    backtests: Annotated[list[BacktestInfo], operator.add]
+    pilots: Annotated[list[PilotInfo], operator.add]
+    evaluations: Annotated[list[dict[str, Any]], operator.add]
+    decisions: list[DecisionInfo]
+    gate_answer: dict[str, Any]
+    steps_used: int
+    started_at: float
+    v0_strict: float
+    failures_in_row: int
+    history: Annotated[list[dict[str, Any]], operator.add]
+    status: str  # running | finished
+    stop_reason: str

@@ -1,0 +1,83 @@
+"""Decision rules (issue #5): training reward alone never promotes; one merge per iteration; score-only differs."""
+
+from __future__ import annotations
+
+from agent.evidence import Evaluation, decide, final_strict_scores, paired
+from diagnostics.schema import Rollout
+from diagnostics.stats import PairedComparison, paired_bootstrap
+
+
+def _ev(
+    cid: str,
+    a: list[float],
+    b: list[float],
+    outcome: str,
+    reward: float = 0.5,
+    control: float = 0.5,
+    alerts: tuple[str, ...] = (),
+) -> Evaluation:
+    return Evaluation(cid, True, "", paired_bootstrap(a, b), outcome, reward, control, alerts)
+
+
+def test_best_improvement_merges_others_kept_and_regression_reverted() -> None:
+    base = [0.0] * 40
+    evals = [
+        _ev("small", base, [1.0] * 10 + [0.0] * 30, "improvement"),
+        _ev("big", base, [1.0] * 30 + [0.0] * 10, "improvement"),
+        _ev("worse", [1.0] * 40, base, "regression"),
+        _ev("noise", base, base, "insufficient"),
+    ]
+    out = {d["candidate_id"]: d["decision"] for d in decide(evals, "evotrainer")}
+    assert out == {"small": "keep", "big": "merge", "worse": "revert", "noise": "prune"}
+
+
+def test_higher_training_reward_alone_never_promotes_in_evotrainer_mode() -> None:
+    same = [0.5] * 40
+    hacked = _ev("hack", same, same, "insufficient", reward=0.95, control=0.3)
+    mixed = _ev("mixed", [0.0] * 40, [1.0] * 40, "mixed", reward=0.99, control=0.3, alerts=("score.reward_hacking",))
+    out = {d["candidate_id"]: d["decision"] for d in decide([hacked, mixed], "evotrainer")}
+    assert "merge" not in out.values()
+
+
+def test_score_only_promotes_on_training_reward() -> None:
+    same = [0.5] * 40
+    evals = [
+        _ev("hack", same, same, "insufficient", reward=0.95, control=0.3),
+        _ev("meh", same, same, "insufficient", reward=0.4, control=0.3),
+    ]
+    out = {d["candidate_id"]: d["decision"] for d in decide(evals, "score-only")}
+    assert out == {"hack": "merge", "meh": "revert"}
+
+
+def test_failed_pilot_is_pruned_with_its_message() -> None:
+    ev = Evaluation("bad", False, "candidate_error: harness/reward.py raised", None, "insufficient", 0, 0, ())
+    [d] = decide([ev], "evotrainer")
+    assert d["decision"] == "prune" and "harness/reward.py" in d["rationale"]
+
+
+def _r(pid: str, step: int, strict: float | None, split: str = "val") -> Rollout:
+    return Rollout(
+        run_id="r",
+        step=step,
+        split=split,
+        prompt_id=pid,
+        group_id=pid,
+        sample_index=0,  # type: ignore[arg-type]
+        prompt="p",
+        response="x",
+        ground_truth="1",
+        reward=0.0,
+        strict_score=strict,
+    )
+
+
+def test_final_strict_scores_use_last_step_and_pair_by_prompt() -> None:
+    rows = [_r("a", 0, 0.0), _r("a", 20, 1.0), _r("b", 20, 0.0), _r("c", 20, None), _r("a", 30, 0.0, "train")]
+    scores = final_strict_scores(rows)
+    assert scores == {"a": 1.0, "b": 0.0}
+    assert paired(scores, {"b": 1.0, "z": 1.0}) == ([0.0], [1.0])
+
+
+def test_comparison_round_trips_through_state_json() -> None:
+    cmp = paired_bootstrap([0.0, 1.0, 0.0], [1.0, 1.0, 0.0])
+    assert PairedComparison(**cmp.to_json()) == cmp

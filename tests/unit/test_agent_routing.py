@@ -1,0 +1,66 @@
+"""Routers are pure functions of state (issue #5): fan-out, gates and the loop, tested without an LLM."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.types import Send
+
+from agent import routing
+
+
+def _cand(cid: str, iteration: int = 1, status: str = "proposed") -> dict[str, Any]:
+    return {"id": cid, "iteration": iteration, "status": status, "worktree": f"/wt/{cid}", "branch": f"b/{cid}"}
+
+
+def _state(**extra: Any) -> dict[str, Any]:
+    base = {"session_id": "s1", "harness_dir": "/repo", "iteration": 1, "version": {"index": 0}}
+    return {**base, **extra}
+
+
+def test_backtest_fan_out_sends_one_branch_per_live_candidate() -> None:
+    state = _state(candidates=[_cand("a"), _cand("b", status="refused"), _cand("old", iteration=0)])
+    sends = routing.fan_out_backtests(state)  # type: ignore[arg-type]
+    assert isinstance(sends, list) and [s.arg["candidate"]["id"] for s in sends] == ["a"]
+    assert all(isinstance(s, Send) and s.node == "backtest" for s in sends)
+
+
+def test_no_live_candidate_goes_to_record() -> None:
+    assert routing.fan_out_backtests(_state(candidates=[_cand("b", status="refused")])) == "record"  # type: ignore[arg-type]
+
+
+def test_pilots_only_for_passing_candidates_plus_control() -> None:
+    backtests = [
+        {"iteration": 1, "candidate_id": "a", "verdict": "pass"},
+        {"iteration": 1, "candidate_id": "b", "verdict": "fail"},
+        {"iteration": 1, "candidate_id": "c", "verdict": "inconclusive"},
+        {"iteration": 0, "candidate_id": "d", "verdict": "pass"},
+    ]
+    state = _state(candidates=[_cand("a"), _cand("b"), _cand("c"), _cand("d")], backtests=backtests)
+    sends = routing.fan_out_pilots(state)  # type: ignore[arg-type]
+    assert isinstance(sends, list)
+    ids = [s.arg["candidate"]["id"] if s.arg["candidate"] else "control" for s in sends]
+    assert ids == ["a", "c", "control"]
+
+
+def test_launch_gate_rejection_trains_nothing() -> None:
+    backtests = [{"iteration": 1, "candidate_id": "a", "verdict": "pass"}]
+    answer = {"gate": "launch", "iteration": 1, "approved": []}
+    state = _state(candidates=[_cand("a")], backtests=backtests, gate_answer=answer)
+    assert routing.fan_out_pilots(state) == "record"  # type: ignore[arg-type]
+
+
+def test_stale_gate_answer_from_another_iteration_is_ignored() -> None:
+    backtests = [{"iteration": 2, "candidate_id": "a", "verdict": "pass"}]
+    answer = {"gate": "launch", "iteration": 1, "approved": []}
+    state = _state(iteration=2, candidates=[_cand("a", iteration=2)], backtests=backtests, gate_answer=answer)
+    sends = routing.fan_out_pilots(state)  # type: ignore[arg-type]
+    assert isinstance(sends, list) and len(sends) == 2
+
+
+def test_loop_and_finish() -> None:
+    assert routing.route_after_record({"status": "running"}) == "observe"  # type: ignore[typeddict-item]
+    assert routing.route_after_record({"status": "finished"}) == "finish"  # type: ignore[typeddict-item]
+    assert routing.route_after_diagnose({"gap": True}) == "upgrade_diagnostics"  # type: ignore[typeddict-item]
+    assert routing.route_after_diagnose({"gap": False}) == "propose"  # type: ignore[typeddict-item]
+    assert routing.route_after_observe({"status": "finished"}) == "finish"  # type: ignore[typeddict-item]
