@@ -23,7 +23,7 @@ Split = Literal["train", "val"]
 SPLITS: tuple[Split, ...] = ("train", "val")
 
 
-class Outcome(str, enum.Enum):
+class Outcome(enum.StrEnum):
     """How a run, backtest or sandboxed call ended. Never replaced by a fake score."""
 
     OK = "ok"
@@ -33,7 +33,7 @@ class Outcome(str, enum.Enum):
     SPOOF_DETECTED = "spoof_detected"
 
 
-class StopReason(str, enum.Enum):
+class StopReason(enum.StrEnum):
     """Why generation of one response stopped."""
 
     EOS = "eos"  # the policy emitted end-of-sequence

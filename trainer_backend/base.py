@@ -45,7 +45,7 @@ class RunSpec(BaseModel):
     ray_address: str | None = None  # verl only: submit through Ray Jobs instead of a local subprocess
 
 
-class RunStatus(str, enum.Enum):
+class RunStatus(enum.StrEnum):
     """Where a submitted run stands."""
 
     RUNNING = "running"
@@ -80,8 +80,8 @@ class RunResult(BaseModel):
 class Backend(Protocol):
     """What a backend module provides (a module satisfies this structurally)."""
 
-    def submit(self, spec: RunSpec) -> Handle: ...  # noqa: D102
+    def submit(self, spec: RunSpec) -> Handle: ...
 
-    def poll(self, handle: Handle) -> RunStatus: ...  # noqa: D102
+    def poll(self, handle: Handle) -> RunStatus: ...
 
-    def collect(self, handle: Handle) -> RunResult: ...  # noqa: D102
+    def collect(self, handle: Handle) -> RunResult: ...

@@ -208,12 +208,16 @@ def load_harness(root: Path) -> Harness:
         files["group_filter"] = harness.group_filter.path
     for field_name, rel in files.items():
         if not (root / rel).is_file():
-            raise HarnessError(f"{manifest_path}: field '{field_name}': file {rel} does not exist in {root}; "
-                               "create it or correct the path")
+            raise HarnessError(
+                f"{manifest_path}: field '{field_name}': file {rel} does not exist in {root}; "
+                "create it or correct the path"
+            )
     if manifest.diagnostics is not None and not (root / manifest.diagnostics).is_dir():
         raise HarnessError(f"{manifest_path}: field 'diagnostics': folder {manifest.diagnostics} does not exist")
     for field_name in ("eval.strict", "data.val"):
         if not harness.is_protected(files[field_name]):
-            raise HarnessError(f"{manifest_path}: field 'surface.protected' must cover {files[field_name]} "
-                               f"({field_name}); add it to surface.protected")
+            raise HarnessError(
+                f"{manifest_path}: field 'surface.protected' must cover {files[field_name]} "
+                f"({field_name}); add it to surface.protected"
+            )
     return harness
