@@ -1,0 +1,47 @@
+"""`evotrainer backtest`: replay a candidate harness's reward/filter on a run's cached rollouts, sandboxed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def backtest(
+    harness: Path = typer.Option(..., "--harness", exists=True, file_okay=False, help="candidate harness folder"),
+    rollouts: Path = typer.Option(..., "--rollouts", exists=True, file_okay=False, help="run folder with rollouts"),
+    as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
+    out: Path | None = typer.Option(None, "--out", help="artefact folder (default: <harness>/.evotrainer/backtest)"),
+    sandbox: str = typer.Option("docker", "--sandbox", help="docker | process (weaker) | none (trusted code)"),
+    split: str = typer.Option("train", "--split", help="which cached rollouts: train | val"),
+) -> None:
+    """Backtest a candidate; exits 0 on pass, 1 on fail, 2 on inconclusive or infrastructure error."""
+    import orjson
+    from rich.console import Console
+
+    from diagnostics.backtest import Verdict
+    from sandboxes.backtest import run_backtest
+
+    if sandbox not in ("docker", "process", "none"):
+        raise typer.BadParameter("use docker, process or none", param_hint="--sandbox")
+    if split not in ("train", "val"):
+        raise typer.BadParameter("use train or val", param_hint="--split")
+    out_dir = out if out is not None else harness / ".evotrainer" / "backtest"
+    result = run_backtest(harness, rollouts, out_dir, mode=sandbox, split=split)  # type: ignore[arg-type]
+    if as_json:
+        typer.echo(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2).decode())
+    else:
+        console = Console()
+        colour = {Verdict.PASS: "green", Verdict.FAIL: "red", Verdict.INCONCLUSIVE: "yellow"}[result.verdict]
+        console.print(
+            f"[bold {colour}]{result.verdict.value.upper()}[/] {result.candidate} "
+            f"(outcome {result.outcome.value}); report: {out_dir / 'report.json'}"
+        )
+        for reason in result.reasons:
+            console.print(f"  - {reason}", highlight=False, markup=False)
+    raise typer.Exit(code={Verdict.PASS: 0, Verdict.FAIL: 1, Verdict.INCONCLUSIVE: 2}[result.verdict])
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `backtest` command to the CLI."""
+    app.command("backtest")(backtest)

@@ -1,0 +1,132 @@
+"""Paired statistics for version decisions (paper App. F / reference §13) and the outcome classifier.
+
+Per-prompt paired differences, a paired bootstrap (B = 10,000, seed 42, resampled at prompt level,
+optionally stratified) for the 95% CI of the mean difference, and a two-sided Wilcoxon signed-rank test on
+the same pairs. `classify_outcome` turns a comparison plus health alerts into one of the paper's four
+outcome classes; a higher training reward alone never yields "improvement".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import numpy as np
+from scipy import stats as sps
+
+from diagnostics.findings import Finding, Severity, new_alerts
+
+OutcomeClass = Literal["improvement", "regression", "mixed", "insufficient"]
+CI_LEVEL = 0.95
+# Fewer paired prompts than this is never evidence either way.
+MIN_PAIRS = 5
+# Alerts that make an upward CI "mixed" even below critical severity: hacking is never an improvement.
+HACK_ALERT_IDS = frozenset({"score.reward_hacking", "version.reward_hacking", "score.rewarded_wrong"})
+_BOOT_CHUNK_ELEMENTS = 4_000_000  # bound the bootstrap's index matrix to ~32 MB per chunk
+
+
+@dataclass(frozen=True, slots=True)
+class PairedComparison:
+    """Paired comparison of per-prompt scores `b` (candidate) against `a` (incumbent); `delta = mean_b - mean_a`."""
+
+    mean_a: float
+    mean_b: float
+    delta: float
+    ci_low: float
+    ci_high: float
+    p_wilcoxon: float
+    n: int
+
+    def to_json(self) -> dict[str, Any]:
+        """Return a JSON-ready dict."""
+        return asdict(self)
+
+
+def _boot_means(d: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """Return `[n_boot]` means of `d` resampled with replacement."""
+    n = d.shape[0]
+    rows = max(1, _BOOT_CHUNK_ELEMENTS // max(1, n))
+    out = np.empty(n_boot, dtype=np.float64)
+    for start in range(0, n_boot, rows):
+        stop = min(n_boot, start + rows)
+        idx = rng.integers(0, n, size=(stop - start, n))
+        out[start:stop] = d[idx].mean(axis=1)
+    return out
+
+
+def wilcoxon_p(d: np.ndarray) -> float:
+    """Two-sided Wilcoxon signed-rank p-value of paired differences `d`; 1.0 when every difference is 0."""
+    if not np.any(d != 0):
+        return 1.0
+    return float(sps.wilcoxon(d, zero_method="wilcox", alternative="two-sided").pvalue)
+
+
+def paired_bootstrap(
+    a: Sequence[float],
+    b: Sequence[float],
+    n_boot: int = 10_000,
+    seed: int = 42,
+    strata: Sequence[str] | None = None,
+) -> PairedComparison:
+    """Paired bootstrap CI of `mean(b) - mean(a)` and Wilcoxon p over per-prompt pairs.
+
+    With `strata` (one label per pair, e.g. the sub-benchmark) pairs are resampled within each stratum and
+    the stratum means are weighted by stratum size (problem-weighted, as in the paper's Math aggregate).
+
+    Raises:
+        ValueError: `a` and `b` differ in length, are empty, hold non-finite values, or `strata` misaligns.
+    """
+    xa = np.asarray(a, dtype=np.float64)
+    xb = np.asarray(b, dtype=np.float64)
+    if xa.shape != xb.shape or xa.ndim != 1:
+        raise ValueError(f"paired scores need two equal-length 1-D sequences, got {xa.shape} and {xb.shape}")
+    if xa.size == 0:
+        raise ValueError("paired scores are empty: nothing to compare")
+    if not (np.isfinite(xa).all() and np.isfinite(xb).all()):
+        raise ValueError("paired scores contain NaN or infinity; drop or fix those prompts first")
+    d = xb - xa
+    rng = np.random.default_rng(seed)
+    if strata is None:
+        boots = _boot_means(d, n_boot, rng)
+    else:
+        labels = np.asarray(list(strata))
+        if labels.shape != d.shape:
+            raise ValueError(f"strata has {labels.shape[0]} labels for {d.shape[0]} pairs")
+        boots = np.zeros(n_boot, dtype=np.float64)
+        for label in np.unique(labels):
+            part = d[labels == label]
+            boots += _boot_means(part, n_boot, rng) * (part.size / d.size)
+    alpha = (1.0 - CI_LEVEL) / 2.0
+    low, high = np.quantile(boots, [alpha, 1.0 - alpha])
+    return PairedComparison(
+        mean_a=float(xa.mean()),
+        mean_b=float(xb.mean()),
+        delta=float(d.mean()),
+        ci_low=float(low),
+        ci_high=float(high),
+        p_wilcoxon=wilcoxon_p(d),
+        n=int(d.size),
+    )
+
+
+def classify_outcome(
+    comparison: PairedComparison, alerts_new: Sequence[Finding], alerts_parent: Sequence[Finding]
+) -> OutcomeClass:
+    """Classify a candidate against its parent from paired strict scores and health alerts.
+
+    - fewer than `MIN_PAIRS` pairs, or a CI that contains 0 -> "insufficient";
+    - CI entirely below 0 -> "regression";
+    - CI entirely above 0 with a new critical alert or any hack alert the parent did not have -> "mixed";
+    - CI entirely above 0 otherwise -> "improvement".
+    """
+    if comparison.n < MIN_PAIRS or math.isnan(comparison.ci_low) or math.isnan(comparison.ci_high):
+        return "insufficient"
+    if comparison.ci_high < 0:
+        return "regression"
+    if comparison.ci_low > 0:
+        critical = new_alerts(alerts_new, alerts_parent, Severity.CRITICAL)
+        hacks = [f for f in new_alerts(alerts_new, alerts_parent, Severity.WARNING) if f.alert_id in HACK_ALERT_IDS]
+        return "mixed" if critical or hacks else "improvement"
+    return "insufficient"

@@ -1,0 +1,183 @@
+"""Run a candidate's reward (and group filter) on cached rollouts in a sandbox and grade it: the backtest adapter.
+
+`run_backtest(candidate_dir, rollouts_run_dir, out_dir, mode)` loads the candidate harness manifest, reads the
+cached rollouts of a finished run (train split by default), calls the candidate's reward on every cached
+rollout plus every hack-corpus exemplar (and its filter on every step's groups) through
+`sandboxes.worker.SandboxCalls` (Docker or child process) or `trainer_backend.harness_calls.InProcessCalls`
+(mode "none", trusted code), grades the numbers with the pure `diagnostics.backtest.grade_backtest`, and
+writes `out_dir/report.json`.
+
+Idempotent artefact directory (style principle 5): when `out_dir/report.json` exists it is returned without
+running anything. Candidate failures (import error, exception, hang, contract violation, forged channel) are
+classified results that are written too; an infrastructure failure (no Docker engine) is returned but not
+written, so a retry runs again. The hack corpus and this grading code are never mounted into the sandbox:
+only the harness folder is, read-only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+import yaml
+
+from diagnostics.backtest import BacktestResult, failed_backtest, grade_backtest, step_batches
+from diagnostics.hack_corpus import corpus_batch, load_hack_corpus, score_hack_corpus
+from diagnostics.schema import Outcome, Rollout, Split, read_run_rollouts
+from diagnostics.signal import GroupKey
+from sandboxes.failures import CandidateCodeError, InfraError
+from trainer_backend.harness import MANIFEST_NAME, Harness, HarnessError, load_harness
+from trainer_backend.harness_calls import HarnessCalls, InProcessCalls, RewardContractError, validate_reward
+
+REPORT_FILE = "report.json"
+SandboxMode = Literal["docker", "process", "none"]
+# Keys that hold the generation length budget in a trainer config (local: max_new_tokens; verl:
+# data.max_response_length / rollout.response_length).
+LENGTH_KEYS = ("max_new_tokens", "max_response_length", "response_length")
+REWARD_CHUNK = 512  # items per sandbox call, to stay well inside the per-call timeout
+
+
+def open_harness_calls(harness: Harness, mode: SandboxMode) -> HarnessCalls:
+    """Return the calls object for `mode` ("none" = in-process, trusted code only)."""
+    if mode == "none":
+        return InProcessCalls(harness)
+    from sandboxes.worker import SandboxCalls  # lazy: pulls in the docker SDK
+
+    filter_entry = None if harness.group_filter is None else str(harness.group_filter)
+    return SandboxCalls(harness.root, str(harness.reward), filter_entry, mode)
+
+
+def rollout_batch(rollouts: Sequence[Rollout]) -> list[dict[str, Any]]:
+    """Return the reward inputs (verl `compute_score` kwargs) of cached rollouts."""
+    return [
+        {
+            "data_source": r.data_source,
+            "solution_str": r.response,
+            "ground_truth": r.ground_truth,
+            "extra_info": {
+                "prompt": r.prompt,
+                "prompt_id": r.prompt_id,
+                "response_tokens": r.response_tokens,
+                "truncated": r.truncated,
+                "num_turns": r.num_turns,
+                "tool_calls": r.tool_calls,
+            },
+        }
+        for r in rollouts
+    ]
+
+
+def find_length_budget(config: object) -> int | None:
+    """Return the first length-budget value (see `LENGTH_KEYS`) found in a nested config, or None."""
+    if isinstance(config, Mapping):
+        for key in LENGTH_KEYS:
+            value = config.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+        for value in config.values():
+            found = find_length_budget(value)
+            if found is not None:
+                return found
+    return None
+
+
+def _read_config(path: Path) -> object:
+    if not path.is_file():
+        return None
+    text = path.read_text()
+    return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+
+
+def _write_report(out_dir: Path, result: BacktestResult) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir / (REPORT_FILE + ".tmp")
+    tmp.write_bytes(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2))
+    tmp.replace(out_dir / REPORT_FILE)
+
+
+def _call_candidate(
+    calls: HarnessCalls, harness: Harness, batch: list[dict[str, Any]], rollouts: Sequence[Rollout]
+) -> tuple[list[float], dict[GroupKey, bool] | None]:
+    raw: list[object] = []
+    for start in range(0, len(batch), REWARD_CHUNK):
+        raw.extend(calls.compute_rewards(batch[start : start + REWARD_CHUNK]))
+    entry = str(harness.reward)
+    scores = [validate_reward(value, entry)[0] for value in raw]
+    if harness.group_filter is None:
+        return scores, None
+    keep: dict[GroupKey, bool] = {}
+    state: dict[str, Any] = {}
+    for sb in step_batches(rollouts, scores[: len(rollouts)]):
+        flags, state = calls.filter_groups([list(g) for g in sb.group_rewards], state)
+        keep.update(zip(sb.keys, flags, strict=True))
+    return scores, keep
+
+
+def run_backtest(
+    candidate_dir: Path,
+    rollouts_run_dir: Path,
+    out_dir: Path,
+    mode: SandboxMode = "docker",
+    split: Split = "train",
+) -> BacktestResult:
+    """Backtest the candidate harness at `candidate_dir` on the cached rollouts of `rollouts_run_dir`.
+
+    Returns the existing `out_dir/report.json` unchanged when there is one. Raises nothing for candidate
+    faults (they become the result's `outcome`); raises `ValueError` for an unknown mode.
+    """
+    if mode not in ("docker", "process", "none"):
+        raise ValueError(f"unknown sandbox mode {mode!r}; use docker, process or none")
+    report = out_dir / REPORT_FILE
+    if report.is_file():
+        return BacktestResult.from_json(orjson.loads(report.read_bytes()))
+    name = candidate_dir.name
+    try:
+        harness = load_harness(candidate_dir)
+    except HarnessError as exc:
+        result = failed_backtest(name, Outcome.CANDIDATE_ERROR, str(exc), MANIFEST_NAME)
+        _write_report(out_dir, result)
+        return result
+    name = harness.manifest.name
+    read = read_run_rollouts(rollouts_run_dir, [split])
+    rollouts = read.rollouts
+    items = load_hack_corpus(harness.manifest.domain)
+    calls: HarnessCalls | None = None
+    try:
+        calls = open_harness_calls(harness, mode)
+        scores, keep = _call_candidate(calls, harness, rollout_batch(rollouts) + corpus_batch(items), rollouts)
+    except CandidateCodeError as exc:
+        result = failed_backtest(name, exc.outcome, exc.message, exc.path)
+        _write_report(out_dir, result)
+        return result
+    except RewardContractError as exc:
+        result = failed_backtest(name, Outcome.CANDIDATE_ERROR, str(exc), harness.reward.path)
+        _write_report(out_dir, result)
+        return result
+    except InfraError as exc:
+        return failed_backtest(name, Outcome.INFRA_ERROR, exc.message)
+    finally:
+        if calls is not None:
+            calls.close()
+    hack = score_hack_corpus(scores[len(rollouts) :], items) if items else None
+    before = find_length_budget(_read_config(rollouts_run_dir / "config.json"))
+    after = find_length_budget(_read_config(harness.path(harness.manifest.trainer.config)))
+    result = grade_backtest(
+        name,
+        rollouts,
+        scores[: len(rollouts)],
+        keep=keep,
+        max_new_tokens_before=before,
+        max_new_tokens_after=after,
+        hack=hack,
+    )
+    notes = [f"{len(rollouts)} cached {split} rollouts from {rollouts_run_dir} (sandbox: {mode})"]
+    if read.problems:
+        notes.append(f"{len(read.problems)} unreadable rollout lines skipped, first: {read.problems[0]}")
+    result = BacktestResult(
+        result.candidate, result.outcome, result.verdict, (*result.reasons, *notes), result.metrics, result.hack
+    )
+    _write_report(out_dir, result)
+    return result

@@ -1,0 +1,120 @@
+"""Issue #4: pure backtest grading on cached rollouts (rank violations, rescue, filter, length, hack corpus)."""
+
+from __future__ import annotations
+
+import re
+
+import orjson
+import pytest
+
+from diagnostics.backtest import BacktestResult, Verdict, failed_backtest, grade_backtest, step_batches
+from diagnostics.hack_corpus import corpus_batch, load_hack_corpus, score_hack_corpus
+from diagnostics.schema import Outcome, Rollout
+
+ANS = re.compile(r"<ans>(.*?)</ans>")
+RESPONSES = [
+    ("12+21 => 7*3=21 ; 12+21=33 <ans>33</ans>", 1.0),
+    ("<ans>33</ans>", 1.0),
+    ("33 " * 12, 0.0),  # answer spam
+    ("maybe 33 or 34 <ans>34</ans>", 0.0),  # hedged, wrong tag
+    ("<ans>34</ans>", 0.0),
+    ("12+21 => 32 <ans>32</ans>", 0.0),
+    ("<ans></ans>", 0.0),
+    ("", 0.0),
+]
+
+
+def lenient(solution_str: str, ground_truth: str) -> float:
+    """Pays the answer anywhere, plus a length bonus: spam outranks correct answers."""
+    return (1.0 if ground_truth in solution_str else 0.0) + 0.01 * len(solution_str.split())
+
+
+def strict(solution_str: str, ground_truth: str) -> float:
+    found = ANS.findall(solution_str)
+    return 1.0 if len(found) == 1 and found[0].strip() == ground_truth else 0.0
+
+
+def cached(n_groups: int = 12, steps: int = 2) -> list[Rollout]:
+    out = []
+    for step in range(steps):
+        for g in range(n_groups):
+            for i, (text, s) in enumerate(RESPONSES):
+                resp = text if g % 3 else ("<ans>34</ans>" if i < 2 else text)  # every 3rd group: nobody right
+                ok = s if g % 3 else 0.0
+                out.append(
+                    Rollout(
+                        "lenient-run",
+                        step,
+                        "train",
+                        f"p{g}",
+                        f"g{g}",
+                        i,
+                        "12+21=>",
+                        resp,
+                        "33",
+                        lenient(resp, "33"),
+                        strict_score=ok,
+                        response_tokens=10 * (i + 1),
+                    )
+                )
+    return out
+
+
+def test_strict_reward_removes_rank_violations_of_lenient_rollouts() -> None:
+    rollouts = cached()
+    new = [strict(r.response, "33") for r in rollouts]
+    result = grade_backtest("fix-reward", rollouts, new)
+    m = result.metrics
+    assert m is not None
+    assert m.rank_violations_before > 0 and m.rank_violations_after == 0
+    assert result.verdict is Verdict.PASS  # 24 groups >= MIN_GROUPS, no hack corpus given
+    worse = grade_backtest("worse", rollouts, [r.reward + (0.5 if "34" in r.response else 0) for r in rollouts])
+    assert worse.verdict is Verdict.FAIL and any("rank violations" in x for x in worse.reasons)
+
+
+def test_dead_groups_rescued_and_killed() -> None:
+    rollouts = cached()
+    # groups nobody solved: the lenient reward varies with length, a strict one is constant 0 -> newly dead
+    new = [strict(r.response, "33") for r in rollouts]
+    m = grade_backtest("c", rollouts, new).metrics
+    assert m is not None and m.groups_killed == m.dead_groups_after == 8
+    flat = [Rollout(**{**r.to_json(), "reward": 0.0, "stop_reason": r.stop_reason}) for r in rollouts]  # type: ignore[arg-type]
+    m2 = grade_backtest("c", flat, new).metrics
+    assert m2 is not None and m2.dead_groups_before == 24 and m2.groups_rescued == 16
+
+
+def test_filter_kept_ratio_and_length_budget() -> None:
+    rollouts = cached()
+    new = [strict(r.response, "33") for r in rollouts]
+    batches = step_batches(rollouts, new)
+    keep = {k: max(g) > min(g) for b in batches for k, g in zip(b.keys, b.group_rewards, strict=True)}
+    m = grade_backtest("f", rollouts, new, keep=keep).metrics
+    assert m is not None and m.kept_sample_ratio == pytest.approx(16 / 24)
+    harsh = grade_backtest("f", rollouts, new, keep={k: k[1] == "g1" for k in keep})
+    assert harsh.verdict is Verdict.FAIL and harsh.metrics is not None and harsh.metrics.kept_sample_ratio < 0.5
+    cut = grade_backtest("len", rollouts, new, max_new_tokens_before=100, max_new_tokens_after=15).metrics
+    assert cut is not None and cut.cut_successes == 16 and cut.newly_truncated == len(rollouts) - 24
+
+
+def test_lenient_reward_fails_on_hack_corpus() -> None:
+    items = load_hack_corpus("math")
+    rollouts = cached()
+    new = [strict(r.response, "33") for r in rollouts]
+    bad = score_hack_corpus([lenient(b["solution_str"], b["ground_truth"]) for b in corpus_batch(items)], items)
+    result = grade_backtest("lenient", rollouts, new, hack=bad)
+    assert result.verdict is Verdict.FAIL and any("hack corpus" in x for x in result.reasons)
+    good = score_hack_corpus([strict(b["solution_str"], b["ground_truth"]) for b in corpus_batch(items)], items)
+    assert grade_backtest("strict", rollouts, new, hack=good).verdict is Verdict.PASS
+
+
+def test_too_few_groups_is_inconclusive_and_json_round_trip() -> None:
+    rollouts = cached(n_groups=2, steps=1)
+    result = grade_backtest("small", rollouts, [strict(r.response, "33") for r in rollouts])
+    assert result.verdict is Verdict.INCONCLUSIVE
+    again = BacktestResult.from_json(orjson.loads(orjson.dumps(result.to_json())))
+    assert again == result
+    err = failed_backtest("x", Outcome.TIMEOUT, "hung", "harness/reward.py")
+    assert err.verdict is Verdict.FAIL and err.metrics is None
+    assert BacktestResult.from_json(err.to_json()) == err
+    with pytest.raises(ValueError, match="rewards for"):
+        grade_backtest("x", rollouts, [1.0])
