@@ -1,0 +1,136 @@
+"""`evotrainer status [SESSION]`: the sessions in the store, or one session's version ledger.
+
+Read-only by design: status never creates or migrates a store. A missing default SQLite file means
+"no sessions yet"; a store behind the code's head revision is reported with the fix
+(`evotrainer db upgrade`, exit 1); a bad `--db` / `EVOTRAINER_DB` exits 2.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from agent.commands.db import EXIT_BAD_URL, DbOption, display_url, fail, open_store_url
+
+if TYPE_CHECKING:
+    from rich.table import Table
+    from sqlalchemy import Engine
+    from sqlalchemy.orm import Session
+
+NO_SESSIONS = "no sessions yet; run `evotrainer run`"
+EXCERPT_CHARS = 60
+
+
+def _excerpt(text: str | None, limit: int = EXCERPT_CHARS) -> str:
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _score(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def _open_migrated(url: str) -> Engine:
+    """Connect to an existing, migrated store or exit with the fix."""
+    from store.engine import DatabaseURLError, current_revision, head_revision, make_engine, verify_connection
+
+    engine = make_engine(url, create_dir=False)
+    try:
+        verify_connection(engine)
+    except DatabaseURLError as exc:
+        fail(str(exc), EXIT_BAD_URL)
+    current, head = current_revision(engine), head_revision()
+    if current is None:
+        fail(f"store {display_url(url)} is not migrated; run `evotrainer db upgrade`")
+    if current != head:
+        where = f"store {display_url(url)} is at revision {current}"
+        fail(f"{where}, this EvoTrainer needs {head}; run `evotrainer db upgrade`")
+    return engine
+
+
+def _sessions_table(db: Session) -> Table | None:
+    from rich.table import Table
+
+    from store.repository import list_sessions
+
+    rows = list_sessions(db)
+    if not rows:
+        return None
+    table = Table(title="EvoTrainer sessions")
+    for name in ("session", "created (UTC)", "mode", "status", "versions", "best strict"):
+        table.add_column(name)
+    for s in rows:
+        created = s.created_at.strftime("%Y-%m-%d %H:%M")
+        table.add_row(s.id, created, s.mode, s.status, str(s.n_versions), _score(s.best_strict_score))
+    return table
+
+
+def _ledger_tables(db: Session, session_id: str) -> list[Table]:
+    from rich.table import Table
+
+    from store.models import EvoSession
+    from store.repository import NotFoundError, get, session_candidates, session_ledger
+
+    try:
+        session = get(db, EvoSession, session_id)
+    except NotFoundError:
+        fail(f"no session {session_id!r} in the store; `evotrainer status` lists them")
+    versions = session_ledger(db, session_id)
+    index_of = {v.id: v.index for v in versions}
+    budget = f"steps {session.steps_used}/{session.max_train_steps}, max iterations {session.max_iterations}"
+    ledger = Table(title=f"session {session.id} ({session.mode}, {session.policy}, {session.status}; {budget})")
+    for name in ("version", "branch", "parent", "decision", "outcome", "strict", "rationale"):
+        ledger.add_column(name)
+    for v in versions:
+        parent = "—" if v.parent_id is None else f"v{index_of.get(v.parent_id, '?')}"
+        ledger.add_row(
+            f"v{v.index}",
+            v.branch,
+            parent,
+            v.decision or "—",
+            v.outcome or "—",
+            _score(v.strict_score),
+            _excerpt(v.rationale),
+        )
+    candidates = Table(title="candidates")
+    for name in ("candidate", "iter", "factor", "status", "hypothesis / refusal"):
+        candidates.add_column(name)
+    for c in session_candidates(db, session_id):
+        note = c.refusal_reason if c.status == "refused" else c.hypothesis
+        candidates.add_row(c.id, str(c.iteration), c.factor, c.status, _excerpt(note))
+    return [ledger, candidates] if candidates.row_count else [ledger]
+
+
+def status_cmd(
+    session: Annotated[str | None, typer.Argument(help="Show this session's version ledger and candidates")] = None,
+    db: DbOption = None,
+) -> None:
+    """List sessions (id, created, mode, status, versions, best strict score), or one session's ledger."""
+    from rich.console import Console
+
+    from store.engine import session_scope, sqlite_path
+
+    url = open_store_url(db)
+    path = sqlite_path(url)
+    if path is not None and not path.exists():
+        if session is not None:
+            fail(f"no session {session!r}: the store {path} does not exist yet")
+        print(f"{NO_SESSIONS} (no store at {path} yet)")
+        return
+    engine = _open_migrated(url)
+    console = Console()
+    try:
+        with session_scope(engine) as dbs:
+            tables = _ledger_tables(dbs, session) if session else [t for t in [_sessions_table(dbs)] if t]
+            for table in tables:
+                console.print(table)
+    finally:
+        engine.dispose()
+    if not tables:
+        print(NO_SESSIONS)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `status` command to the CLI."""
+    app.command("status")(status_cmd)
