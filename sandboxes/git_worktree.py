@@ -1,0 +1,598 @@
+"""Git adapter: the session repository, candidate branches in worktrees, patches, commits and merges.
+
+This is the only module that touches git (through GitPython's command wrapper). Everything it does is
+recorded in the repository itself, so `git log --graph --all` shows the lineage of a session:
+
+- ``evo/<session>/main`` is the session's main line; each merge into it is a new version.
+- ``evo/<session>/v<i>.<k>-<slug>`` is candidate k proposed from version i, checked out in its own
+  worktree under ``worktrees_root/<session>/v<i>.<k>-<slug>``. Its base commit is remembered in the
+  repository config (``branch.<branch>.evobase``) so that a crashed controller finds it again.
+- Decisions are recorded as *empty commits* ``decision: ...`` on the candidate branch (not git notes:
+  empty commits show in ``git log --graph`` and travel with ordinary clones and pushes).
+- Removing a worktree keeps its branch: a pruned candidate stays as negative evidence.
+
+The harness root is the repository root (``init_session_repo`` copies a harness that is a folder inside
+a larger repository into a fresh one), so surface paths from ``evotrainer.yaml`` are repository paths.
+
+Commits are authored as ``EvoTrainer <evotrainer@localhost>``: the agent's edits are attributable in
+the log. Git runs with ``LC_ALL=C`` so that the messages carried by ``PatchError`` are stable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from git import Git, Repo
+from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
+
+from trainer_backend.harness import Harness
+
+AGENT_NAME = "EvoTrainer"
+AGENT_EMAIL = "evotrainer@localhost"
+INITIAL_COMMIT_MESSAGE = "v0: starting harness"
+BASE_CONFIG_KEY = "evobase"
+_IDENTITY = {
+    "GIT_AUTHOR_NAME": AGENT_NAME,
+    "GIT_AUTHOR_EMAIL": AGENT_EMAIL,
+    "GIT_COMMITTER_NAME": AGENT_NAME,
+    "GIT_COMMITTER_EMAIL": AGENT_EMAIL,
+}
+_SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,47}$")
+_COPY_IGNORE = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".pytest_cache", ".mypy_cache")
+
+
+class GitWorktreeError(RuntimeError):
+    """A git operation failed; the message carries git's own explanation (also in ``detail``)."""
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail or message
+
+
+class BranchNameError(ValueError):
+    """A session id or slug cannot form a valid candidate branch name."""
+
+
+class PatchError(GitWorktreeError):
+    """A patch does not apply to the worktree (``git apply --check`` failed)."""
+
+
+class SurfaceError(GitWorktreeError):
+    """A write or patch would touch a path outside the harness's editable surface."""
+
+
+class NothingToCommitError(GitWorktreeError):
+    """``commit_candidate`` found no change against the worktree's HEAD."""
+
+
+class MergeConflictError(GitWorktreeError):
+    """A candidate does not merge cleanly into the session main line."""
+
+
+class WorktreeDirtyError(GitWorktreeError):
+    """A worktree holds uncommitted changes and removal was not forced."""
+
+
+@dataclass(frozen=True)
+class CandidateWorktree:
+    """One candidate branch checked out in its own worktree."""
+
+    branch: str
+    path: Path
+    base_sha: str
+
+
+@dataclass(frozen=True)
+class InterventionMessage:
+    """A candidate commit message: a title plus the hypothesis, factor and falsifiable success criterion.
+
+    Rendered as a commit message whose trailers (``Hypothesis:``, ``Factor:``, ``Success-Criterion:``,
+    and any ``extra`` pairs, e.g. ``Skill: strict-answer-extraction``) ``parse_trailers`` reads back.
+    """
+
+    title: str
+    hypothesis: str
+    factor: str
+    success_criterion: str
+    body: str = ""
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def render(self) -> str:
+        """Return the full commit message text."""
+        if not self.title.strip():
+            raise ValueError("InterventionMessage.title is empty; give the candidate a one-line summary")
+        trailers = {
+            "Hypothesis": self.hypothesis,
+            "Factor": self.factor,
+            "Success-Criterion": self.success_criterion,
+            **self.extra,
+        }
+        lines = [_one_line(self.title), ""]
+        if self.body.strip():
+            lines += [self.body.strip(), ""]
+        for key, value in trailers.items():
+            if not re.fullmatch(r"[A-Za-z][A-Za-z0-9-]*", key):
+                raise ValueError(f"trailer key {key!r} must be letters, digits and '-'")
+            lines.append(f"{key}: {_one_line(value)}")
+        return "\n".join(lines) + "\n"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def parse_trailers(message: str) -> dict[str, str]:
+    """Return the ``Key: value`` trailers of the last paragraph of a commit message."""
+    paragraphs = [p for p in message.strip().split("\n\n") if p.strip()]
+    if len(paragraphs) < 2:
+        return {}
+    out: dict[str, str] = {}
+    for line in paragraphs[-1].splitlines():
+        key, sep, value = line.partition(": ")
+        if sep and re.fullmatch(r"[A-Za-z][A-Za-z0-9-]*", key):
+            out[key] = value.strip()
+    return out
+
+
+# --- low-level runner -------------------------------------------------------------------------------
+
+
+def _git(cwd: Path | str, *args: str, strip: bool = True) -> str:
+    """Run ``git <args>`` in ``cwd``; raise ``GitWorktreeError`` with git's stderr on failure."""
+    try:
+        out = Git(str(cwd)).execute(
+            ["git", *args],
+            env={**_IDENTITY, "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"},
+            strip_newline_in_stdout=strip,
+        )
+    except GitCommandError as exc:
+        detail = _stderr(exc)
+        raise GitWorktreeError(f"git {args[0]} failed in {cwd}: {detail}", detail) from None
+    assert isinstance(out, str)
+    return out
+
+
+def _stderr(exc: GitCommandError) -> str:
+    text = exc.stderr if isinstance(exc.stderr, str) else str(exc.stderr)
+    text = text.strip()
+    if text.startswith("stderr: "):
+        text = text[len("stderr: ") :]
+    return text.strip().strip("'").strip() or str(exc)
+
+
+def _root(repo: Repo) -> Path:
+    assert repo.working_tree_dir is not None, "bare repositories are not supported"
+    return Path(repo.working_tree_dir)
+
+
+def _rev(cwd: Path | str, rev: str) -> str:
+    return _git(cwd, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+
+
+def _branch_exists(cwd: Path | str, branch: str) -> bool:
+    try:
+        _git(cwd, "show-ref", "--verify", "--quiet", f"refs/heads/{branch}")
+    except GitWorktreeError:
+        return False
+    return True
+
+
+# --- session repository -----------------------------------------------------------------------------
+
+
+def init_session_repo(harness_src: Path, dest: Path) -> Repo:
+    """Return the git repository a session works in.
+
+    - ``dest`` already a git repository top level: open it (idempotent re-run).
+    - ``harness_src`` the top level of a git repository: use it in place (``dest`` is not created); its
+      history is the session's history and the starting version is its current HEAD.
+    - otherwise copy ``harness_src`` (without ``.git`` and caches) into ``dest``, ``git init`` it and commit
+      everything as ``v0: starting harness``.
+
+    Raises:
+        GitWorktreeError: ``harness_src`` is missing, or ``dest`` exists, is not a repository and is not empty.
+    """
+    if _is_toplevel(dest):
+        return Repo(dest)
+    if _is_toplevel(harness_src):
+        repo = Repo(harness_src)
+        if not repo.head.is_valid():
+            raise GitWorktreeError(f"{harness_src} is a git repository without commits; commit the harness first")
+        return repo
+    if not harness_src.is_dir():
+        raise GitWorktreeError(f"harness folder {harness_src} does not exist")
+    if dest.exists() and any(dest.iterdir()):
+        raise GitWorktreeError(f"{dest} exists, is not a git repository and is not empty; choose an empty folder")
+    shutil.copytree(harness_src, dest, ignore=_COPY_IGNORE, dirs_exist_ok=True)
+    _git(dest, "init", "--quiet")
+    _git(dest, "add", "--all")
+    _git(dest, "commit", "--quiet", "--no-verify", "-m", INITIAL_COMMIT_MESSAGE)
+    return Repo(dest)
+
+
+def _is_toplevel(path: Path) -> bool:
+    if not path.is_dir():
+        return False
+    try:
+        repo = Repo(path)
+    except (InvalidGitRepositoryError, NoSuchPathError):
+        return False
+    return repo.working_tree_dir is not None and Path(repo.working_tree_dir).resolve() == path.resolve()
+
+
+def session_main_branch(session_id: str) -> str:
+    """Return the name of the session's main line, ``evo/<session>/main``."""
+    _check_session(session_id)
+    return f"evo/{session_id}/main"
+
+
+def candidate_branch(session_id: str, version_index: int, k: int, slug: str) -> str:
+    """Return ``evo/<session>/v<i>.<k>-<slug>`` after validating its parts."""
+    _check_session(session_id)
+    if version_index < 0 or k < 1:
+        raise BranchNameError(f"version index must be >= 0 and candidate number >= 1 (got v{version_index}.{k})")
+    if not _SLUG_RE.fullmatch(slug):
+        raise BranchNameError(f"slug {slug!r} must be lowercase letters, digits and '-', at most 48 characters")
+    return f"evo/{session_id}/v{version_index}.{k}-{slug}"
+
+
+def _check_session(session_id: str) -> None:
+    if not _SESSION_RE.fullmatch(session_id) or ".." in session_id or session_id.endswith((".", ".lock")):
+        raise BranchNameError(f"session id {session_id!r} must match {_SESSION_RE.pattern} (no '..', no '.lock')")
+
+
+def create_session_branch(repo: Repo, session_id: str) -> str:
+    """Create ``evo/<session>/main`` at the current HEAD (idempotent: an existing branch is left as it is)."""
+    branch = session_main_branch(session_id)
+    root = _root(repo)
+    if not _branch_exists(root, branch):
+        _git(root, "branch", branch, "HEAD")
+    return branch
+
+
+# --- candidates -------------------------------------------------------------------------------------
+
+
+def create_candidate(
+    repo: Repo,
+    session_id: str,
+    version_index: int,
+    k: int,
+    slug: str,
+    base_branch: str,
+    worktrees_root: Path,
+) -> CandidateWorktree:
+    """Create the candidate branch from ``base_branch`` and check it out in its own worktree.
+
+    Idempotent: when the branch and/or its worktree already exist (a re-run after a crash), they are
+    returned as they are, with the base commit recorded at first creation.
+
+    Raises:
+        BranchNameError: invalid session id or slug.
+        GitWorktreeError: the base branch does not exist, or the worktree path is taken by something else.
+    """
+    branch = candidate_branch(session_id, version_index, k, slug)
+    root = _root(repo)
+    path = (worktrees_root / session_id / f"v{version_index}.{k}-{slug}").resolve()
+    existing = _worktrees(root)
+    if _branch_exists(root, branch):
+        base_sha = _recorded_base(root, branch, base_branch)
+        for wt_path, wt_branch in existing.items():
+            if wt_branch == branch:
+                return CandidateWorktree(branch=branch, path=wt_path, base_sha=base_sha)
+        _check_free(path, existing)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _git(root, "worktree", "add", "--quiet", str(path), branch)
+        return CandidateWorktree(branch=branch, path=path, base_sha=base_sha)
+    try:
+        base_sha = _rev(root, base_branch)
+    except GitWorktreeError:
+        raise GitWorktreeError(f"base branch {base_branch!r} does not exist in {root}") from None
+    _check_free(path, existing)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _git(root, "worktree", "add", "--quiet", "-b", branch, str(path), base_sha)
+    _git(root, "config", f"branch.{branch}.{BASE_CONFIG_KEY}", base_sha)
+    return CandidateWorktree(branch=branch, path=path, base_sha=base_sha)
+
+
+def _check_free(path: Path, existing: Mapping[Path, str | None]) -> None:
+    if path in existing:
+        raise GitWorktreeError(f"worktree path {path} already holds branch {existing[path]!r}")
+    if path.exists() and any(path.iterdir()):
+        raise GitWorktreeError(f"worktree path {path} exists and is not empty; remove it or pick another slug")
+
+
+def _recorded_base(root: Path, branch: str, base_branch: str) -> str:
+    try:
+        return _git(root, "config", "--get", f"branch.{branch}.{BASE_CONFIG_KEY}")
+    except GitWorktreeError:
+        return _git(root, "merge-base", branch, base_branch)
+
+
+def _worktrees(root: Path) -> dict[Path, str | None]:
+    """Map each registered worktree path to the branch it has checked out (None when detached)."""
+    out: dict[Path, str | None] = {}
+    current: Path | None = None
+    for line in _git(root, "worktree", "list", "--porcelain").splitlines():
+        if line.startswith("worktree "):
+            current = Path(line[len("worktree ") :]).resolve()
+            out[current] = None
+        elif line.startswith("branch ") and current is not None:
+            out[current] = line[len("branch ") :].removeprefix("refs/heads/")
+    return out
+
+
+def write_file(worktree: Path, rel: str, content: str, harness: Harness) -> Path:
+    """Write ``content`` to ``rel`` inside the worktree, refusing anything off the editable surface.
+
+    Raises:
+        SurfaceError: ``rel`` is absolute, escapes the worktree, is protected or is not editable.
+    """
+    target = _surface_path(worktree, rel, harness)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(content)
+    return target
+
+
+def read_file(worktree: Path, rel: str) -> str:
+    """Read ``rel`` inside the worktree (no surface restriction on reading editable or other harness files)."""
+    target = (worktree / rel).resolve()
+    if not target.is_relative_to(worktree.resolve()):
+        raise SurfaceError(f"{rel!r} resolves outside the worktree {worktree}")
+    return target.read_text()
+
+
+def check_surface(worktree: Path, rel: str, harness: Harness) -> Path:
+    """Return the absolute path ``rel`` names in the worktree, or raise ``SurfaceError`` (see ``write_file``)."""
+    return _surface_path(worktree, rel, harness)
+
+
+def _surface_path(worktree: Path, rel: str, harness: Harness) -> Path:
+    surface = harness.manifest.surface
+    where = f"(editable: {surface.editable}, protected: {surface.protected})"
+    p = Path(rel)
+    if p.is_absolute() or ".." in p.parts or not rel.strip():
+        raise SurfaceError(f"{rel!r} is not a relative path inside the harness {where}")
+    if harness.is_protected(rel):
+        raise SurfaceError(f"{rel} is on the protected surface and may never be edited {where}")
+    if not harness.is_editable(rel):
+        raise SurfaceError(f"{rel} is outside the editable surface {where}")
+    target = (worktree / p).resolve()
+    if not target.is_relative_to(worktree.resolve()):
+        raise SurfaceError(f"{rel} resolves outside the worktree through a symlink {where}")
+    return target
+
+
+def patch_paths(worktree: Path, diff_text: str) -> list[str]:
+    """Return every path a patch touches (both sides of renames), as git reads it."""
+    with _patch_file(diff_text) as patch:
+        try:
+            out = _git(worktree, "apply", "--numstat", "-z", patch, strip=False)
+        except GitWorktreeError as exc:
+            raise PatchError(f"unreadable patch: {exc.detail}", exc.detail) from None
+    fields = out.split("\0")
+    paths: list[str] = []
+    i = 0
+    while i < len(fields):
+        entry = fields[i]
+        if not entry:
+            i += 1
+            continue
+        name = entry.split("\t", 2)[2] if entry.count("\t") >= 2 else ""
+        if name:
+            paths.append(name)
+            i += 1
+        else:  # rename/copy: the two names follow as separate NUL-terminated fields
+            paths += [fields[i + 1], fields[i + 2]]
+            i += 3
+    return paths
+
+
+def apply_patch(worktree: Path, diff_text: str, harness: Harness | None = None) -> list[str]:
+    """Apply a unified diff to the worktree (``git apply --check`` first, then ``git apply``).
+
+    With ``harness``, every path the patch touches must be on the editable surface. Returns the paths.
+
+    Raises:
+        PatchError: the patch is empty or does not apply; the message carries git's explanation.
+        SurfaceError: the patch touches a protected or non-editable path.
+    """
+    if not diff_text.strip():
+        raise PatchError("empty patch: nothing to apply")
+    if not diff_text.endswith("\n"):
+        diff_text += "\n"
+    paths = patch_paths(worktree, diff_text)
+    if harness is not None:
+        for rel in paths:
+            _surface_path(worktree, rel, harness)
+    with _patch_file(diff_text) as patch:
+        for check in (True, False):
+            args = ["apply", "--whitespace=nowarn"] + (["--check"] if check else []) + [patch]
+            try:
+                _git(worktree, *args)
+            except GitWorktreeError as exc:
+                raise PatchError(f"patch does not apply in {worktree}: {exc.detail}", exc.detail) from None
+    return paths
+
+
+@contextlib.contextmanager
+def _patch_file(text: str) -> Iterator[str]:
+    """Yield the path of a temporary file holding a patch; delete it afterwards."""
+    fd, path = tempfile.mkstemp(suffix=".diff", prefix="evotrainer-")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        yield path
+    finally:
+        os.unlink(path)
+
+
+def diff(worktree: Path, base_sha: str) -> str:
+    """Return the candidate's full diff against ``base_sha``: commits, staged, unstaged and new files.
+
+    Stages every change in the worktree (``git add --all``) so that new files appear; the candidate's
+    worktree is ours, so this has no effect a later ``commit_candidate`` would not have.
+    Renames are shown as delete + add so that both paths meet the surface check.
+    """
+    _git(worktree, "add", "--all")
+    return _git(worktree, "diff", "--cached", "--no-renames", "--no-color", "--no-ext-diff", base_sha, strip=False)
+
+
+def changed_files(worktree: Path, base_sha: str) -> list[str]:
+    """Return the paths changed in the worktree against ``base_sha`` (same scope as ``diff``)."""
+    _git(worktree, "add", "--all")
+    out = _git(worktree, "diff", "--cached", "--no-renames", "--name-only", "-z", base_sha, strip=False)
+    return [p for p in out.split("\0") if p]
+
+
+def commit_candidate(worktree: Path, message: InterventionMessage | str) -> str:
+    """Commit every change in the worktree on its candidate branch and return the new commit sha.
+
+    Raises:
+        NothingToCommitError: the worktree has no change against its HEAD.
+    """
+    text = message.render() if isinstance(message, InterventionMessage) else message
+    if not text.strip():
+        raise ValueError("empty commit message")
+    _git(worktree, "add", "--all")
+    if not _git(worktree, "diff", "--cached", "--name-only", "HEAD"):
+        raise NothingToCommitError(f"no change to commit in {worktree}")
+    _git(worktree, "commit", "--quiet", "--no-verify", "-m", text)
+    return _rev(worktree, "HEAD")
+
+
+def commit_message(repo: Repo, rev: str) -> str:
+    """Return the full message of commit ``rev``."""
+    return _git(_root(repo), "log", "-1", "--format=%B", rev)
+
+
+# --- decisions and merges -----------------------------------------------------------------------------
+
+
+def amend_decision_note(repo: Repo, branch: str, evidence_text: str, *, decision: str = "") -> str:
+    """Record a decision and its evidence as an empty commit ``decision: ...`` on ``branch``.
+
+    The commit is built with ``commit-tree`` and moves the branch ref, so it works whether or not the
+    branch is checked out in a worktree (the tree is unchanged, so a checkout stays clean). Idempotent:
+    when the branch tip already is this exact decision commit, its sha is returned.
+    """
+    if not evidence_text.strip():
+        raise ValueError("decision evidence is empty; say what was decided and why")
+    root = _root(repo)
+    tip = _rev(root, f"refs/heads/{branch}") if _branch_exists(root, branch) else ""
+    if not tip:
+        raise GitWorktreeError(f"branch {branch!r} does not exist in {root}")
+    first, _, rest = evidence_text.strip().partition("\n")
+    lines = [f"decision: {_one_line(first)}", ""]
+    if rest.strip():
+        lines += [rest.strip(), ""]
+    if decision:
+        lines.append(f"Decision: {_one_line(decision)}")
+    text = "\n".join(lines).strip() + "\n"
+    if _git(root, "log", "-1", "--format=%B", tip).strip() == text.strip():
+        return tip
+    new = _git(root, "commit-tree", f"{tip}^{{tree}}", "-p", tip, "-m", text)
+    _git(root, "update-ref", f"refs/heads/{branch}", new, tip)
+    return new
+
+
+def merge_candidate(
+    repo: Repo, session_main_branch: str, candidate_branch: str, message: str, *, no_ff: bool = True
+) -> str:
+    """Merge a candidate into the session main line and return the new main-line sha.
+
+    ``no_ff=True`` (default) always writes a merge commit carrying ``message`` (the new version's
+    commit); ``no_ff=False`` fast-forwards when possible. Idempotent: a candidate already contained
+    in the main line returns the main line's sha. Works on refs (``git merge-tree --write-tree``), so
+    the main line need not be checked out; when it is checked out in a worktree, ``git merge`` runs there.
+
+    Raises:
+        MergeConflictError: the candidate conflicts with the main line; names the conflicting paths.
+    """
+    root = _root(repo)
+    for name in (session_main_branch, candidate_branch):
+        if not _branch_exists(root, name):
+            raise GitWorktreeError(f"branch {name!r} does not exist in {root}")
+    main_sha = _rev(root, f"refs/heads/{session_main_branch}")
+    cand_sha = _rev(root, f"refs/heads/{candidate_branch}")
+    if _is_ancestor(root, cand_sha, main_sha):
+        return main_sha
+    checked_out = [p for p, b in _worktrees(root).items() if b == session_main_branch]
+    if checked_out:
+        args = ["merge", "--quiet", "--no-verify", "-m", message, "--no-ff" if no_ff else "--ff", cand_sha]
+        try:
+            _git(checked_out[0], *args)
+        except GitWorktreeError as exc:
+            _abort_merge(checked_out[0])
+            raise MergeConflictError(f"{candidate_branch} does not merge into {session_main_branch}: {exc}") from None
+        return _rev(root, f"refs/heads/{session_main_branch}")
+    if not no_ff and _is_ancestor(root, main_sha, cand_sha):
+        _git(root, "update-ref", f"refs/heads/{session_main_branch}", cand_sha, main_sha)
+        return cand_sha
+    try:
+        tree = Git(str(root)).execute(
+            ["git", "merge-tree", "--write-tree", "--name-only", "--no-messages", main_sha, cand_sha],
+            env={"LC_ALL": "C"},
+        )
+    except GitCommandError as exc:
+        out = exc.stdout if isinstance(exc.stdout, str) else ""
+        conflicts = sorted({line.strip() for line in out.removeprefix("stdout: ").strip("'").splitlines()[1:]} - {""})
+        raise MergeConflictError(
+            f"{candidate_branch} does not merge into {session_main_branch}: conflicts in {conflicts or _stderr(exc)}"
+        ) from None
+    assert isinstance(tree, str)
+    new = _git(root, "commit-tree", tree.splitlines()[0], "-p", main_sha, "-p", cand_sha, "-m", message)
+    _git(root, "update-ref", f"refs/heads/{session_main_branch}", new, main_sha)
+    return new
+
+
+def _abort_merge(cwd: Path) -> None:
+    with contextlib.suppress(GitWorktreeError):  # nothing to abort: the merge failed before touching the tree
+        _git(cwd, "merge", "--abort")
+
+
+def _is_ancestor(root: Path, ancestor: str, descendant: str) -> bool:
+    try:
+        _git(root, "merge-base", "--is-ancestor", ancestor, descendant)
+    except GitWorktreeError:
+        return False
+    return True
+
+
+def remove_worktree(repo: Repo, worktree_path: Path, *, force: bool = False) -> None:
+    """Remove a candidate's worktree and keep its branch (negative evidence stays in the repository).
+
+    Idempotent: a worktree that is already gone is pruned from git's records.
+
+    Raises:
+        WorktreeDirtyError: the worktree holds uncommitted changes and ``force`` is False.
+    """
+    root = _root(repo)
+    path = worktree_path.resolve()
+    if path == root.resolve():
+        raise GitWorktreeError(f"{path} is the repository's main working tree, not a candidate worktree")
+    if path in _worktrees(root) and path.exists():
+        if not force and _git(path, "status", "--porcelain"):
+            raise WorktreeDirtyError(f"{path} has uncommitted changes; commit them or pass force=True")
+        _git(root, "worktree", "remove", *(["--force"] if force else []), str(path))
+    _git(root, "worktree", "prune")
+
+
+def branches(repo: Repo, session_id: str) -> list[str]:
+    """Return the session's branches (main line and candidates), sorted."""
+    _check_session(session_id)
+    out = _git(_root(repo), "for-each-ref", "--format=%(refname:short)", f"refs/heads/evo/{session_id}/")
+    return sorted(line for line in out.splitlines() if line)
+
+
+def log_graph(repo: Repo, revs: Sequence[str] = ("--all",)) -> str:
+    """Return ``git log --graph --oneline`` over ``revs`` (for reports and the CLI)."""
+    return _git(_root(repo), "log", "--graph", "--oneline", "--decorate", *revs)

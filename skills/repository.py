@@ -1,0 +1,263 @@
+"""Skill library adapter: the ``skills`` and ``skill_uses`` tables, through an explicit SQLAlchemy session.
+
+Every function takes the ORM ``Session`` first and never commits (``store.engine.session_scope`` does);
+functions ``flush()`` so new rows have ids. Rows convert to ``SkillSpec``/``SkillRecord`` in one place
+(``to_record``), and a row that no longer validates (e.g. an edited trigger) fails loudly.
+
+Guard skills: when the store's factor set has no ``guard`` value, a guard skill's row keeps
+``factor = "reward"`` (the design area it guards) and is recognised by its patch, a template made only of
+``guard`` ops; ``SkillSpec`` validation guarantees that only guard skills hold such patches, so the
+mapping is lossless. With ``guard`` in the store's factor set the row says ``guard`` directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, get_args
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from skills.models import SkillRecord, SkillSpec, template_ops
+from skills.retrieval import SkillMatch, rank_skills
+from skills.seeds import SEED_SKILLS
+from skills.triggers import Metrics, Value, matched_values, parse
+from store.models import Skill, SkillUse
+from store.types import Factor, SkillResult, utcnow
+
+_STORE_HAS_GUARD = "guard" in get_args(Factor)
+GUARD_ROW_FACTOR = "reward"
+
+
+class SkillNotFoundError(LookupError):
+    """No skill (or skill use) with the given name or id."""
+
+
+def _row_factor(spec: SkillSpec) -> Any:
+    return GUARD_ROW_FACTOR if spec.is_guard and not _STORE_HAS_GUARD else spec.factor
+
+
+def _spec_factor(row: Skill) -> str:
+    if row.factor == GUARD_ROW_FACTOR and row.patch_kind == "template":
+        try:
+            ops = template_ops(row.patch, row.name)
+        except ValueError:
+            return row.factor
+        if all(op["op"] == "guard" for op in ops):
+            return "guard"
+    return row.factor
+
+
+def to_spec(row: Skill) -> SkillSpec:
+    """Convert a ``skills`` row into a validated ``SkillSpec`` (raises ``ValueError`` on a corrupt row)."""
+    return SkillSpec(
+        name=row.name,
+        domain=row.domain,
+        trigger=row.trigger,
+        factor=_spec_factor(row),  # type: ignore[arg-type]  # validated by the model
+        patch_kind=row.patch_kind,
+        patch=row.patch,
+        params=dict(row.params or {}),
+        expected_outcome=row.expected_outcome,
+        validation_rule=row.validation_rule,
+        applicability=tuple(row.applicability or ()),
+        provenance=row.provenance,
+    )
+
+
+def to_record(row: Skill) -> SkillRecord:
+    """Convert a ``skills`` row into a ``SkillRecord`` (spec plus wins, losses, uses)."""
+    return SkillRecord(
+        spec=to_spec(row),
+        wins=row.wins,
+        losses=row.losses,
+        uses=row.uses,
+        last_verified_session=row.last_verified_session,
+    )
+
+
+def _row(db: Session, name: str) -> Skill | None:
+    return db.scalars(select(Skill).where(Skill.name == name)).one_or_none()
+
+
+def save_skill(db: Session, spec: SkillSpec, provenance: str | None = None) -> int:
+    """Insert or update a skill by name and return its id; the track record of an existing skill is kept.
+
+    ``provenance`` (e.g. "session s1, candidate evo/s1/v2.1-strict-reward, strict_acc +0.12") replaces
+    the spec's own when given. The trigger is re-parsed here so an invalid one fails before any write.
+
+    Raises:
+        skills.triggers.TriggerError: the trigger is invalid.
+    """
+    parse(spec.trigger)
+    if provenance is not None:
+        spec = spec.model_copy(update={"provenance": provenance})
+    row = _row(db, spec.name)
+    fields: dict[str, Any] = {
+        "domain": spec.domain,
+        "trigger": spec.trigger,
+        "factor": _row_factor(spec),
+        "patch_kind": spec.patch_kind,
+        "patch": spec.patch,
+        "params": dict(spec.params),
+        "expected_outcome": spec.expected_outcome,
+        "validation_rule": spec.validation_rule,
+        "applicability": list(spec.applicability),
+        "provenance": spec.provenance,
+    }
+    if row is None:
+        row = Skill(name=spec.name, **fields)
+        db.add(row)
+    else:
+        for key, value in fields.items():
+            setattr(row, key, value)
+    db.flush()
+    return row.id
+
+
+def seed_skills(db: Session, seeds: Sequence[SkillSpec] = SEED_SKILLS) -> list[int]:
+    """Upsert the seed skills by name (idempotent) and return their ids, in order."""
+    return [save_skill(db, spec) for spec in seeds]
+
+
+def list_skills(db: Session, domain: str | None = None) -> list[SkillRecord]:
+    """Return the stored skills sorted by name; with ``domain``, those that apply to it (own, listed or ``*``)."""
+    records = [to_record(r) for r in db.scalars(select(Skill).order_by(Skill.name))]
+    if domain is None:
+        return records
+    return [r for r in records if r.spec.applies_to(domain)]
+
+
+def get_skill(db: Session, name: str) -> SkillRecord:
+    """Return one skill by name.
+
+    Raises:
+        SkillNotFoundError: no skill with that name.
+    """
+    row = _row(db, name)
+    if row is None:
+        raise SkillNotFoundError(f"no skill named {name!r}; `evotrainer skills list` shows the library")
+    return to_record(row)
+
+
+def match_skills(
+    db: Session, metrics: Metrics, domain: str, *, force_fallback: bool = False
+) -> list[tuple[SkillSpec, list[str]]]:
+    """Return ``(spec, matched_terms)`` for every skill whose trigger holds, ranked by ``skills.retrieval``.
+
+    Guard skills are included (``spec.is_guard``): the caller shows them as warnings, never applies them.
+    """
+    return [(m.record.spec, list(m.matched_terms)) for m in rank(db, metrics, domain, force_fallback=force_fallback)]
+
+
+def rank(db: Session, metrics: Metrics, domain: str, *, force_fallback: bool = False) -> list[SkillMatch]:
+    """Return the full ``SkillMatch`` objects (tier, win rate, specificity) for ``metrics`` in ``domain``."""
+    records = [to_record(r) for r in db.scalars(select(Skill))]
+    return rank_skills(records, metrics, domain, force_fallback=force_fallback)
+
+
+def record_use(
+    db: Session,
+    skill_name: str,
+    session_id: str,
+    candidate_id: str | None,
+    matched_metrics: Mapping[str, Value],
+) -> int:
+    """Record that a skill was applied (result ``pending``), count the use, and return the use id.
+
+    ``matched_metrics`` is the evidence: the metric values the trigger read
+    (``skills.triggers.matched_values``). Idempotent per (skill, session, candidate) when a candidate is
+    given, so a re-run node does not count the use twice.
+    """
+    row = _row(db, skill_name)
+    if row is None:
+        raise SkillNotFoundError(f"no skill named {skill_name!r}")
+    if candidate_id is not None:
+        existing = db.scalars(
+            select(SkillUse).where(
+                SkillUse.skill_id == row.id,
+                SkillUse.session_id == session_id,
+                SkillUse.candidate_id == candidate_id,
+            )
+        ).first()
+        if existing is not None:
+            return existing.id
+    use = SkillUse(
+        skill_id=row.id,
+        session_id=session_id,
+        candidate_id=candidate_id,
+        matched_metrics=dict(matched_metrics),
+        result="pending",
+    )
+    db.add(use)
+    row.uses += 1
+    db.flush()
+    return use.id
+
+
+def record_result(db: Session, use_id: int, win: bool) -> SkillRecord:
+    """Settle a pending use as a win or a loss and update the skill's wins/losses.
+
+    A win also marks the skill as verified in the use's session. Settling an already settled use with the
+    same result is a no-op; with the opposite result it moves the count.
+
+    Raises:
+        SkillNotFoundError: no use with that id.
+    """
+    use = db.get(SkillUse, use_id)
+    if use is None:
+        raise SkillNotFoundError(f"no skill use with id {use_id}")
+    skill = db.get(Skill, use.skill_id)
+    assert skill is not None, f"skill_uses.{use_id} points at a missing skill"
+    new: SkillResult = "win" if win else "loss"
+    if use.result != new:
+        if use.result == "win":
+            skill.wins -= 1
+        elif use.result == "loss":
+            skill.losses -= 1
+        if win:
+            skill.wins += 1
+            skill.last_verified_session = use.session_id
+        else:
+            skill.losses += 1
+        use.result = new
+        skill.updated_at = utcnow()
+    db.flush()
+    return to_record(skill)
+
+
+def evidence(spec: SkillSpec, metrics: Metrics) -> dict[str, Value]:
+    """Return the metric values ``spec``'s trigger reads: what ``record_use`` stores as ``matched_metrics``."""
+    return matched_values(spec.trigger, metrics)
+
+
+def export_markdown(specs: Sequence[SkillSpec | SkillRecord]) -> str:
+    """Render skills as markdown skill cards in the paper's §11 format (one ``### Skill:`` block each)."""
+    cards = ["# EvoTrainer skill library", ""]
+    for item in specs:
+        record = item if isinstance(item, SkillRecord) else SkillRecord(spec=item)
+        cards.append(skill_card(record))
+    return "\n".join(cards).rstrip() + "\n"
+
+
+def skill_card(record: SkillRecord) -> str:
+    """Render one skill card (paper §11), with the patch and the track record."""
+    spec = record.spec
+    domains = [spec.domain, *[d for d in spec.applicability if d != spec.domain]]
+    kind = "guard (warning; never applied)" if spec.is_guard else f"{spec.factor} ({spec.patch_kind} patch)"
+    fence = "diff" if spec.patch_kind == "diff" else "json"
+    lines = [
+        f"### Skill: {spec.name}",
+        f"- Trigger Condition: `{spec.trigger}`",
+        f"- Intervention: {kind}; see the patch below",
+        f"- Expected Outcome: {spec.expected_outcome}",
+        f"- Validation: {spec.validation_rule}",
+        f"- Domain Applicability: {', '.join(domains)}",
+        f"- Provenance: {spec.provenance or 'n/a'}",
+        f"- Track Record: {record.wins} wins, {record.losses} losses, {record.uses} uses"
+        + (f"; last verified in session {record.last_verified_session}" if record.last_verified_session else ""),
+    ]
+    if spec.params:
+        lines.append(f"- Parameters: {', '.join(f'{k}={v}' for k, v in sorted(spec.params.items()))}")
+    lines += ["", f"```{fence}", spec.patch.rstrip(), "```", ""]
+    return "\n".join(lines)

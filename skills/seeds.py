@@ -1,0 +1,233 @@
+"""Seed skills: the paper's known interventions, as data (arXiv 2606.03108).
+
+Five skills, each with a machine-checkable trigger over ``HealthReport.metrics`` plus context variables
+the controller adds (``filter_present``, ``reward_discrete``, ``candidate_reward_length_term``):
+
+1. ``strict-answer-extraction`` (reward): the reward pays for wrong or untagged answers → replace the
+   reward with a strict tagged-answer rule (the demo harness's ``<ans>N</ans>`` protocol).
+2. ``raise-length-budget`` (trainer): responses are cut at the cap → raise ``max_new_tokens`` first,
+   before any reward redesign.
+3. ``std-group-filter`` (filter): many zero-variance groups and no working filter → replace the harness's
+   group-filter file (the manifest's ``group_filter`` entry, e.g. the demo's keep-everything filter) with
+   StdGroupFilter. The manifest is protected, so the skill cannot wire a filter into a harness whose
+   manifest declares none; it fails loudly there instead.
+4. ``dense-auxiliary-reward`` (reward): most groups dead under a discrete reward → strict reward plus a
+   small continuous closeness term (max 0.2 < 1.0, correctness stays dominant).
+5. ``never-reward-brevity`` (guard): a candidate reward pays for length, brevity or turns → warn; these
+   rewards get hacked (one-turn collapse).
+
+Template patches name files through the manifest (``@reward``, ``@trainer_config``) where they can, so
+they apply to any harness following the contract; the reward files target the arithmetic demo's answer
+protocol, which is why skills 1 and 4 apply to the ``math`` domain only. Pure data.
+"""
+
+from __future__ import annotations
+
+import json
+
+from skills.models import SkillSpec
+
+PAPER = "paper arXiv 2606.03108"
+
+STRICT_REWARD = '''"""Strict reward: exactly one tagged answer, nothing after it, equal to the ground truth.
+
+Installed by the EvoTrainer skill `strict-answer-extraction` (paper arXiv 2606.03108 §6.3 rule 4, §9).
+A response earns 1.0 only when it holds exactly one `<ans>INTEGER</ans>`, ends right after it, and the
+integer equals the ground truth; everything else (untagged numbers, several answers, text after the
+answer) earns 0.0, so answer spam and format-only outputs score low.
+"""
+
+import re
+
+_TAGGED = re.compile(r"<ans>\\s*(-?\\d+)\\s*</ans>\\s*$")
+
+
+def extract_answer(solution_str):
+    """Return the tagged integer answer, or None when the response breaks the answer protocol."""
+    if solution_str.count("<ans>") != 1 or solution_str.count("</ans>") != 1:
+        return None
+    match = _TAGGED.search(solution_str)
+    return int(match.group(1)) if match else None
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    """Return {"score": 1.0 | 0.0, "format_ok": 0/1, "correct": 0/1}."""
+    answer = extract_answer(solution_str)
+    correct = answer is not None and answer == int(str(ground_truth).strip())
+    return {"score": float(correct), "format_ok": float(answer is not None), "correct": float(correct)}
+'''
+
+DENSE_REWARD = '''"""Strict reward plus a small dense term that gives dead groups a gradient.
+
+Installed by the EvoTrainer skill `dense-auxiliary-reward` (paper arXiv 2606.03108 §6.3 rule 1, §6.4):
+when most groups are dead under a discrete reward, add a continuous signal. A correct, well-formed answer
+earns 1.0; a well-formed wrong answer earns AUX_WEIGHT * closeness, where closeness = 1 - relative error
+(clipped at 0); a malformed response earns 0.0. The bonus never reaches 1.0, so correctness stays
+dominant, and it never pays for length or brevity (§9).
+"""
+
+import re
+
+AUX_WEIGHT = 0.2
+_TAGGED = re.compile(r"<ans>\\s*(-?\\d+)\\s*</ans>\\s*$")
+
+
+def extract_answer(solution_str):
+    """Return the tagged integer answer, or None when the response breaks the answer protocol."""
+    if solution_str.count("<ans>") != 1 or solution_str.count("</ans>") != 1:
+        return None
+    match = _TAGGED.search(solution_str)
+    return int(match.group(1)) if match else None
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    """Return {"score", "format_ok", "correct", "closeness"}; score in [0, 1]."""
+    truth = int(str(ground_truth).strip())
+    answer = extract_answer(solution_str)
+    if answer is None:
+        return {"score": 0.0, "format_ok": 0.0, "correct": 0.0, "closeness": 0.0}
+    if answer == truth:
+        return {"score": 1.0, "format_ok": 1.0, "correct": 1.0, "closeness": 1.0}
+    closeness = max(0.0, 1.0 - abs(answer - truth) / max(1.0, abs(truth)))
+    return {"score": AUX_WEIGHT * closeness, "format_ok": 1.0, "correct": 0.0, "closeness": closeness}
+'''
+
+STD_GROUP_FILTER = '''"""StdGroupFilter: drop low-information GRPO groups before advantage normalisation.
+
+Installed by the EvoTrainer skill `std-group-filter` (paper arXiv 2606.03108 §8, App. C). Always drops
+groups whose reward std is 0 (zero advantage). After a warm-up, also drops groups whose std falls below
+`ema_mean - z * ema_std` of an EMA over the batch std distribution (z from KEEP_RATIO through the inverse
+normal CDF: 0.9 -> 1.28) or below MIN_STD; never drops more than 1 - MIN_KEEP_RATIO of the groups that
+have any variance. Contract: filter_groups(group_rewards, state) -> one keep flag per group; `state` is a
+JSON-serialisable dict the trainer keeps across steps.
+"""
+
+import math
+from statistics import NormalDist, fmean, pstdev
+
+KEEP_RATIO = 0.9
+MIN_KEEP_RATIO = 0.5
+EMA_DECAY = 0.1  # weight of the newest batch in the EMA
+MIN_STD = 0.01
+WARMUP_GROUPS = 20
+ZERO_STD = 1e-6
+
+
+def filter_groups(group_rewards, state):
+    """Return one keep flag per group (True = use the group for the policy update)."""
+    stds = [pstdev(g) if len(g) > 1 else 0.0 for g in group_rewards]
+    keep = [s > ZERO_STD for s in stds]
+    if state.get("groups_seen", 0) >= WARMUP_GROUPS and "ema_mean" in state:
+        z = NormalDist().inv_cdf(KEEP_RATIO)
+        threshold = max(MIN_STD, state["ema_mean"] - z * state["ema_std"])
+        live = [i for i, k in enumerate(keep) if k]
+        floor = math.ceil(MIN_KEEP_RATIO * len(live))
+        by_std = sorted(live, key=lambda i: stds[i], reverse=True)
+        keep = [False] * len(stds)
+        for rank, i in enumerate(by_std):
+            keep[i] = stds[i] >= threshold or rank < floor
+    live_stds = [s for s in stds if s > ZERO_STD]
+    if live_stds:
+        mean, spread = fmean(live_stds), pstdev(live_stds)
+        if "ema_mean" in state:
+            mean = (1 - EMA_DECAY) * state["ema_mean"] + EMA_DECAY * mean
+            spread = (1 - EMA_DECAY) * state["ema_std"] + EMA_DECAY * spread
+        state["ema_mean"], state["ema_std"] = mean, spread
+    state["groups_seen"] = state.get("groups_seen", 0) + len(stds)
+    return keep
+'''
+
+
+def _ops(*ops: dict[str, object]) -> str:
+    return json.dumps(list(ops), indent=2)
+
+
+SEED_SKILLS: tuple[SkillSpec, ...] = (
+    SkillSpec(
+        name="strict-answer-extraction",
+        domain="math",
+        trigger="reward_hacking >= 1 or rewarded_wrong_rate > 0.05 or rank_violations > 0",
+        factor="reward",
+        patch_kind="template",
+        patch=_ops({"op": "replace_file", "file": "@reward", "content": STRICT_REWARD}),
+        expected_outcome="rewarded_wrong_rate falls to ~0 and the reward_hacking alarm clears; training reward "
+        "tracks strict_acc again; strict_acc holds or rises within the next version",
+        validation_rule="backtest: hack corpus max score <= 0.1 and no rank violations against strict correctness "
+        "on cached rollouts; pilot: reward_hacking == 0 and strict_acc_delta >= 0 (paired test vs parent)",
+        applicability=("math",),
+        provenance=f"{PAPER} §6.3 rule 4 (shaped reward up, strict flat: reward hacking), §9, §10",
+    ),
+    SkillSpec(
+        name="raise-length-budget",
+        domain="math",
+        trigger="truncation_rate > 0.15",
+        factor="trainer",
+        patch_kind="template",
+        patch=_ops(
+            {
+                "op": "set_yaml_key",
+                "file": "@trainer_config",
+                "key": "max_new_tokens",
+                "value": "{{ min(max(2 * current, min_tokens), max_tokens) }}",
+            }
+        ),
+        params={"min_tokens": 64, "max_tokens": 32768},
+        expected_outcome="truncation_rate drops below 0.05 and format_failure_rate falls; strict_acc rises "
+        "without any reward change (responses were cut before their answer)",
+        validation_rule="pilot: truncation_rate <= 0.05 and strict_acc_delta >= 0; do this before redesigning the "
+        "reward, and re-diagnose the reward only after truncation is fixed",
+        applicability=("*",),
+        provenance=f"{PAPER} §10 (truncation ~18% at Math v0; Coding format-gate false negatives: raise "
+        "max_new_tokens before any reward redesign), §12.2 (Math v5 length unlock)",
+    ),
+    SkillSpec(
+        name="std-group-filter",
+        domain="swe",
+        trigger="dead_group_ratio > 0.3 and filter_present == 0",
+        factor="filter",
+        patch_kind="template",
+        patch=_ops({"op": "replace_file", "file": "@group_filter", "content": STD_GROUP_FILTER}),
+        expected_outcome="groups used for the update all carry variance; dead_group_ratio among kept groups ~0, "
+        "kept ratio >= 0.5; strict_acc gains ~+1 point over a few versions (Math v7 +0.96, Coding v9 +1.17)",
+        validation_rule="backtest: kept-sample ratio >= 0.5 and every kept group has std > 0 on cached rollouts; "
+        "pilot: strict_acc_delta >= 0 vs parent with no entropy collapse",
+        applicability=("math", "code", "swe"),
+        provenance=f"{PAPER} §8 StdGroupFilter (top_p, keep 0.9, min keep 0.5, EMA 0.1, min std 0.01, warm-up 20), "
+        "§3 (transferred SWE -> Coding v9 and Math v7)",
+    ),
+    SkillSpec(
+        name="dense-auxiliary-reward",
+        domain="math",
+        trigger="dead_group_ratio > 0.5 and reward_discrete == 1",
+        factor="reward",
+        patch_kind="template",
+        patch=_ops({"op": "replace_file", "file": "@reward", "content": DENSE_REWARD}),
+        expected_outcome="dead groups regain variance (SWE-9B: 45% of dead groups rescued in backtest; DGR "
+        "~60% -> ~28%); strict_acc rises while correctness stays the dominant reward term",
+        validation_rule="backtest: >= 30% of dead groups regain non-zero std and no rank violations between "
+        "correct and wrong answers; pilot: dead_group_ratio falls and strict_acc_delta >= 0, reward_hacking == 0",
+        applicability=("math",),
+        provenance=f"{PAPER} §6.3 rule 1, §6.4 (DGR > 50% and discrete reward -> add an auxiliary continuous "
+        "signal), §7 (IF-judge dead-group rescue)",
+    ),
+    SkillSpec(
+        name="never-reward-brevity",
+        domain="swe",
+        trigger="candidate_reward_length_term >= 1",
+        factor="guard",
+        patch_kind="template",
+        patch=_ops(
+            {
+                "op": "guard",
+                "rule": "refuse a candidate reward that pays for short responses, few turns or low token counts; "
+                "reward confirmed behaviour (a correct answer, a test after an edit) instead",
+            }
+        ),
+        expected_outcome="no candidate reward pays for brevity; avoids one-turn collapse (BC 21.3 -> 0.0, "
+        "dead groups 19.5% -> 100% in SWE-4B v9)",
+        validation_rule="every candidate reward's source is scanned (skills.context.length_terms); a match is shown "
+        "as a warning and needs an explicit justification to proceed",
+        applicability=("*",),
+        provenance=f"{PAPER} §9 (toxic rewards: never reward brevity directly), §10 (one-turn collapse)",
+    ),
+)

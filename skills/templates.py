@@ -1,0 +1,239 @@
+"""Pure text transforms behind template patches: a tiny value-expression language and a YAML key setter.
+
+Expressions appear in a template op as ``"{{ max(2 * current, 64) }}"``. The language is arithmetic only:
+numbers, names (``current`` = the key's present value, plus the skill's ``params``), ``+ - * / //``,
+unary minus, parentheses and the functions ``max``, ``min``, ``round``, ``int``. It is parsed with
+``ast`` and walked by this module (never ``eval``); anything else is a ``TemplateError``.
+
+``set_yaml_key`` edits one scalar line in place, keeping comments, order and formatting, so the
+candidate's diff shows exactly one changed key (the single-factor classifier reads changed lines).
+This module is pure: strings in, strings out.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import yaml
+
+Number = int | float
+_EXPR_RE = re.compile(r"^\{\{(.*)\}\}$", re.S)
+_KEY_LINE = re.compile(r"^(?P<indent>[ ]*)(?P<key>[A-Za-z_][\w.-]*|\"[^\"]*\"|'[^']*')[ ]*:(?P<sep>[ ]*)(?P<rest>.*)$")
+_FUNCS: dict[str, Callable[..., Number]] = {"max": max, "min": min, "round": round, "int": int}
+
+
+class TemplateError(ValueError):
+    """A template op cannot be applied: bad expression, missing key, non-scalar target, unparsable result."""
+
+
+def is_expression(value: object) -> bool:
+    """Return True when ``value`` is a ``{{ ... }}`` expression string."""
+    return isinstance(value, str) and _EXPR_RE.match(value.strip()) is not None
+
+
+def render_value(value: object, variables: Mapping[str, object]) -> object:
+    """Return ``value`` itself, or the number its ``{{ expression }}`` evaluates to."""
+    if not is_expression(value):
+        return value
+    assert isinstance(value, str)
+    match = _EXPR_RE.match(value.strip())
+    assert match is not None
+    return eval_expr(match.group(1).strip(), variables)
+
+
+def eval_expr(expr: str, variables: Mapping[str, object]) -> Number:
+    """Evaluate an arithmetic expression over numeric ``variables``.
+
+    Raises:
+        TemplateError: syntax outside the language, an unknown or non-numeric name, or a non-finite result.
+    """
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except SyntaxError as exc:
+        raise TemplateError(f"expression {expr!r} is not valid: {exc.msg}") from None
+    result = _eval(tree.body, variables, expr)
+    if isinstance(result, float) and not math.isfinite(result):
+        raise TemplateError(f"expression {expr!r} is not finite ({result})")
+    return result
+
+
+def _eval(node: ast.expr, variables: Mapping[str, object], expr: str) -> Number:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id not in variables:
+            raise TemplateError(f"expression {expr!r}: unknown name {node.id!r} (known: {sorted(variables)})")
+        value = variables[node.id]
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise TemplateError(f"expression {expr!r}: {node.id} = {value!r} is not a number")
+        return value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_eval(node.operand, variables, expr)
+    if isinstance(node, ast.BinOp):
+        a, b = _eval(node.left, variables, expr), _eval(node.right, variables, expr)
+        if isinstance(node.op, ast.Add):
+            return a + b
+        if isinstance(node.op, ast.Sub):
+            return a - b
+        if isinstance(node.op, ast.Mult):
+            return a * b
+        if isinstance(node.op, ast.Div | ast.FloorDiv):
+            if b == 0:
+                raise TemplateError(f"expression {expr!r}: division by zero")
+            return a / b if isinstance(node.op, ast.Div) else a // b
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in _FUNCS
+        and not node.keywords
+        and node.args
+    ):
+        args = [_eval(a, variables, expr) for a in node.args]
+        if node.func.id in ("round", "int") and len(args) != 1:
+            raise TemplateError(f"expression {expr!r}: {node.func.id}() takes one argument")
+        return _FUNCS[node.func.id](*args)
+    raise TemplateError(f"expression {expr!r}: {ast.unparse(node)!r} is not allowed (numbers, names, + - * /, max/min)")
+
+
+# --- YAML ---------------------------------------------------------------------------------------------
+
+
+def format_scalar(value: object) -> str:
+    """Render a Python scalar as a YAML scalar that PyYAML reads back as the same value."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        text = repr(value)
+        if "e" in text and "." not in text.split("e")[0]:
+            mantissa, exp = text.split("e")
+            text = f"{mantissa}.0e{exp}"
+        return text
+    if isinstance(value, str):
+        return json.dumps(value)
+    if value is None:
+        return "null"
+    raise TemplateError(f"cannot write {type(value).__name__} {value!r} as a YAML scalar")
+
+
+def get_yaml_value(text: str, key: str) -> object:
+    """Return the value at a dotted ``key`` of a YAML document (KeyError when absent)."""
+    node: object = yaml.safe_load(text) or {}
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise KeyError(key)
+        node = node[part]
+    return node
+
+
+def set_yaml_key(
+    text: str, key: str, new_value: Callable[[object], object], *, create: bool = False, default: object = None
+) -> tuple[str, object, object]:
+    """Set the scalar at a dotted ``key`` by editing its one line; return (new text, old value, new value).
+
+    ``new_value`` receives the current value (``default`` when the key is absent and ``create`` is set).
+
+    Raises:
+        TemplateError: the key is absent (and not ``create``), holds a mapping or list, or the edit does
+            not read back as the intended value.
+    """
+    lines = text.splitlines(keepends=True)
+    target = key.split(".")
+    stack: list[tuple[int, str]] = []
+    for i, line in enumerate(lines):
+        match = _KEY_LINE.match(line.rstrip("\n"))
+        if match is None or line.lstrip().startswith("#"):
+            continue
+        indent = len(match["indent"])
+        name = match["key"].strip("\"'")
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        path = [k for _, k in stack] + [name]
+        stack.append((indent, name))
+        if path != target:
+            continue
+        value_text, comment = _split_comment(match["rest"])
+        if not value_text.strip() or value_text.strip()[0] in "[{|>&*!":
+            raise TemplateError(f"key {key!r} holds a block or flow collection; set_yaml_key edits scalars only")
+        old = get_yaml_value(text, key)
+        value = new_value(old)
+        sep = match["sep"] or " "
+        eol = "\n" if line.endswith("\n") else ""
+        lines[i] = f"{match['indent']}{match['key']}:{sep}{format_scalar(value)}{comment}{eol}"
+        return _checked("".join(lines), key, old, value)
+    if not create:
+        raise TemplateError(f"key {key!r} not found; pass create=true to add it")
+    value = new_value(default)
+    return _checked(_insert_key(text, target, value), key, None, value)
+
+
+def _split_comment(rest: str) -> tuple[str, str]:
+    """Split ``value  # comment`` into the value text and the comment (with its leading spaces)."""
+    quote = ""
+    for i, ch in enumerate(rest):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "\"'" and not rest[:i].strip():
+            quote = ch
+        elif ch == "#" and (i == 0 or rest[i - 1] in " \t"):
+            j = i
+            while j > 0 and rest[j - 1] in " \t":
+                j -= 1
+            return rest[:j], rest[j:]
+    return rest.rstrip(), ""
+
+
+def _insert_key(text: str, target: list[str], value: object) -> str:
+    if len(target) == 1:
+        sep = "" if not text or text.endswith("\n") else "\n"
+        return f"{text}{sep}{target[0]}: {format_scalar(value)}\n"
+    lines = text.splitlines(keepends=True)
+    parent = ".".join(target[:-1])
+    stack: list[tuple[int, str]] = []
+    for i, line in enumerate(lines):
+        match = _KEY_LINE.match(line.rstrip("\n"))
+        if match is None or line.lstrip().startswith("#"):
+            continue
+        indent = len(match["indent"])
+        name = match["key"].strip("\"'")
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        path = [k for _, k in stack] + [name]
+        stack.append((indent, name))
+        if path == target[:-1] and not _split_comment(match["rest"])[0].strip():
+            child = indent + 2
+            for nxt in lines[i + 1 :]:
+                if nxt.strip() and not nxt.lstrip().startswith("#"):
+                    nxt_indent = len(nxt) - len(nxt.lstrip(" "))
+                    child = nxt_indent if nxt_indent > indent else child
+                    break
+            new = f"{' ' * child}{target[-1]}: {format_scalar(value)}\n"
+            if not line.endswith("\n"):
+                lines[i] = line + "\n"
+            lines.insert(i + 1, new)
+            return "".join(lines)
+    raise TemplateError(f"cannot create {'.'.join(target)!r}: parent mapping {parent!r} not found")
+
+
+def _checked(text: str, key: str, old: object, value: object) -> tuple[str, object, object]:
+    try:
+        read_back = get_yaml_value(text, key)
+    except (KeyError, yaml.YAMLError) as exc:
+        raise TemplateError(f"setting {key!r} produced YAML that does not read back: {exc}") from None
+    if read_back != value:
+        raise TemplateError(f"setting {key!r} to {value!r} reads back as {read_back!r}")
+    return text, old, value
+
+
+def as_variables(params: Mapping[str, Any], current: object) -> dict[str, object]:
+    """Return the expression variables: the skill's params plus ``current`` when it is a number."""
+    out: dict[str, object] = dict(params)
+    if isinstance(current, int | float) and not isinstance(current, bool):
+        out["current"] = current
+    return out
