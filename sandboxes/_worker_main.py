@@ -1,0 +1,162 @@
+"""Sandbox worker: imports the harness's reward/filter code and answers framed requests (stdlib + numpy).
+
+Runs inside the sandbox container (baked into the image at /opt/evotrainer/worker.py, Debian's python3)
+or, in the weaker process fallback, as a child process of the trusted side. It is not imported by the
+trusted side; `sandboxes/worker.py` is its counterpart.
+
+Channel: requests arrive on the original stdin as `<u32 length><JSON>`; responses leave on the original
+stdout as `MAGIC <16-byte session token> <u32 length><JSON>`. Before any candidate code is imported both
+descriptors are moved away: fd 0 becomes /dev/null and fd 1 is pointed at stderr, so whatever the candidate
+prints (forged frames, "PASS", metric lines) lands in the stderr log, never in the response channel.
+"""
+
+import importlib.util
+import json
+import os
+import struct
+import sys
+import traceback
+from typing import Any
+
+MAGIC = b"EVO1"
+_LEN = struct.Struct(">I")
+MAX_REQUEST_BYTES = 256 * 1024 * 1024
+
+
+def _read_exact(fd: int, n: int) -> bytes | None:
+    chunks = []
+    while n:
+        chunk = os.read(fd, min(n, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def _to_json(value: Any) -> Any:
+    """Fallback for json.dumps: numpy scalars and arrays become Python values; anything else is refused."""
+    if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"value of type {type(value).__name__} is not JSON-serialisable")
+
+
+class Worker:
+    """Loads entry points from the harness and runs calls on them."""
+
+    def __init__(self, harness_root: str) -> None:
+        self.root = os.path.realpath(harness_root)
+        self.functions: dict[str, tuple[Any, str]] = {}
+
+    def load(self, role: str, entry: str) -> dict[str, str] | None:
+        rel, _, name = entry.partition(":")
+        path = os.path.join(self.root, rel)
+        try:
+            if self.root not in sys.path:
+                sys.path.insert(0, self.root)
+            spec = importlib.util.spec_from_file_location(f"evotrainer_harness_{role}", path)
+            if spec is None or spec.loader is None:
+                raise ImportError(f"cannot load {rel}")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            fn = getattr(module, name)
+            if not callable(fn):
+                raise TypeError(f"{rel}:{name} is not callable")
+        except BaseException as exc:  # candidate code may raise anything, even SystemExit
+            return self.error(exc, rel, "import")
+        self.functions[role] = (fn, rel)
+        return None
+
+    def error(self, exc: BaseException, default_path: str, kind: str) -> dict[str, str]:
+        """Describe `exc` with the harness file it was raised in (the innermost frame inside the harness)."""
+        path = default_path
+        for frame in traceback.extract_tb(exc.__traceback__):
+            real = os.path.realpath(frame.filename)
+            if real.startswith(self.root + os.sep):
+                path = os.path.relpath(real, self.root)
+        if isinstance(exc, SyntaxError) and exc.filename:
+            real = os.path.realpath(exc.filename)
+            if real.startswith(self.root + os.sep):
+                path = os.path.relpath(real, self.root)
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]
+        return {"kind": kind, "type": type(exc).__name__, "message": str(exc)[:2000], "path": path, "traceback": tb}
+
+    def rewards(self, batch: list[dict[str, Any]]) -> dict[str, Any]:
+        fn, rel = self.functions["reward"]
+        values = []
+        for item in batch:
+            try:
+                values.append(
+                    fn(
+                        data_source=item.get("data_source"),
+                        solution_str=item.get("solution_str"),
+                        ground_truth=item.get("ground_truth"),
+                        extra_info=item.get("extra_info"),
+                    )
+                )
+            except BaseException as exc:
+                return {"ok": False, "error": self.error(exc, rel, "call")}
+        return {"ok": True, "values": values, "_path": rel}
+
+    def filter(self, group_rewards: list[list[float]], state: dict[str, Any]) -> dict[str, Any]:
+        if "filter" not in self.functions:
+            err = {"kind": "config", "type": "ValueError", "message": "no filter loaded", "path": ""}
+            return {"ok": False, "error": err}
+        fn, rel = self.functions["filter"]
+        try:
+            keep = fn(group_rewards, state)
+        except BaseException as exc:
+            return {"ok": False, "error": self.error(exc, rel, "call")}
+        return {"ok": True, "keep": keep, "state": state, "_path": rel}
+
+
+def main() -> int:
+    chan_in = os.dup(0)
+    chan_out = os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)  # candidate prints go to stderr from here on
+    sys.stdout = sys.stderr
+
+    def send(token: bytes, obj: dict[str, Any], path: str = "") -> None:
+        try:
+            body = json.dumps(obj, allow_nan=True, default=_to_json).encode()
+        except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+            err = {"kind": "unserialisable", "type": type(exc).__name__, "message": str(exc)[:2000], "path": path}
+            body = json.dumps({"ok": False, "error": err, "id": obj.get("id")}).encode()
+        os.write(chan_out, MAGIC + token + _LEN.pack(len(body)) + body)
+
+    header = _read_exact(chan_in, 4)
+    if header is None:
+        return 0
+    init = json.loads(_read_exact(chan_in, _LEN.unpack(header)[0]) or b"null")
+    token = bytes.fromhex(init["token"])
+    del init["token"]
+    worker = Worker(init["harness_root"])
+    error = worker.load("reward", init["reward"])
+    if error is None and init.get("filter"):
+        error = worker.load("filter", init["filter"])
+    send(token, {"ok": error is None, "error": error, "python": sys.version.split()[0]})
+    while True:
+        header = _read_exact(chan_in, 4)
+        if header is None:
+            return 0
+        (size,) = _LEN.unpack(header)
+        if size > MAX_REQUEST_BYTES:
+            return 2
+        body = _read_exact(chan_in, size)
+        if body is None:
+            return 0
+        request = json.loads(body)
+        if request["op"] == "rewards":
+            response = worker.rewards(request["batch"])
+        elif request["op"] == "filter":
+            response = worker.filter(request["group_rewards"], request["state"])
+        else:
+            response = {"ok": False, "error": {"kind": "protocol", "type": "ValueError", "message": request["op"]}}
+        response["id"] = request["id"]
+        send(token, response, response.pop("_path", ""))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
