@@ -47,7 +47,9 @@ def open_harness_calls(harness: Harness, mode: SandboxMode) -> HarnessCalls:
     from sandboxes.worker import SandboxCalls  # lazy: pulls in the docker SDK
 
     filter_entry = None if harness.group_filter is None else str(harness.group_filter)
-    return SandboxCalls(harness.root, str(harness.reward), filter_entry, mode)
+    # Protected paths (strict evaluator, held-out data, manifest) are left out of the sandbox's copy.
+    exclude = tuple(harness.manifest.surface.protected)
+    return SandboxCalls(harness.root, str(harness.reward), filter_entry, mode, exclude=exclude)
 
 
 def rollout_batch(rollouts: Sequence[Rollout]) -> list[dict[str, Any]]:

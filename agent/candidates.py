@@ -1,0 +1,150 @@
+"""Candidate lifecycle shared by every policy: open a branch + worktree, finalise (check, commit, record), refuse.
+
+The heuristic policy applies skill patches between `open_candidate` and `finalise_candidate`; the LLM
+policy edits files through its tools in between. Either way the same surface and single-factor checks
+(`agent.factors.check_candidate`) decide, and the same store rows are written. Idempotent: a re-run finds
+the branch, worktree and commit it made before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agent import ledger
+from agent.context import Context
+from agent.factors import check_candidate
+from agent.nodes.common import store_url
+from agent.state import CandidateInfo, State
+from trainer_backend.harness import Harness
+
+FACTORS = ("reward", "filter", "data", "trainer", "diagnostic")  # the store's factor values
+
+
+@dataclass
+class OpenCandidate:
+    """A candidate between opening and finalising: its worktree, base commit and state record."""
+
+    info: CandidateInfo
+    base_sha: str
+    committed: bool  # a previous (crashed) run already committed it: do not edit again
+
+
+def open_candidate(
+    ctx: Context,
+    state: State,
+    k: int,
+    slug: str,
+    *,
+    hypothesis: str,
+    factors: tuple[str, ...],
+    success_criterion: str,
+    justification: str = "",
+    skill: str = "",
+) -> OpenCandidate:
+    """Create (or find) the candidate's branch `evo/<session>/v<i>.<k>-<slug>` and its worktree."""
+    from git import Repo
+
+    from sandboxes import git_worktree as gw
+    from store.repository import candidate_id
+
+    session_id, iteration = state["session_id"], state["iteration"]
+    repo = Repo(state["harness_dir"])
+    worktrees = ctx.session_dir(session_id) / "worktrees"
+    cw = gw.create_candidate(repo, session_id, iteration, k, slug, state["version"]["branch"], worktrees)
+    info = CandidateInfo(
+        id=candidate_id(session_id, iteration, k, slug),
+        iteration=iteration,
+        slug=slug,
+        branch=cw.branch,
+        worktree=str(cw.path),
+        commit="",
+        hypothesis=hypothesis,
+        factor=factors[0],
+        factors=list(factors),
+        justification=justification,
+        success_criterion=success_criterion,
+        skill=skill,
+        status="proposed",
+        reason="",
+    )
+    head = repo.commit(cw.branch).hexsha
+    return OpenCandidate(info=info, base_sha=cw.base_sha, committed=head != cw.base_sha)
+
+
+def finalise_candidate(ctx: Context, state: State, harness: Harness, cand: OpenCandidate, title: str) -> CandidateInfo:
+    """Check the candidate's diff against the surface and the single-factor rule, commit it and record it."""
+    from pathlib import Path
+
+    from sandboxes import git_worktree as gw
+
+    info, path = cand.info, Path(cand.info["worktree"])
+    check = check_candidate(
+        gw.changed_files(path, cand.base_sha),
+        gw.diff(path, cand.base_sha),
+        harness,
+        declared_factors=tuple(info["factors"]),
+        justification=info["justification"],
+    )
+    if not check.ok:
+        return refuse_candidate(ctx, state, info, check.reason)
+    if check.factors and check.factors[0] != info["factor"] and len(check.factors) == 1:
+        info["factor"] = check.factors[0]  # the classifier's reading of the diff wins over the declaration
+    head = ""
+    if not cand.committed:
+        extra = {"Skill": info["skill"]} if info["skill"] else {}
+        if info["justification"]:
+            extra["Justification"] = info["justification"]
+        message = gw.InterventionMessage(
+            title=title,
+            hypothesis=info["hypothesis"],
+            factor=info["factor"],
+            success_criterion=info["success_criterion"],
+            extra=extra,
+        )
+        head = gw.commit_candidate(path, message)
+    info["commit"] = head or _repo(state).commit(info["branch"]).hexsha
+    with ledger.db(store_url(ctx)) as db:
+        _ensure_row(db, state, info)
+    return info
+
+
+def refuse_candidate(ctx: Context, state: State, info: CandidateInfo, reason: str) -> CandidateInfo:
+    """Mark a candidate refused with its reason (recorded; the session goes on)."""
+    from store.repository import update_candidate_status
+
+    info["status"], info["reason"] = "refused", reason
+    with ledger.db(store_url(ctx)) as db:
+        _ensure_row(db, state, info)
+        update_candidate_status(db, info["id"], "refused", refusal_reason=reason)
+    return info
+
+
+def _repo(state: State) -> Any:
+    from git import Repo
+
+    return Repo(state["harness_dir"])
+
+
+def _ensure_row(db: Any, state: State, info: CandidateInfo) -> None:
+    version = ledger.version_for_run(db, state["session_id"], state["version"]["run_id"])
+    assert version is not None, f"incumbent run {state['version']['run_id']} has no ledger row"
+    factor = info["factor"] if info["factor"] in FACTORS else "trainer"
+    declared = [f for f in info["factors"] if f in FACTORS] or [factor]
+    if factor not in declared:
+        declared.append(factor)
+    ledger.ensure_candidate(
+        db,
+        candidate_id=info["id"],
+        session_id=state["session_id"],
+        parent_version_id=version.id,
+        iteration=info["iteration"],
+        slug=info["slug"],
+        branch=info["branch"],
+        worktree_path=info["worktree"],
+        hypothesis=info["hypothesis"],
+        factor=factor,
+        success_criterion=info["success_criterion"],
+        factors_declared=declared,
+        justification=info["justification"] or None,
+    )
