@@ -1,0 +1,335 @@
+"""Harness + RunSpec → verl 0.9.1 Hydra overrides (pure: no verl, Ray or harness code imported).
+
+This module owns `VerlTrainerConfig` (the harness's small verl settings file) and `build_plan`, which
+turns a harness, a `RunSpec` and an attempt number into the exact command line, environment and
+warnings of one launch. Compose/validation against verl's packaged config lives in `validate.py`.
+
+What maps and what does not (said again in every plan's `warnings`):
+
+- reward: the manifest's `path.py:function` → `reward.custom_reward_function.{path,name}` (the new keys;
+  the legacy top-level `custom_reward_function.*`, `reward_model.*`, `sandbox_fusion.*` are silently
+  ignored by verl 0.9.1's `main_ppo` and are refused here, see verl.md §1.1).
+- group filter: verl has no hook for a custom filter function. A filter that drops zero-variance groups
+  maps to verl's dynamic sampling (`algorithm.filter_groups`, evict-and-refill) when the verl config sets
+  `filter_groups_metric`; anything else is reported as not applied.
+- strict evaluator and diagnostics: not run by verl; `val/strict_acc` is read from verl's validation
+  metric of the reward's `acc` component.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from trainer_backend.base import RunSpec
+from trainer_backend.harness import Harness
+
+CHECKPOINT_DIR = "checkpoints"
+DATA_DIR = "verl_data"
+TRAIN_DUMP_DIR = "verl_dumps/train"
+VAL_DUMP_DIR = "verl_dumps/val"
+CHECKPOINT_MARKER = "latest_checkpointed_iteration.txt"
+
+
+class VerlConfigError(ValueError):
+    """A verl configuration that would fail or silently misbehave; the message names the key and the fix."""
+
+
+# Legacy top-level keys that Hydra accepts but main_ppo 0.9.1 ignores, with their replacement
+# (`{rest}` = the part of the key after the prefix). Longer prefixes first.
+LEGACY_KEYS: dict[str, str] = {
+    "custom_reward_function": "reward.custom_reward_function{rest}",
+    "reward_model.reward_manager": "reward.reward_manager.name",
+    "reward_model.reward_kwargs": "reward.custom_reward_function.reward_kwargs{rest} (or reward.reward_kwargs{rest} "
+    "for the dapo manager)",
+    "reward_model": "reward.reward_model{rest}",
+    "sandbox_fusion": "reward.sandbox_fusion{rest}",
+}
+
+# Keys the controller owns: a harness override of them would break tailing, dumps or resume.
+CONTROLLER_KEYS = (
+    "trainer.logger",
+    "trainer.default_local_dir",
+    "trainer.rollout_data_dir",
+    "trainer.validation_data_dir",
+    "trainer.total_training_steps",
+    "trainer.resume_mode",
+    "data.train_files",
+    "data.val_files",
+    "reward.custom_reward_function.path",
+    "reward.custom_reward_function.name",
+)
+
+
+def override_key(override: str) -> str:
+    """Return the dotted key of a Hydra override (`+a.b=1` → `a.b`)."""
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def legacy_key_problem(override: str) -> str | None:
+    """Return an error naming the replacement if `override` sets a legacy reward key, else None."""
+    key = override_key(override)
+    for prefix, replacement in LEGACY_KEYS.items():
+        if key == prefix or key.startswith(prefix + "."):
+            fix = replacement.format(rest=key[len(prefix) :])
+            return f"{key}: legacy key, silently ignored by verl 0.9.1 main_ppo; use {fix} instead"
+    return None
+
+
+class VerlTrainerConfig(BaseModel):
+    """The harness's verl settings file (`trainer.config` in evotrainer.yaml), mapped to Hydra overrides."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_path: str  # HF id or local dir (actor_rollout_ref.model.path)
+    lr: float = Field(1e-6, gt=0)
+    group_size: int = Field(5, ge=2)  # actor_rollout_ref.rollout.n; GRPO needs >= 2
+    train_batch_size: int = Field(32, gt=0)  # prompts per step
+    ppo_mini_batch_size: int = Field(16, gt=0)  # prompts per update (verl multiplies by n)
+    micro_batch_size_per_gpu: int = Field(4, gt=0)
+    max_prompt_length: int = Field(512, gt=0)
+    max_response_length: int = Field(512, gt=0)
+    clip_ratio_low: float = Field(0.2, ge=0)
+    clip_ratio_high: float = Field(0.2, ge=0)
+    kl_coef: float = Field(0.0, ge=0)  # > 0 turns on the KL loss (low_var_kl) and builds a reference model
+    n_gpus_per_node: int = Field(1, gt=0)
+    nnodes: int = Field(1, gt=0)
+    rollout_engine: Literal["vllm", "sglang", "trtllm"] = "vllm"
+    rollout_tp: int = Field(1, gt=0)  # actor_rollout_ref.rollout.tensor_model_parallel_size
+    save_freq: int = Field(20, gt=0)
+    test_freq: int = Field(10, gt=0)
+    filter_groups_metric: Literal["acc", "score"] | None = None  # drop zero-variance groups (verl dynamic sampling)
+    overrides: list[str] = Field(default_factory=list)  # extra verl Hydra overrides, `key=value`
+    stall_timeout_s: int = Field(1800, gt=0)  # no log/metrics growth for this long → stopped as a timeout
+
+    @model_validator(mode="after")
+    def _check(self) -> VerlTrainerConfig:
+        if self.ppo_mini_batch_size > self.train_batch_size:
+            raise ValueError(
+                f"ppo_mini_batch_size={self.ppo_mini_batch_size} exceeds train_batch_size="
+                f"{self.train_batch_size}; lower ppo_mini_batch_size or raise train_batch_size"
+            )
+        for item in self.overrides:
+            if "=" not in item and not item.startswith("~"):
+                raise ValueError(f"overrides: {item!r} is not 'key=value'")
+            problem = legacy_key_problem(item)
+            if problem:
+                raise ValueError(f"overrides: {problem}")
+            if override_key(item) in CONTROLLER_KEYS:
+                raise ValueError(f"overrides: {override_key(item)} is set by EvoTrainer; remove it from overrides")
+        return self
+
+
+def load_verl_config(harness: Harness) -> VerlTrainerConfig:
+    """Read and validate the harness's verl settings file.
+
+    Raises:
+        VerlConfigError: naming the file, the field and the fix.
+    """
+    path = harness.path(harness.manifest.trainer.config)
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise VerlConfigError(f"{path}: cannot read ({exc}); fix the file") from None
+    try:
+        return VerlTrainerConfig.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        raise VerlConfigError(f"{path}: field '{where}': {err['msg']}") from None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One launch of verl: overrides, environment, paths and what could not be mapped."""
+
+    overrides: list[str]
+    env: dict[str, str]
+    attempt: int
+    metrics_path: Path
+    checkpoint_dir: Path
+    train_dump_dir: Path
+    val_dump_dir: Path
+    max_response_length: int
+    model_path: str
+    stall_timeout_s: int
+    resume_from_step: int | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def argv(self, python: str) -> list[str]:
+        """The trainer command line (Hydra's own output folder kept out of the run folder's top level)."""
+        hydra_dir = self.checkpoint_dir.parent / ".verl" / f"hydra.{self.attempt}"
+        return [python, "-m", "verl.trainer.main_ppo", *self.overrides, f"hydra.run.dir={hydra_dir}"]
+
+
+def latest_checkpoint_step(checkpoint_dir: Path) -> int | None:
+    """Return the step in verl's `latest_checkpointed_iteration.txt`, or None when there is none."""
+    marker = checkpoint_dir / CHECKPOINT_MARKER
+    try:
+        return int(marker.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _reward_path(harness: Harness) -> str:
+    return str((harness.root / harness.reward.path).resolve())
+
+
+def build_plan(
+    harness: Harness, spec: RunSpec, cfg: VerlTrainerConfig, attempt: int, train_file: Path, val_file: Path
+) -> Plan:
+    """Map harness + spec + verl settings to the overrides of one attempt (absolute paths everywhere).
+
+    Raises:
+        VerlConfigError: the run folder already holds checkpoints but `spec.resume` is False.
+    """
+    out = spec.out_dir.resolve()
+    ckpt = out / CHECKPOINT_DIR
+    resume_step = latest_checkpoint_step(ckpt)
+    if resume_step is not None and not spec.resume:
+        raise VerlConfigError(
+            f"{ckpt}: holds a checkpoint at step {resume_step} but resume=False; "
+            "pass resume=True to continue it, or use a new out_dir"
+        )
+    model_path = cfg.model_path
+    if spec.init_checkpoint is not None:
+        init = spec.init_checkpoint.resolve()
+        if not (init / "config.json").is_file():
+            raise VerlConfigError(
+                f"init_checkpoint: {init} is not a Hugging Face model folder (no config.json); "
+                "merge verl shards first: python -m verl.model_merger merge --backend fsdp ..."
+            )
+        model_path = str(init)
+    reward = harness.reward
+    ov = [
+        "algorithm.adv_estimator=grpo",
+        "algorithm.use_kl_in_reward=False",
+        f"data.train_files={train_file.resolve()}",
+        f"data.val_files={val_file.resolve()}",
+        f"data.train_batch_size={cfg.train_batch_size}",
+        f"data.max_prompt_length={cfg.max_prompt_length}",
+        f"data.max_response_length={cfg.max_response_length}",
+        "data.filter_overlong_prompts=True",
+        "data.truncation=error",
+        f"data.seed={spec.seed}",
+        f"actor_rollout_ref.model.path={model_path}",
+        f"actor_rollout_ref.actor.optim.lr={cfg.lr}",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={cfg.ppo_mini_batch_size}",
+        f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={cfg.micro_batch_size_per_gpu}",
+        f"actor_rollout_ref.actor.clip_ratio_low={cfg.clip_ratio_low}",
+        f"actor_rollout_ref.actor.clip_ratio_high={cfg.clip_ratio_high}",
+        "actor_rollout_ref.actor.entropy_coeff=0",
+        f"actor_rollout_ref.rollout.name={cfg.rollout_engine}",
+        f"actor_rollout_ref.rollout.n={cfg.group_size}",
+        f"actor_rollout_ref.rollout.tensor_model_parallel_size={cfg.rollout_tp}",
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.5",
+        f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={cfg.micro_batch_size_per_gpu}",
+    ]
+    if cfg.kl_coef > 0:
+        ov += [
+            "actor_rollout_ref.actor.use_kl_loss=True",
+            f"actor_rollout_ref.actor.kl_loss_coef={cfg.kl_coef}",
+            "actor_rollout_ref.actor.kl_loss_type=low_var_kl",
+            f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={cfg.micro_batch_size_per_gpu}",
+        ]
+    else:
+        ov.append("actor_rollout_ref.actor.use_kl_loss=False")
+    ov += [
+        f"reward.custom_reward_function.path={_reward_path(harness)}",
+        f"reward.custom_reward_function.name={reward.function}",
+        "trainer.logger=[console,file]",
+        "trainer.project_name=evotrainer",
+        f"trainer.experiment_name={spec.run_id}",
+        f"trainer.n_gpus_per_node={cfg.n_gpus_per_node}",
+        f"trainer.nnodes={cfg.nnodes}",
+        f"trainer.total_training_steps={spec.steps}",
+        f"trainer.save_freq={cfg.save_freq}",
+        f"trainer.test_freq={cfg.test_freq}",
+        "trainer.resume_mode=auto",
+        f"trainer.default_local_dir={ckpt}",
+        f"trainer.rollout_data_dir={out / TRAIN_DUMP_DIR}",
+        f"trainer.validation_data_dir={out / VAL_DUMP_DIR}",
+    ]
+    warnings = _unmapped(harness, spec, cfg)
+    if cfg.filter_groups_metric is not None:
+        metric = "reward" if cfg.filter_groups_metric == "score" else "acc"
+        ov += ["algorithm.filter_groups.enable=True", f"algorithm.filter_groups.metric={metric}"]
+    ov += cfg.overrides  # last: harness-specific overrides win over our defaults (controller keys refused)
+    metrics_path = out / f"verl_metrics.{attempt}.jsonl"
+    env = {
+        "VERL_FILE_LOGGER_PATH": str(metrics_path),  # fresh file per attempt: FileLogger truncates (verl.md §1.8)
+        "TENSORBOARD_DIR": str(out / "tensorboard"),
+        "HYDRA_FULL_ERROR": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+    if spec.resume and resume_step is not None:
+        warnings.append(f"resuming from {ckpt}/global_step_{resume_step} (trainer.resume_mode=auto)")
+    return Plan(
+        overrides=ov,
+        env=env,
+        attempt=attempt,
+        metrics_path=metrics_path,
+        checkpoint_dir=ckpt,
+        train_dump_dir=out / TRAIN_DUMP_DIR,
+        val_dump_dir=out / VAL_DUMP_DIR,
+        max_response_length=cfg.max_response_length,
+        model_path=model_path,
+        stall_timeout_s=cfg.stall_timeout_s,
+        resume_from_step=resume_step if spec.resume else None,
+        warnings=warnings,
+    )
+
+
+def _unmapped(harness: Harness, spec: RunSpec, cfg: VerlTrainerConfig) -> list[str]:
+    """Say plainly which harness features verl does not run."""
+    notes = []
+    gf = harness.group_filter
+    if gf is not None and cfg.filter_groups_metric is None:
+        notes.append(
+            f"group_filter {gf}: verl 0.9.1 has no hook for a custom filter function, so it is NOT "
+            "applied (verl trains on every group); if it drops zero-variance groups, set "
+            "filter_groups_metric: score (or acc) in the verl config to use algorithm.filter_groups"
+        )
+    elif gf is not None:
+        notes.append(
+            f"group_filter {gf}: the function itself is NOT run by verl; mapped to verl dynamic sampling "
+            f"algorithm.filter_groups (metric={cfg.filter_groups_metric}), which evicts zero-variance "
+            "groups and refills the batch instead of dropping them"
+        )
+    elif cfg.filter_groups_metric is not None:
+        notes.append(
+            f"filter_groups_metric={cfg.filter_groups_metric}: verl dynamic sampling on, although the "
+            "harness declares no group_filter"
+        )
+    notes.append(
+        f"eval.strict {harness.strict_eval}: not run by verl; val/strict_acc is verl's validation "
+        "mean of the reward's 'acc' component (val-core/<data_source>/acc/mean@1)"
+    )
+    if harness.manifest.diagnostics:
+        notes.append(
+            f"diagnostics {harness.manifest.diagnostics}: run by EvoTrainer on the converted rollouts, not inside verl"
+        )
+    if "://" not in cfg.model_path and not Path(cfg.model_path).is_dir() and spec.init_checkpoint is None:
+        notes.append(
+            f"model_path {cfg.model_path} is not a local folder: verl workers load it from the Hugging "
+            "Face Hub (needs network or a warm HF cache on every node; offline it hangs in dataset setup)"
+        )
+    if spec.sandbox != "none":
+        notes.append(
+            f"sandbox={spec.sandbox}: NOT applied; verl runs the harness reward inside its own reward "
+            "workers (Ray actors)"
+        )
+    return notes
+
+
+_HYDRA_KEY = re.compile(r"Could not (?:override|append to|delete from) '([^']+)'")
+
+
+def hydra_error_key(message: str) -> str | None:
+    """Extract the offending key from a Hydra ConfigCompositionException message."""
+    found = _HYDRA_KEY.search(message)
+    return found.group(1) if found else None

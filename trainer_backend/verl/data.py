@@ -1,0 +1,93 @@
+"""Harness JSONL data → verl parquet (verl.md §6). Imports pyarrow lazily (the `verl` extra).
+
+One harness row `{"id", "prompt", "ground_truth", "data_source", ...}` becomes one verl row:
+
+    prompt        [{"role": "user", "content": <prompt>}]  (a list of messages is kept as is)
+    data_source   row["data_source"], else the harness name
+    ability       row["ability"], else the harness domain
+    reward_model  {"style": "rule", "ground_truth": str(row["ground_truth"])}
+    extra_info    {"index": <line index>, "split": "train"|"val", every other field of the row}
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from trainer_backend.harness import Harness
+from trainer_backend.verl.config import DATA_DIR, VerlConfigError
+
+_TOP_LEVEL = ("prompt", "ground_truth", "data_source", "ability")
+
+
+def convert_row(row: dict[str, Any], index: int, split: str, default_source: str, default_ability: str) -> dict:
+    """Map one harness data row to verl's columns.
+
+    Raises:
+        ValueError: the row lacks `prompt` or `ground_truth`, or the prompt is not text or chat messages.
+    """
+    for name in ("prompt", "ground_truth"):
+        if name not in row:
+            raise ValueError(f"missing field '{name}'")
+    prompt = row["prompt"]
+    if isinstance(prompt, str):
+        messages = [{"role": "user", "content": prompt}]
+    elif isinstance(prompt, list) and all(isinstance(m, dict) and {"role", "content"} <= m.keys() for m in prompt):
+        messages = [{"role": str(m["role"]), "content": str(m["content"])} for m in prompt]
+    else:
+        raise ValueError("field 'prompt' must be a string or a list of {'role', 'content'} messages")
+    extra = {k: v for k, v in row.items() if k not in _TOP_LEVEL}
+    extra.update(index=index, split=split)
+    return {
+        "prompt": messages,
+        "data_source": str(row.get("data_source") or default_source),
+        "ability": str(row.get("ability") or default_ability),
+        "reward_model": {"style": "rule", "ground_truth": str(row["ground_truth"])},
+        "extra_info": extra,
+    }
+
+
+def convert_file(src: Path, dst: Path, split: str, default_source: str, default_ability: str) -> int:
+    """Convert one JSONL file to parquet atomically; return the number of rows.
+
+    Raises:
+        VerlConfigError: naming the file and line of a bad row, or a field whose type varies across rows.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = []
+    with open(src, "rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                rows.append(convert_row(orjson.loads(raw), len(rows), split, default_source, default_ability))
+            except (orjson.JSONDecodeError, ValueError) as exc:
+                raise VerlConfigError(f"{src}:{number}: {exc}; fix the data row") from None
+    if not rows:
+        raise VerlConfigError(f"{src}: no rows; a verl run needs at least one prompt per split")
+    try:
+        table = pa.Table.from_pylist(rows)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise VerlConfigError(
+            f"{src}: rows cannot form one parquet table ({exc}); give each field one type in every row"
+        ) from None
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_suffix(".parquet.tmp")
+    pq.write_table(table, tmp)
+    tmp.replace(dst)
+    return len(rows)
+
+
+def convert_harness_data(harness: Harness, out_dir: Path) -> tuple[Path, Path]:
+    """Write `<out_dir>/verl_data/{train,val}.parquet` from the harness data; return their absolute paths."""
+    folder = out_dir.resolve() / DATA_DIR
+    paths = []
+    for split, rel in (("train", harness.manifest.data.train), ("val", harness.manifest.data.val)):
+        dst = folder / f"{split}.parquet"
+        convert_file(harness.path(rel), dst, split, harness.manifest.name, harness.manifest.domain)
+        paths.append(dst)
+    return paths[0], paths[1]

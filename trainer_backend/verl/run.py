@@ -1,0 +1,335 @@
+"""Launch, poll, stop and finalize verl runs (the I/O adapter: subprocess, Ray Jobs, files).
+
+A run's folder holds, besides the shared layout of `trainer_backend/base.py`:
+
+    verl_run.json                 launch state (attempt, pid or Ray job id, stall bookkeeping)
+    verl_metrics.<attempt>.jsonl  verl's FileLogger output, one fresh file per attempt
+    verl_exit.<attempt>.json      exit code of a local attempt (written by `_wrap`)
+    verl_data/, verl_dumps/{train,val}/, .verl/  parquet inputs, verl dumps, tailer state
+
+Local runs are `python -m trainer_backend.verl._wrap ... -- <argv>` in their own session/process group
+(stop = signal that group, by id). Cluster runs go through `ray.job_submission.JobSubmissionClient`;
+outputs must land on storage the controller can read at the same absolute path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+from pydantic import BaseModel, ConfigDict
+
+from diagnostics.schema import Outcome, ReadProblem, iter_jsonl, write_rollouts
+from trainer_backend.base import LOG_FILE, METRICS_FILE, SUMMARY_FILE, Handle, RunResult, RunSpec, RunStatus
+from trainer_backend.verl import readers
+from trainer_backend.verl.classify import classify
+from trainer_backend.verl.config import TRAIN_DUMP_DIR as TRAIN_DUMPS
+from trainer_backend.verl.config import VAL_DUMP_DIR as VAL_DUMPS
+
+STATE_FILE = "verl_run.json"
+RAW_METRICS = ".verl/raw_metrics.jsonl"
+SUMMARY_KEYS = (
+    "critic/score/mean",
+    "val/strict_acc",
+    "rollout/truncation_rate",
+    "rollout/dead_group_ratio",
+    "response_length/mean",
+    "actor/entropy",
+    "actor/pg_loss",
+)
+_TERMINAL_JOB = {"SUCCEEDED", "FAILED", "STOPPED"}
+
+
+class RunState(BaseModel):
+    """What `poll`/`collect` need to find a launched attempt again, from any process."""
+
+    model_config = ConfigDict(extra="forbid")
+    run_id: str
+    attempt: int
+    harness_root: str
+    model_path: str
+    max_response_length: int
+    stall_timeout_s: int
+    started_at: float
+    log_offset: int = 0
+    pid: int | None = None
+    job_id: str | None = None
+    ray_address: str | None = None
+    job_status: str | None = None
+    stop_reason: str | None = None
+    growth_mark: int = 0
+    last_growth_at: float = 0.0
+
+
+def ray_client(address: str):  # -> ray.job_submission.JobSubmissionClient
+    """A Ray Jobs client, sending the cluster token when one is available (Ray >= 2.60 heads require it).
+
+    The token comes from `RAY_AUTH_TOKEN`, else the file at `RAY_AUTH_TOKEN_PATH` (default ~/.ray/auth_token).
+    It is passed as a header because Ray reads RAY_AUTH_MODE once per process, too early to set it here.
+    """
+    from ray.job_submission import JobSubmissionClient
+
+    token = os.environ.get("RAY_AUTH_TOKEN")
+    token_file = Path(os.environ.get("RAY_AUTH_TOKEN_PATH", Path.home() / ".ray" / "auth_token"))
+    if not token and token_file.is_file():
+        token = token_file.read_text().strip()
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    return JobSubmissionClient(address, headers=headers)
+
+
+def load_state(out_dir: Path) -> RunState | None:
+    """Return the launch state of the run in `out_dir`, or None if nothing was launched there."""
+    path = out_dir / STATE_FILE
+    return RunState.model_validate_json(path.read_bytes()) if path.exists() else None
+
+
+def save_state(out_dir: Path, state: RunState) -> None:
+    """Write the launch state atomically."""
+    tmp = out_dir / (STATE_FILE + ".tmp")
+    tmp.write_text(state.model_dump_json(indent=1))
+    tmp.replace(out_dir / STATE_FILE)
+
+
+def _handle(state: RunState, out_dir: Path) -> Handle:
+    return Handle(backend="verl", run_id=state.run_id, out_dir=out_dir, pid=state.pid, job_id=state.job_id)
+
+
+def launch(spec: RunSpec, argv: list[str], env: dict[str, str], state: RunState) -> Handle:
+    """Start one attempt (local subprocess, or a Ray job when `spec.ray_address` is set); record its state."""
+    out = spec.out_dir.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    log_path = out / LOG_FILE
+    state.log_offset = log_path.stat().st_size if log_path.exists() else 0
+    state.started_at = state.last_growth_at = time.time()
+    if spec.ray_address:
+        state.ray_address, state.job_id = spec.ray_address, f"evotrainer-{spec.run_id}-a{state.attempt}-{os.getpid()}"
+        ray_client(spec.ray_address).submit_job(
+            entrypoint=shlex.join(argv), submission_id=state.job_id, runtime_env={"env_vars": env}
+        )
+    else:
+        with open(log_path, "ab") as log:
+            log.write(f"=== attempt {state.attempt}: {shlex.join(argv)}\n".encode())
+            log.flush()
+            rc_file = out / f"verl_exit.{state.attempt}.json"
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "trainer_backend.verl._wrap", str(rc_file), "--", *argv],
+                cwd=out,
+                env={**os.environ, **env},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        state.pid = proc.pid
+    save_state(out, state)
+    return _handle(state, out)
+
+
+def _exit_code(out: Path, state: RunState) -> int | None:
+    path = out / f"verl_exit.{state.attempt}.json"
+    return int(orjson.loads(path.read_bytes())["rc"]) if path.exists() else None
+
+
+def _alive(pid: int) -> bool:
+    with contextlib.suppress(ChildProcessError):  # reap it if it is our child; harmless otherwise
+        os.waitpid(pid, os.WNOHANG)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie still answers kill(0)
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _ray_logs(state: RunState) -> str:
+    return str(ray_client(state.ray_address).get_job_logs(state.job_id))
+
+
+def poll(handle: Handle) -> RunStatus:
+    """Map process / Ray job status (+ log and metrics growth) to RunStatus; finalize finished runs."""
+    out = handle.out_dir.resolve()
+    if (out / SUMMARY_FILE).exists():
+        return RunStatus.FINISHED
+    state = load_state(out)
+    if state is None:
+        return RunStatus.LOST
+    if state.job_id is not None:
+        state.job_status = str(ray_client(state.ray_address).get_job_status(state.job_id).value)
+        _write_ray_log(out, state)
+        done = state.job_status in _TERMINAL_JOB
+    else:
+        done = _exit_code(out, state) is not None
+        if not done and (state.pid is None or not _alive(state.pid)):
+            return RunStatus.LOST
+    sync_metrics(out, state)
+    if not done and _stalled(out, state):
+        stop(handle, reason="timeout")
+        done = True
+    save_state(out, state)
+    if done:
+        finalize(out, state)
+        return RunStatus.FINISHED
+    return RunStatus.RUNNING
+
+
+def _write_ray_log(out: Path, state: RunState) -> None:
+    text = _ray_logs(state).encode()
+    log = out / LOG_FILE
+    tmp = log.with_suffix(".tmp")
+    prefix = log.read_bytes()[: state.log_offset] if log.exists() else b""
+    tmp.write_bytes(prefix + text)
+    tmp.replace(log)
+
+
+def _stalled(out: Path, state: RunState) -> bool:
+    mark = sum(p.stat().st_size for p in (out / LOG_FILE, out / f"verl_metrics.{state.attempt}.jsonl") if p.exists())
+    now = time.time()
+    if mark != state.growth_mark:
+        state.growth_mark, state.last_growth_at = mark, now
+    return now - state.last_growth_at > state.stall_timeout_s
+
+
+def stop(handle: Handle, reason: str = "stopped", grace_s: float = 30.0) -> None:
+    """Stop a running attempt: SIGTERM its process group (SIGKILL after `grace_s`) or stop its Ray job."""
+    out = handle.out_dir.resolve()
+    state = load_state(out)
+    if state is None:
+        return
+    state.stop_reason = reason
+    save_state(out, state)
+    if state.job_id is not None:
+        ray_client(state.ray_address).stop_job(state.job_id)
+        return
+    if state.pid is None or not _alive(state.pid):
+        return
+    os.killpg(state.pid, signal.SIGTERM)  # the run's own group, by id
+    deadline = time.time() + grace_s
+    while time.time() < deadline and _alive(state.pid):
+        time.sleep(0.2)
+    if _alive(state.pid):
+        os.killpg(state.pid, signal.SIGKILL)
+    rc_file = out / f"verl_exit.{state.attempt}.json"
+    if not rc_file.exists():
+        rc_file.write_bytes(orjson.dumps({"rc": -int(signal.SIGKILL)}))
+
+
+def sync_metrics(out: Path, state: RunState) -> int:
+    """Tail every attempt's FileLogger output into `metrics.jsonl` (with our metrics); return steps done."""
+    raw_path = out / RAW_METRICS
+    raw_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(raw_path, "ab") as raw:
+        for attempt in range(1, state.attempt + 1):
+            tail = readers.MetricsTail(out / f"verl_metrics.{attempt}.jsonl", out / f".verl/tail.{attempt}.json")
+            for row in tail.poll():
+                raw.write(orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+    by_step: dict[int, dict[str, float]] = {}
+    for _, row in iter_jsonl(raw_path, []):
+        data = row["data"]
+        numeric = {k: float(v) for k, v in data.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        by_step.setdefault(row["step"], {}).update(numeric)  # a resumed attempt re-logs a step: later keys win
+    counter = readers.load_token_counter(state.model_path)
+    for step, path in readers.dump_files(out / TRAIN_DUMPS):
+        if step in by_step:
+            by_step[step].update(readers.derived_metrics(path, state.max_response_length, counter))
+    for data in by_step.values():
+        acc = readers.strict_acc(data)
+        if acc is not None:
+            data["val/strict_acc"] = acc
+    tmp = out / (METRICS_FILE + ".tmp")
+    with open(tmp, "wb") as fh:
+        for step in sorted(by_step):
+            fh.write(orjson.dumps({"step": step, "data": by_step[step]}) + b"\n")
+    tmp.replace(out / METRICS_FILE)
+    return max((s for s, d in by_step.items() if any(not k.startswith("val") for k in d)), default=0)
+
+
+def convert_dumps(out: Path, state: RunState) -> list[ReadProblem]:
+    """Write `rollouts/{train,val}/step_<N>.jsonl` from verl's dumps; return the lines that could not be read."""
+    counter = readers.load_token_counter(state.model_path)
+    problems: list[ReadProblem] = []
+    for split, folder in (("train", TRAIN_DUMPS), ("val", VAL_DUMPS)):
+        for step, path in readers.dump_files(out / folder):
+            rollouts, bad = readers.read_dump_file(path, split, state.run_id, state.max_response_length, counter)
+            problems += bad
+            write_rollouts(out / "rollouts" / split / f"step_{step}.jsonl", rollouts)
+    return problems
+
+
+def finalize(out: Path, state: RunState) -> RunResult:
+    """Classify the ended attempt, convert its artefacts and write summary.json (last)."""
+    steps_done = sync_metrics(out, state)
+    problems = convert_dumps(out, state)
+    log_path = out / LOG_FILE
+    log_tail = b""
+    if log_path.exists():
+        with open(log_path, "rb") as fh:
+            fh.seek(state.log_offset)
+            log_tail = fh.read()[-200_000:]
+    outcome, message = classify(
+        _exit_code(out, state),
+        state.job_status,
+        log_tail.decode(errors="replace"),
+        state.harness_root,
+        steps_done,
+        state.stop_reason,
+        str(log_path),
+    )
+    rows = [orjson.loads(line) for line in (out / METRICS_FILE).read_bytes().splitlines() if line.strip()]
+    summary: dict[str, float] = {
+        "steps_done": float(steps_done),
+        "attempt": float(state.attempt),
+        "wall_s": round(time.time() - state.started_at, 1),
+    }
+    for row in rows:
+        summary.update({k: v for k, v in row["data"].items() if k in SUMMARY_KEYS})
+    notes = []
+    if readers.load_token_counter(state.model_path) is None:
+        notes.append(
+            f"tokenizer for {state.model_path} not available locally: no rollout/truncation_rate, "
+            "rollouts carry response_tokens=0"
+        )
+    if problems:
+        notes.append(f"{len(problems)} unreadable dump line(s), first: {problems[0]}")
+    result = RunResult(
+        run_id=state.run_id,
+        outcome=outcome,
+        out_dir=out,
+        steps_done=steps_done,
+        summary=summary,
+        message="; ".join([message, *notes]),
+        log_path=log_path,
+    )
+    tmp = out / (SUMMARY_FILE + ".tmp")
+    tmp.write_text(result.model_dump_json(indent=1))
+    tmp.replace(out / SUMMARY_FILE)
+    return result
+
+
+def collect(handle: Handle) -> RunResult:
+    """Return the finished run's result (classified); raise if it is still running."""
+    out = handle.out_dir.resolve()
+    status = poll(handle)
+    if status is RunStatus.RUNNING:
+        raise ValueError(f"run {handle.run_id} in {out} is still running; poll until FINISHED before collect")
+    if status is RunStatus.LOST:
+        state = load_state(out)
+        log = out / LOG_FILE
+        return RunResult(
+            run_id=handle.run_id,
+            outcome=Outcome.INFRA_ERROR,
+            out_dir=out,
+            steps_done=sync_metrics(out, state) if state else 0,
+            log_path=log,
+            message=f"run process is gone without an exit record (killed?); resubmit with resume=True; see {log}",
+        )
+    return RunResult.model_validate_json((out / SUMMARY_FILE).read_bytes())

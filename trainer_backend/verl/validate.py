@@ -1,0 +1,135 @@
+"""Compose and validate overrides against verl 0.9.1's own packaged Hydra config (verl.md §4).
+
+Runs verl's compose API + `OmegaConf.resolve` + `verl.utils.config.validate_config`, then the checks verl
+makes too late or not at all: legacy reward keys, rollout TP×DP vs GPUs, logger names, wandb key,
+save_freq, the reward module loading through verl's `get_custom_reward_fn`, the reward manager
+resolving, data files existing. Imports verl (and the harness reward module) — so the controller runs
+it in a child process: `python -m trainer_backend.verl.validate IN.json OUT.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+from trainer_backend.verl.config import hydra_error_key, legacy_key_problem
+
+
+def _as_list(value: Any) -> list[str]:
+    return [value] if isinstance(value, str) else [str(v) for v in value]
+
+
+def compose(overrides: list[str]) -> Any:
+    """Compose verl's `ppo_trainer` config with `overrides` and resolve interpolations."""
+    import verl.trainer.main_ppo as entry
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from omegaconf import OmegaConf
+
+    config_dir = os.path.join(os.path.dirname(entry.__file__), "config")
+    with initialize_config_dir(config_dir, version_base=None):
+        cfg = hydra_compose("ppo_trainer", overrides=overrides)
+    OmegaConf.resolve(cfg)
+    return cfg
+
+
+def check_overrides(overrides: list[str]) -> tuple[str, list[str]]:
+    """Return (resolved config YAML, problems). An empty problem list means verl will accept the run.
+
+    Every problem names the key and the fix.
+    """
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    problems = [p for p in (legacy_key_problem(o) for o in overrides) if p]
+    try:
+        cfg = compose(overrides)
+    except (HydraException, OmegaConfBaseException) as exc:
+        text = str(exc).strip().splitlines()[0]
+        key = hydra_error_key(str(exc))
+        if key:
+            problems.append(
+                f"{key}: not a verl 0.9.1 config key or not a valid value ({text}); check the "
+                "spelling against `python -m verl.trainer.main_ppo --cfg job`, or prefix a new key "
+                "with '+'"
+            )
+        else:
+            problems.append(f"hydra compose failed: {text}")
+        return "", problems
+    problems += _controller_checks(cfg)
+    problems += _verl_checks(cfg)
+    return OmegaConf.to_yaml(cfg), problems
+
+
+def _verl_checks(cfg: Any) -> list[str]:
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    try:
+        validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    except (AssertionError, ValueError, TypeError) as exc:
+        return [f"verl validate_config: {exc}; adjust the batch sizes / settings it names"]
+    return []
+
+
+def _controller_checks(cfg: Any) -> list[str]:
+    from verl.trainer.ppo.reward import get_custom_reward_fn, resolve_reward_manager_cls
+    from verl.utils.tracking import Tracking
+
+    problems = []
+    tr, ro = cfg.trainer, cfg.actor_rollout_ref.rollout
+    loggers = _as_list(tr.logger)
+    problems += [
+        f"trainer.logger: unknown backend {b!r}; use some of {Tracking.supported_backend}"
+        for b in loggers
+        if b not in Tracking.supported_backend
+    ]
+    if "wandb" in loggers and not os.environ.get("WANDB_API_KEY"):
+        problems.append("trainer.logger: wandb listed but WANDB_API_KEY is unset; export it or drop wandb")
+    if tr.save_freq is None or tr.save_freq <= 0:
+        problems.append(f"trainer.save_freq={tr.save_freq}: no checkpoints, the run cannot resume; set it > 0")
+    gpus = tr.n_gpus_per_node * tr.nnodes
+    tp, dp = ro.tensor_model_parallel_size, ro.data_parallel_size
+    if tp * dp > gpus:
+        problems.append(
+            f"actor_rollout_ref.rollout.tensor_model_parallel_size={tp} x data_parallel_size={dp} "
+            f"exceeds trainer.n_gpus_per_node x trainer.nnodes = {gpus} GPUs; set rollout_tp <= "
+            f"{max(1, gpus // dp)} (or add GPUs)"
+        )
+    try:
+        get_custom_reward_fn(cfg)
+    except Exception as exc:  # any failure to import user code is reported as a problem, not raised
+        path = cfg.reward.custom_reward_function.path
+        problems.append(
+            f"reward.custom_reward_function.path: cannot load {cfg.reward.custom_reward_function.name} "
+            f"from {path} ({type(exc).__name__}: {exc}); fix the reward module"
+        )
+    try:
+        resolve_reward_manager_cls(cfg)
+    except Exception as exc:
+        problems.append(
+            f"reward.reward_manager.name={cfg.reward.reward_manager.name}: does not resolve ({exc}); "
+            "use naive, dapo, gdpo, rate_limited or remote"
+        )
+    for key in ("train_files", "val_files"):
+        for f in _as_list(cfg.data[key]):
+            if "://" not in f and not os.path.exists(os.path.expanduser(f)):
+                problems.append(f"data.{key}: file {f} does not exist; check the harness data paths")
+    return problems
+
+
+def main(argv: list[str]) -> int:
+    """Child-process entry: read {"overrides": [...]} from argv[0], write {"yaml", "problems"} to argv[1]."""
+    with open(argv[0]) as fh:
+        request = json.load(fh)
+    yaml_text, problems = check_overrides(request["overrides"])
+    with open(argv[1], "w") as fh:
+        json.dump({"yaml": yaml_text, "problems": problems}, fh)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
