@@ -22,6 +22,7 @@ app = typer.Typer(
 COMMAND_MODULES = (
     "run",
     "status",
+    "report",
     "train",
     "diagnose",
     "backtest",

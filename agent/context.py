@@ -34,6 +34,16 @@ class Context:
     max_iterations: int = 4
     max_train_steps: int = field(default=1200, metadata={"description": "total training-step budget"})
     max_wall_s: float = 3600.0
+    llm_max_turns: int = field(default=30, metadata={"description": "model calls per propose step (tool loop)"})
+    llm_timeout_s: float = field(default=120.0, metadata={"description": "timeout of one model call"})
+    max_llm_tokens: int = field(default=0, metadata={"description": "LLM token budget of the session; 0 = none"})
+    max_cost_usd: float = field(default=0.0, metadata={"description": "LLM cost budget (USD); 0 = none"})
+    price_per_1k: float | None = field(
+        default=None, metadata={"description": "USD per 1k LLM tokens; None = built-in table (0 if unknown)"}
+    )
+    escalate_after: int = field(
+        default=2, metadata={"description": "failed iterations in a row before every gate is on; 0 = never"}
+    )
 
     def __post_init__(self) -> None:
         if self.policy == "llm" and not self.llm_model:
@@ -46,6 +56,10 @@ class Context:
             )
         if self.max_candidates < 1:
             raise ValueError("max_candidates must be >= 1")
+        if self.max_llm_tokens < 0 or self.max_cost_usd < 0 or (self.price_per_1k or 0) < 0:
+            raise ValueError("LLM budgets and prices must be >= 0 (0 = no budget)")
+        if self.escalate_after < 0 or self.llm_max_turns < 1:
+            raise ValueError("escalate_after must be >= 0 (0 = never) and llm_max_turns >= 1")
 
     @property
     def root(self) -> Path:

@@ -111,3 +111,4 @@ class State(InputState, total=False):
     history: Annotated[list[dict[str, Any]], operator.add]
     status: str  # running | finished
     stop_reason: str
+    llm_stop_reason: str  # set by the llm policy when the session's LLM token/cost budget is spent

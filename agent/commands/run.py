@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import time
@@ -36,6 +37,11 @@ def run(
     candidates: int = typer.Option(3, help="candidates per iteration"),
     seed: int = typer.Option(0, help="training seed"),
     db: str = typer.Option("", help="store URL (default: SQLite under .evotrainer/; env EVOTRAINER_DB)"),
+    max_llm_tokens: int = typer.Option(0, help="LLM token budget of the session (0 = none)"),
+    max_cost: float = typer.Option(0.0, help="LLM cost budget in USD (0 = none)"),
+    price_per_1k: float | None = typer.Option(None, help="USD per 1k LLM tokens (default: price table, else 0)"),
+    escalate_after: int = typer.Option(2, help="failed iterations in a row before every gate turns on (0 = never)"),
+    llm_max_turns: int = typer.Option(30, help="model calls per propose step"),
 ) -> None:
     """Run an autonomous session; with no arguments, the demo on the bundled defective harness."""
     from agent.context import Context
@@ -56,9 +62,16 @@ def run(
             max_candidates=candidates,
             max_iterations=iterations,
             max_train_steps=max_steps,
+            max_llm_tokens=max_llm_tokens,
+            max_cost_usd=max_cost,
+            price_per_1k=price_per_1k,
+            escalate_after=escalate_after,
+            llm_max_turns=llm_max_turns,
         )
     except ValueError as exc:
         _fail(str(exc))
+    if llm and not os.environ.get("OPENAI_API_KEY"):
+        _fail("--llm needs OPENAI_API_KEY (any value for a local server) and OPENAI_BASE_URL for a non-OpenAI endpoint")
     source = harness or DEMO_HARNESS
     if harness is None and repo.exists():
         shutil.rmtree(repo)  # the demo always starts from a fresh copy
@@ -116,6 +129,7 @@ def _drive(ctx: Any, session_id: str, graph_input: Any) -> None:
         console.print(f"[dim]{time.time() - started:7.1f}s[/dim] {node:<20} {_describe(node, update)}")
 
     values = run_graph(ctx, session_id, graph_input, on_update)
+    _print_llm_usage(ctx, session_id, values)
     if values.get("__interrupt__"):
         pack = values["__interrupt__"][0]
         console.print(
@@ -137,6 +151,8 @@ def _describe(node: str, update: Any) -> str:
         alerts = [f["alert_id"] for f in update["report"]["findings"] if f["severity"] != "ok"]
         return f"alerts: {', '.join(alerts) or 'none'}" + ("  (diagnostic gap)" if update.get("gap") else "")
     if node == "propose":
+        if update.get("llm_stop_reason"):
+            return f"no proposal: {update['llm_stop_reason']}"
         return "; ".join(
             f"{c['id']} [{c['status']}] {c['reason']}".strip()
             for c in update.get("candidates", [])
@@ -187,6 +203,27 @@ def _print_summary(values: dict[str, Any], wall_s: float) -> None:
         f"merged skills: {sum(1 for h in first if h.get('merged'))}; steps used "
         f"{values.get('steps_used', 0)}; wall time {wall_s:.0f} s"
     )
+
+
+def _print_llm_usage(ctx: Any, session_id: str, values: dict[str, Any]) -> None:
+    """Tokens and cost of the session's LLM calls, per node (only for sessions that called a model)."""
+    from rich.table import Table
+
+    from agent import accounting, ledger
+
+    with ledger.db(ledger.db_url(ctx.db_url, ctx.workdir)) as db:
+        per_node = accounting.usage_by_node(db, session_id)
+    if not per_node and ctx.policy != "llm":
+        return
+    table = Table(title=f"LLM usage ({ctx.llm_model or 'no model'})")
+    for col in ("node", "calls", "prompt tokens", "completion tokens", "cost (USD)"):
+        table.add_column(col)
+    for node, u in [*per_node.items(), ("total", accounting.total(per_node.values()))]:
+        table.add_row(node, str(u.calls), str(u.prompt_tokens), str(u.completion_tokens), f"{u.cost_usd:.4f}")
+    console = _console()
+    console.print(table)
+    if values.get("llm_stop_reason"):
+        console.print(f"[yellow]LLM budget: {values['llm_stop_reason']}[/yellow]")
 
 
 def _save_context(ctx: Any, session_id: str) -> None:

@@ -52,17 +52,37 @@ def _open_migrated(url: str) -> Engine:
 def _sessions_table(db: Session) -> Table | None:
     from rich.table import Table
 
+    from agent.accounting import total, usage_by_node
     from store.repository import list_sessions
 
     rows = list_sessions(db)
     if not rows:
         return None
     table = Table(title="EvoTrainer sessions")
-    for name in ("session", "created (UTC)", "mode", "status", "versions", "best strict"):
+    for name in ("session", "created (UTC)", "mode", "status", "versions", "best strict", "LLM tokens", "LLM cost"):
         table.add_column(name)
     for s in rows:
         created = s.created_at.strftime("%Y-%m-%d %H:%M")
-        table.add_row(s.id, created, s.mode, s.status, str(s.n_versions), _score(s.best_strict_score))
+        llm = total(usage_by_node(db, s.id).values())
+        tokens, cost = (str(llm.total_tokens), f"${llm.cost_usd:.4f}") if llm.calls else ("—", "—")
+        table.add_row(s.id, created, s.mode, s.status, str(s.n_versions), _score(s.best_strict_score), tokens, cost)
+    return table
+
+
+def _llm_table(db: Session, session_id: str) -> Table | None:
+    """Tokens and cost of the session's LLM calls per node, or None when it made none."""
+    from rich.table import Table
+
+    from agent.accounting import total, usage_by_node
+
+    per_node = usage_by_node(db, session_id)
+    if not per_node:
+        return None
+    table = Table(title="LLM usage")
+    for name in ("node", "calls", "prompt tokens", "completion tokens", "cost (USD)"):
+        table.add_column(name)
+    for node, u in [*per_node.items(), ("total", total(per_node.values()))]:
+        table.add_row(node, str(u.calls), str(u.prompt_tokens), str(u.completion_tokens), f"{u.cost_usd:.4f}")
     return table
 
 
@@ -97,9 +117,11 @@ def _ledger_tables(db: Session, session_id: str) -> list[Table]:
     for name in ("candidate", "iter", "factor", "status", "hypothesis / refusal"):
         candidates.add_column(name)
     for c in session_candidates(db, session_id):
-        note = c.refusal_reason if c.status == "refused" else c.hypothesis
+        note = c.refusal_reason if c.status == "refused" or c.refusal_reason else c.hypothesis
         candidates.add_row(c.id, str(c.iteration), c.factor, c.status, _excerpt(note))
-    return [ledger, candidates] if candidates.row_count else [ledger]
+    tables = [ledger, candidates] if candidates.row_count else [ledger]
+    llm = _llm_table(db, session_id)
+    return [*tables, llm] if llm is not None else tables
 
 
 def status_cmd(

@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 import typer
-
-Backend = Literal["local", "verl"]
-Sandbox = Literal["none", "docker", "process"]
 
 
 def register(app: typer.Typer) -> None:
@@ -67,7 +64,11 @@ def train(
     if dry_run:
         if backend != "verl":
             raise typer.BadParameter("--dry-run applies to --backend verl only", param_hint="--dry-run")
-        console.print(module.dry_run(spec))
+        dry_run_fn = getattr(module, "dry_run", None)  # the verl backend is built in parallel (issue #3 brief)
+        if dry_run_fn is None:
+            console.print("[red]verl backend not installed[/red]: trainer_backend.verl has no dry_run")
+            raise typer.Exit(2)
+        console.print(dry_run_fn(spec))
         return
     handle = module.submit(spec)
     console.print(f"run [bold]{spec.run_id}[/bold] on {backend} -> {out_dir}")

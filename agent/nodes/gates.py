@@ -17,36 +17,57 @@ from agent.context import Context
 from agent.nodes.common import store_url
 from agent.routing import current, passing_candidates
 from agent.state import State
+from store import models
 
 GATES_FOR = {"launch": ("launch", "all"), "promote": ("promote", "all")}
 
 
+def effective_gate(ctx: Context, state: State) -> str:
+    """The gate setting in force: every gate is on once `escalate_after` iterations failed in a row.
+
+    The paper's escalation rule: after repeated failures the autonomous loop asks a human (0 = never).
+    """
+    if ctx.escalate_after and state.get("failures_in_row", 0) >= ctx.escalate_after:
+        return "all"
+    return ctx.gate
+
+
 def launch_gate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Ask a human before pilots are trained: diff, backtest verdict, predicted cost per candidate."""
+    """Ask a human before pilots are trained: diff, backtest verdict, diagnostic delta, predicted cost."""
     candidates = passing_candidates(state)
-    if runtime.context.gate not in GATES_FOR["launch"] or not candidates:
+    ctx = runtime.context
+    if effective_gate(ctx, state) not in GATES_FOR["launch"] or not candidates:
         return {}
     verdicts = {b["candidate_id"]: b for b in current(state.get("backtests"), state["iteration"])}
+    wall_per_step = _wall_s_per_step(ctx, state)
     pack = {
         "gate": "launch",
         "iteration": state["iteration"],
+        "escalated": _escalation(ctx, state),
         "candidates": [
             {
                 "id": c["id"],
                 "branch": c["branch"],
                 "factor": c["factor"],
                 "hypothesis": c["hypothesis"],
+                "success_criterion": c["success_criterion"],
+                "diff": _diff(state, c),
                 "backtest": verdicts.get(c["id"], {}).get("verdict", "none"),
                 "backtest_reasons": verdicts.get(c["id"], {}).get("reasons", [])[:5],
-                "predicted_steps": runtime.context.pilot_steps,
+                "diagnostic_delta": _diagnostic_delta(verdicts.get(c["id"], {}).get("report_path", "")),
+                "predicted_steps": ctx.pilot_steps,
             }
             for c in candidates
         ],
-        "control_steps": runtime.context.pilot_steps,
+        "control_steps": ctx.pilot_steps,
+        "predicted_cost": {
+            "training_steps": ctx.pilot_steps * (len(candidates) + 1),
+            "wall_s": None if wall_per_step is None else round(wall_per_step * ctx.pilot_steps * (len(candidates) + 1)),
+        },
     }
-    answer = _ask(runtime.context, state, "launch", pack)
+    answer = _ask(ctx, state, "launch", pack)
     approved = [c["id"] for c in candidates] if answer.get("approve") else []
-    return {
+    update: dict[str, Any] = {
         "gate_answer": {
             "gate": "launch",
             "iteration": state["iteration"],
@@ -54,14 +75,24 @@ def launch_gate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             "note": answer.get("note", ""),
         }
     }
+    if not approved:
+        update["candidates"] = _prune_rejected(ctx, state, {c["id"] for c in candidates}, answer.get("note", ""))
+    return update
 
 
 def promote_gate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Ask a human before the best candidate is merged into the session main line."""
     merge = [d for d in state.get("decisions", []) if d["decision"] == "merge"]
-    if runtime.context.gate not in GATES_FOR["promote"] or not merge:
+    if effective_gate(runtime.context, state) not in GATES_FOR["promote"] or not merge:
         return {}
-    pack = {"gate": "promote", "iteration": state["iteration"], "decision": merge[0]}
+    cand = next((c for c in state.get("candidates", []) if c["id"] == merge[0]["candidate_id"]), None)
+    pack = {
+        "gate": "promote",
+        "iteration": state["iteration"],
+        "escalated": _escalation(runtime.context, state),
+        "decision": merge[0],
+        "diff": _diff(state, cand) if cand else "",
+    }
     answer = _ask(runtime.context, state, "promote", pack)
     return {
         "gate_answer": {
@@ -76,7 +107,6 @@ def promote_gate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 def _ask(ctx: Context, state: State, gate: str, pack: dict[str, Any]) -> dict[str, Any]:
     from sqlalchemy import select
 
-    from store import models
     from store.repository import add_gate_request, answer_gate
 
     with ledger.db(store_url(ctx)) as db:
@@ -98,3 +128,64 @@ def _ask(ctx: Context, state: State, gate: str, pack: dict[str, Any]) -> dict[st
         if db.get(models.GateRequest, gate_id).status == "pending":  # type: ignore[union-attr]
             answer_gate(db, gate_id, approved=bool(answer.get("approve")), note=answer.get("note"))
     return answer
+
+
+def _escalation(ctx: Context, state: State) -> str:
+    if effective_gate(ctx, state) != ctx.gate:
+        return f"{state.get('failures_in_row', 0)} failed iterations in a row (escalate_after={ctx.escalate_after})"
+    return ""
+
+
+def _prune_rejected(ctx: Context, state: State, rejected: set[str], note: str) -> list[dict[str, Any]]:
+    """Prune the candidates a human rejected at the launch gate, with the note, in state and store."""
+    from store.repository import update_candidate_status
+
+    reason = f"rejected at the launch gate: {note or '(no note)'}"
+    candidates = [dict(c) for c in state.get("candidates", [])]
+    with ledger.db(store_url(ctx)) as db:
+        for c in candidates:
+            if c["id"] in rejected:
+                c["status"], c["reason"] = "pruned", reason
+                if db.get(models.Candidate, c["id"]) is not None:
+                    update_candidate_status(db, c["id"], "pruned", refusal_reason=reason)
+    return candidates
+
+
+def _diff(state: State, cand: Any, max_chars: int = 6000) -> str:
+    """The candidate's diff against the incumbent commit (truncated)."""
+    from git import Repo
+
+    text = Repo(state["harness_dir"]).git.diff(state["version"]["commit"], cand["branch"])
+    return text if len(text) <= max_chars else text[:max_chars] + f"\n[... {len(text) - max_chars} more characters]"
+
+
+def _diagnostic_delta(report_path: str) -> dict[str, Any]:
+    """Before/after numbers of the backtest: dead groups, rank violations, reward, kept samples, hack score."""
+    import json
+    from pathlib import Path
+
+    path = Path(report_path) if report_path else None
+    if path is None or not path.is_file():
+        return {}
+    metrics = json.loads(path.read_text()).get("metrics") or {}
+    keys = (
+        "dead_ratio_before",
+        "dead_ratio_after",
+        "rank_violations_before",
+        "rank_violations_after",
+        "reward_mean_before",
+        "reward_mean_after",
+        "newly_truncated",
+        "kept_sample_ratio",
+        "hack_max_score",
+    )
+    return {k: metrics.get(k) for k in keys if k in metrics}
+
+
+def _wall_s_per_step(ctx: Context, state: State) -> float | None:
+    """Seconds per training step of the incumbent's run, if recorded (basis of the predicted wall time)."""
+    with ledger.db(store_url(ctx)) as db:
+        run = db.get(models.Run, state["version"]["run_id"])
+        if run is None or not run.wall_time_s or not run.steps:
+            return None
+        return float(run.wall_time_s) / run.steps

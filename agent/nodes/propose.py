@@ -26,6 +26,12 @@ def propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         return {}
     harness = load_harness(Path(state["harness_dir"]))
     tried = {name for c in state.get("candidates", []) if c["status"] in SETTLED for name in c["skill"].split(",")}
+    if ctx.policy == "llm" and ctx.mode != "score-only":
+        from agent.policies.llm import propose_with_llm
+
+        outcome = propose_with_llm(ctx, state, harness)
+        made = [*state.get("candidates", []), *outcome.candidates]
+        return {"candidates": made, "llm_stop_reason": outcome.budget_stop}
     if ctx.mode == "score-only":
         proposals = propose_score_only(tried, ctx.max_candidates)
     else:
