@@ -202,6 +202,8 @@ def _domain(state: State) -> str:
 
 
 def _stop_reason(ctx: Context, state: State, it: int, steps_used: int, proposed: int) -> str:
+    if state.get("llm_stop_reason"):
+        return str(state["llm_stop_reason"])
     if it >= ctx.max_iterations:
         return f"iteration budget reached ({ctx.max_iterations})"
     if steps_used + 2 * ctx.pilot_steps > ctx.max_train_steps:
