@@ -30,7 +30,7 @@ from diagnostics.schema import Outcome, Rollout, Split, read_run_rollouts
 from diagnostics.signal import GroupKey
 from sandboxes.failures import CandidateCodeError, InfraError
 from trainer_backend.harness import MANIFEST_NAME, Harness, HarnessError, load_harness
-from trainer_backend.harness_calls import HarnessCalls, InProcessCalls, RewardContractError, validate_reward
+from trainer_backend.harness_calls import HarnessCalls, RewardContractError, open_calls, validate_reward
 
 REPORT_FILE = "report.json"
 SandboxMode = Literal["docker", "process", "none"]
@@ -42,14 +42,7 @@ REWARD_CHUNK = 512  # items per sandbox call, to stay well inside the per-call t
 
 def open_harness_calls(harness: Harness, mode: SandboxMode) -> HarnessCalls:
     """Return the calls object for `mode` ("none" = in-process, trusted code only)."""
-    if mode == "none":
-        return InProcessCalls(harness)
-    from sandboxes.worker import SandboxCalls  # lazy: pulls in the docker SDK
-
-    filter_entry = None if harness.group_filter is None else str(harness.group_filter)
-    # Protected paths (strict evaluator, held-out data, manifest) are left out of the sandbox's copy.
-    exclude = tuple(harness.manifest.surface.protected)
-    return SandboxCalls(harness.root, str(harness.reward), filter_entry, mode, exclude=exclude)
+    return open_calls(harness, mode)
 
 
 def rollout_batch(rollouts: Sequence[Rollout]) -> list[dict[str, Any]]:

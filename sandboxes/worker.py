@@ -1,10 +1,11 @@
 """Call harness code (reward, group filter) inside one long-lived sandbox, and run analysis scripts.
 
 `SandboxCalls` starts ONE container per instance (a world-readable snapshot of the harness folder, minus
-`exclude`, mounted read-only at /harness; limits from `SandboxConfig`) running the baked-in worker (`sandboxes/_worker_main.py`), and talks to it over the
-container's attach socket: requests are length-prefixed JSON frames on stdin; responses are frames on the
-worker's private copy of stdout, each `MAGIC + session token + length + JSON`. Candidate prints go to stderr
-(shown to humans, capped), never to the channel; bytes on the channel that are not a frame of this session
+`exclude`, mounted read-only at /harness; limits from `SandboxConfig`) running the baked-in worker
+(`sandboxes/_worker_main.py`), and talks to it over the container's attach socket: requests are
+length-prefixed JSON frames on stdin; responses are frames on the worker's private copy of stdout, each
+`MAGIC + session token + length + JSON`. Candidate prints go to stderr (shown to humans, capped), never to
+the channel; bytes on the channel that are not a frame of this session
 raise `CandidateCodeError(SPOOF_DETECTED)`. Any failure kills the container; the next call starts a new one.
 
 `mode="process"` runs the same worker as a child process (`sandboxes/process.py`: weaker isolation, and

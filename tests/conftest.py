@@ -23,7 +23,7 @@ def pg_url() -> str:
     """SQLAlchemy URL of an empty-able Postgres database for tests (from `.ci/services.sh`)."""
     url = os.environ.get("EVOTRAINER_TEST_PG_URL")
     if not url:
-        _unavailable("EVOTRAINER_TEST_PG_URL is not set (run: eval \"$(bash .ci/services.sh | tail -n 1)\")")
+        _unavailable('EVOTRAINER_TEST_PG_URL is not set (run: eval "$(bash .ci/services.sh | tail -n 1)")')
     return url  # type: ignore[return-value]
 
 
@@ -35,7 +35,7 @@ def docker_client():  # type: ignore[no-untyped-def]
     try:
         client = docker.from_env()
         client.ping()
-    except Exception as exc:  # noqa: BLE001 - any failure here means "no engine"
+    except Exception as exc:  # any failure here means "no engine"
         _unavailable(f"no Docker engine reachable: {exc}")
     return client
 

@@ -8,6 +8,6 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from trainer_backend import local
+from trainer_backend import local, verl
 
-BACKENDS: dict[str, ModuleType] = {"local": local}
+BACKENDS: dict[str, ModuleType] = {"local": local, "verl": verl}

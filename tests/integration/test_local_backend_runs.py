@@ -1,0 +1,149 @@
+"""The local GRPO backend end to end on a tiny model (issue #3): smoke, failures, resume, determinism."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from diagnostics.schema import Outcome, read_metrics, read_run_rollouts
+from trainer_backend import BACKENDS
+from trainer_backend.base import RunSpec, RunStatus
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+TINY = """lr: 1.0e-3
+group_size: 4
+prompts_per_step: 4
+max_new_tokens: 24
+val_every: 3
+save_every: 2
+n_layers: 1
+hidden: 32
+warmstart_steps: 20
+"""
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture()
+def harness(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the oracle harness with a tiny model, a short val set and a private warm-start cache."""
+    monkeypatch.setenv("EVOTRAINER_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "h"
+    shutil.copytree(EXAMPLES / "arithmetic-oracle", root)
+    (root / "harness" / "trainer.yaml").write_text(TINY)
+    val = (root / "data" / "val.jsonl").read_text().splitlines()
+    (root / "data" / "val.jsonl").write_text("\n".join(val[::10]) + "\n")
+    return root
+
+
+def _spec(harness: Path, out: Path, steps: int, **kw: object) -> RunSpec:
+    return RunSpec(run_id="t", harness_dir=harness, out_dir=out, steps=steps, **kw)  # type: ignore[arg-type]
+
+
+def test_grpo_smoke_loss_finite_and_every_parameter_changed(
+    harness: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import torch
+
+    from trainer_backend.local import train
+
+    # a dense reward, so every group has variance and every parameter gets gradient
+    (harness / "harness" / "reward.py").write_text(
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    return {'score': solution_str.count('1') / max(1, len(solution_str)), 'chars': len(solution_str)}\n"
+    )
+    out = tmp_path / "run"
+    out.mkdir()
+    spec = _spec(harness, out, steps=3)
+    (out / "spec.json").write_text(spec.model_dump_json())
+    assert train.main(["--spec", str(out / "spec.json")]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["outcome"] == "ok" and summary["steps_done"] == 3
+    ws = next((tmp_path / "cache" / "warmstart").glob("*.pt"))
+    before = torch.load(ws, weights_only=True)
+    after = torch.load(out / "checkpoints" / "last.pt", weights_only=False)["model"]
+    unchanged = [k for k, v in before.items() if torch.equal(v, after[k])]
+    assert unchanged == []
+    rows = read_metrics(out / "metrics.jsonl")
+    assert [r.step for r in rows] == [0, 1, 2, 3]
+    for row in rows[1:]:
+        for key in ("actor/pg_loss", "actor/entropy", "actor/grad_norm", "critic/score/mean", "response_length/mean"):
+            assert torch.isfinite(torch.tensor(row.data[key])), key
+    assert "val/strict_acc" in rows[0].data and "val/strict_acc" in rows[3].data
+    result = read_run_rollouts(out)
+    assert not result.problems
+    assert {r.split for r in result.rollouts} == {"train", "val"}
+    assert all(r.strict_score is not None for r in result.rollouts)
+    assert len([r for r in result.rollouts if r.split == "train" and r.step == 1]) == 16
+    assert all("chars" in r.reward_components for r in result.rollouts)
+    assert {"strict_acc_before", "strict_acc_after", "wall_time_s", "final_checkpoint"} <= set(summary)
+    assert "\nsteps_done: 3\n" in capsys.readouterr().out  # the grep-able summary block
+
+
+def test_raising_reward_ends_run_as_candidate_error_naming_the_file(harness: Path, tmp_path: Path) -> None:
+    (harness / "harness" / "reward.py").write_text(
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    raise ZeroDivisionError('bad reward')\n"
+    )
+    result = BACKENDS["local"].run(_spec(harness, tmp_path / "run", steps=2))
+    assert result.outcome is Outcome.CANDIDATE_ERROR
+    assert "harness/reward.py" in result.message and "ZeroDivisionError" in result.message
+    assert "Traceback" not in json.loads((tmp_path / "run" / "summary.json").read_text())["message"]
+
+
+def test_nan_reward_is_a_contract_violation(harness: Path, tmp_path: Path) -> None:
+    (harness / "harness" / "reward.py").write_text("def compute_score(*args, **kw):\n    return float('nan')\n")
+    result = BACKENDS["local"].run(_spec(harness, tmp_path / "run", steps=2))
+    assert result.outcome is Outcome.CANDIDATE_ERROR
+    assert "harness/reward.py:compute_score returned a non-finite score" in result.message
+
+
+def test_killed_run_resumes_with_contiguous_metrics_and_same_numbers(harness: Path, tmp_path: Path) -> None:
+    backend = BACKENDS["local"]
+    reference = backend.run(_spec(harness, tmp_path / "ref", steps=6, seed=3))
+    assert reference.outcome is Outcome.OK
+
+    out = tmp_path / "killed"
+    handle = backend.submit(_spec(harness, out, steps=6, seed=3))
+    deadline = time.time() + 300
+    while not any(r.step >= 3 for r in read_metrics(out / "metrics.jsonl")):  # past the step-2 checkpoint
+        assert time.time() < deadline and backend.poll(handle) is RunStatus.RUNNING
+        time.sleep(0.05)
+    os.killpg(handle.pid, signal.SIGKILL)
+    backend.wait(handle, timeout_s=30)
+    assert backend.poll(handle) is RunStatus.LOST
+    with open(out / "metrics.jsonl", "ab") as fh:  # a half-written line from the killed process
+        fh.write(b'{"step": 9, "da')
+
+    resumed = backend.run(_spec(harness, out, steps=6, seed=3, resume=True))
+    assert resumed.outcome is Outcome.OK and resumed.steps_done == 6
+    lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in lines] == list(range(7))  # no duplicates, no gaps
+    ref = {r.step: r.data for r in read_metrics(tmp_path / "ref" / "metrics.jsonl")}
+    for row in lines:
+        for key, value in row["data"].items():
+            if not key.startswith("timing_s/"):
+                assert value == pytest.approx(ref[row["step"]][key], rel=1e-5, abs=1e-6), (row["step"], key)
+    assert "resumed from" in (out / "train.log").read_text()
+
+
+def test_cli_train_prints_summary_and_fails_loudly_on_a_bad_harness(harness: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from agent.cli import app
+
+    runner = CliRunner()
+    out = tmp_path / "cli"
+    result = runner.invoke(app, ["train", "--harness", str(harness), "--steps", "2", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "strict accuracy (val)" in result.output and "steps" in result.output
+    assert [r.step for r in read_metrics(out / "metrics.jsonl")] == [0, 1, 2]
+    (harness / "evotrainer.yaml").write_text("name: x\n")
+    bad = runner.invoke(app, ["train", "--harness", str(harness), "--steps", "2", "--out", str(tmp_path / "bad")])
+    assert bad.exit_code == 2 and "evotrainer.yaml" in bad.output

@@ -1,0 +1,127 @@
+"""The embedded local backend: plain-torch GRPO on a tiny model, run as a subprocess (issue #3).
+
+Implements the backend protocol of `trainer_backend/base.py` with module-level functions. `submit`
+writes ``<out_dir>/spec.json`` and launches ``python -m trainer_backend.local.train`` in its own process
+group (stdout/stderr to ``train.log``); `poll` and `collect` read only the artefact folder and the pid, so
+another process can pick up a handle. This module imports no torch: the trainer process does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from diagnostics.schema import Outcome
+from trainer_backend.base import LOG_FILE, SUMMARY_FILE, Handle, RunResult, RunSpec, RunStatus
+
+NAME = "local"
+SPEC_FILE = "spec.json"
+
+
+def submit(spec: RunSpec) -> Handle:
+    """Launch the trainer for `spec` in its own process group and return its handle."""
+    spec.out_dir.mkdir(parents=True, exist_ok=True)
+    spec_path = spec.out_dir / SPEC_FILE
+    spec_path.write_text(spec.model_dump_json(indent=2))
+    cmd = [sys.executable, "-m", "trainer_backend.local.train", "--spec", str(spec_path)]
+    if spec.resume:
+        cmd.append("--resume")
+    root = Path(__file__).resolve().parents[2]  # the checkout holding trainer_backend/, for `-m`
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
+    with open(spec.out_dir / LOG_FILE, "ab") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, process_group=0)
+    return Handle(backend=NAME, run_id=spec.run_id, out_dir=spec.out_dir, pid=proc.pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        finished, _ = os.waitpid(pid, os.WNOHANG)  # reap our own child so it does not linger as a zombie
+    except ChildProcessError:  # not our child (another process submitted it): probe instead
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return finished == 0
+
+
+def poll(handle: Handle) -> RunStatus:
+    """Return FINISHED when summary.json exists, RUNNING while the process lives, LOST otherwise."""
+    if (handle.out_dir / SUMMARY_FILE).is_file():
+        return RunStatus.FINISHED
+    if handle.pid is not None and _alive(handle.pid):
+        return RunStatus.RUNNING
+    return RunStatus.FINISHED if (handle.out_dir / SUMMARY_FILE).is_file() else RunStatus.LOST
+
+
+def collect(handle: Handle) -> RunResult:
+    """Read summary.json into a `RunResult`; a run that left none is an infra error naming its log."""
+    log_path = handle.out_dir / LOG_FILE
+    path = handle.out_dir / SUMMARY_FILE
+    if not path.is_file():
+        return RunResult(
+            run_id=handle.run_id,
+            outcome=Outcome.INFRA_ERROR,
+            out_dir=handle.out_dir,
+            message=f"run ended without {SUMMARY_FILE}; check {log_path}",
+            log_path=log_path,
+        )
+    raw = json.loads(path.read_text())
+    numbers = {k: float(v) for k, v in raw.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    message = str(raw.get("message", ""))
+    if raw.get("path"):
+        message = f"{message} (file: {raw['path']})" if raw["path"] not in message else message
+    return RunResult(
+        run_id=handle.run_id,
+        outcome=Outcome(raw["outcome"]),
+        out_dir=handle.out_dir,
+        steps_done=int(raw.get("steps_done", 0)),
+        summary=numbers,
+        message=message,
+        log_path=log_path,
+    )
+
+
+def stop(handle: Handle, grace_s: float = 10.0) -> None:
+    """Stop the run's process group: SIGTERM, then SIGKILL after `grace_s` (by id, never by name)."""
+    if handle.pid is None:
+        return
+    try:
+        os.killpg(handle.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.time() + grace_s
+    while time.time() < deadline:
+        if not _alive(handle.pid):
+            return
+        time.sleep(0.1)
+    try:
+        os.killpg(handle.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    _alive(handle.pid)
+
+
+def wait(handle: Handle, poll_s: float = 0.5, timeout_s: float | None = None) -> RunStatus:
+    """Block until the run is no longer RUNNING (or `timeout_s` passes) and return its status."""
+    deadline = None if timeout_s is None else time.time() + timeout_s
+    while (status := poll(handle)) is RunStatus.RUNNING:
+        if deadline is not None and time.time() > deadline:
+            return status
+        time.sleep(poll_s)
+    return status
+
+
+def run(spec: RunSpec) -> RunResult:
+    """Submit `spec`, wait for it, and collect the result (convenience for tests and scripts)."""
+    handle = submit(spec)
+    wait(handle)
+    return collect(handle)

@@ -1,0 +1,112 @@
+"""Artefact I/O of a local run: data rows, checkpoints, resume truncation, summary (trainer side only)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import orjson
+import torch
+
+from trainer_backend.base import METRICS_FILE, SUMMARY_FILE
+
+CHECKPOINT = Path("checkpoints") / "last.pt"
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """Read a harness data file (JSONL rows with `prompt`, `ground_truth`, optional `level`, `prompt_id`).
+
+    Raises:
+        ValueError: a row is malformed; the message names the file and line.
+    """
+    rows = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) or "ground_truth" not in row:
+            raise ValueError(f"{path}:{number}: expected an object with 'prompt' (str) and 'ground_truth'")
+        row.setdefault("prompt_id", f"{path.stem}-{number - 1}")
+        row.setdefault("data_source", "")
+        rows.append(row)
+    if not rows:
+        raise ValueError(f"{path}: no rows")
+    return rows
+
+
+def sample_rows(
+    rows: list[dict[str, Any]], weights: dict[int, float] | None, n: int, rng: random.Random
+) -> list[dict[str, Any]]:
+    """Draw `n` training rows: by level weight (`data.yaml`), else uniformly; rows with no weight never drawn.
+
+    Raises:
+        ValueError: the weights select no row of the training data.
+    """
+    if weights is None:
+        return [rows[rng.randrange(len(rows))] for _ in range(n)]
+    by_level: dict[int, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_level.setdefault(int(row.get("level", 0)), []).append(row)
+    levels = [lvl for lvl in sorted(weights) if weights[lvl] > 0 and lvl in by_level]
+    if not levels:
+        raise ValueError(f"data.yaml level_weights {weights} match no training level (have {sorted(by_level)})")
+    picks = rng.choices(levels, weights=[weights[lvl] for lvl in levels], k=n)
+    return [by_level[lvl][rng.randrange(len(by_level[lvl]))] for lvl in picks]
+
+
+def save_checkpoint(out_dir: Path, state: dict[str, Any]) -> Path:
+    """Write `checkpoints/last.pt` atomically (temp file + rename) and return its path."""
+    path = out_dir / CHECKPOINT
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".pt.tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def load_checkpoint(out_dir: Path) -> dict[str, Any] | None:
+    """Return the saved training state, or None when the run has no checkpoint."""
+    path = out_dir / CHECKPOINT
+    if not path.is_file():
+        return None
+    return torch.load(path, map_location="cpu", weights_only=False)  # type: ignore[no-any-return]
+
+
+def reset_after(out_dir: Path, step: int) -> None:
+    """Drop every artefact written after `step` (metric lines, rollout files, summary) before resuming.
+
+    With `step` = -1 the run starts fresh: the metrics file is emptied, as verl does on restart.
+    """
+    metrics = out_dir / METRICS_FILE
+    if metrics.exists():
+        kept = [
+            line
+            for line in metrics.read_bytes().splitlines()
+            if line.strip() and _step_of(line) is not None and _step_of(line) <= step  # type: ignore[operator]
+        ]
+        tmp = metrics.with_suffix(".tmp")
+        tmp.write_bytes(b"".join(line + b"\n" for line in kept))
+        os.replace(tmp, metrics)
+    for split in ("train", "val"):
+        for path in (out_dir / "rollouts" / split).glob("step_*.jsonl"):
+            if int(path.stem.split("_", 1)[1]) > step:
+                path.unlink()
+    (out_dir / SUMMARY_FILE).unlink(missing_ok=True)
+
+
+def _step_of(line: bytes) -> int | None:
+    try:
+        row = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None  # a half-written last line from the killed process: dropped
+    return row.get("step") if isinstance(row, dict) and isinstance(row.get("step"), int) else None
+
+
+def write_summary(out_dir: Path, summary: dict[str, Any]) -> None:
+    """Write `summary.json` atomically; its presence marks the run finished."""
+    tmp = out_dir / (SUMMARY_FILE + ".tmp")
+    tmp.write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
+    os.replace(tmp, out_dir / SUMMARY_FILE)

@@ -1,0 +1,96 @@
+"""The local trainer's config (`harness/trainer.yaml`) and data-selection file (`harness/data.yaml`).
+
+Both live on the harness's editable surface, so a bad value is the candidate's fault: loaders raise
+`ValueError` naming the file and field. The held-out set is always evaluated whole: its size is not a
+knob, so no candidate can shrink the evidence it is judged on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from trainer_backend.local.model import ModelShape
+
+
+class LocalTrainerConfig(BaseModel):
+    """`harness/trainer.yaml` for the local GRPO backend (paper §14 defaults, scaled to a tiny model)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    lr: float = Field(3e-4, gt=0, le=1e-1)
+    group_size: int = Field(8, ge=2, le=64)
+    prompts_per_step: int = Field(8, ge=1, le=256)
+    max_new_tokens: int = Field(48, ge=1, le=200)
+    temperature: float = Field(1.0, gt=0, le=2.0)
+    clip_low: float = Field(0.2, ge=0, lt=1)
+    clip_high: float = Field(0.28, ge=0)
+    kl_coef: float = Field(0.0, ge=0)
+    val_every: int = Field(20, ge=1)
+    save_every: int = Field(10, ge=1)
+    n_layers: int = Field(3, ge=1, le=12)
+    hidden: int = Field(128, ge=16, le=1024)
+    warmstart_steps: int = Field(1500, ge=0)
+    warmstart_data: str = "data/warmstart.jsonl"
+    data_selection: str | None = "harness/data.yaml"
+
+    @model_validator(mode="after")
+    def _heads_fit(self) -> LocalTrainerConfig:
+        if self.hidden % 32:
+            raise ValueError(f"hidden={self.hidden} must be a multiple of 32 (4 heads of >= 8 dims)")
+        return self
+
+    def shape(self) -> ModelShape:
+        """Return the model size knobs.
+
+        The context length is fixed (not derived from `max_new_tokens`) so that editing the length budget
+        keeps the same cached warm start: a single-factor edit must not change the base policy.
+        """
+        return ModelShape(n_layers=self.n_layers, hidden=self.hidden, n_heads=4, max_len=256)
+
+
+def load_trainer_config(path: Path) -> LocalTrainerConfig:
+    """Load and validate `trainer.yaml`.
+
+    Raises:
+        ValueError: missing file, bad YAML or an invalid field; the message names the file and field.
+    """
+    if not path.is_file():
+        raise ValueError(f"{path}: trainer config not found")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not valid YAML ({exc})") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: expected a mapping of fields")
+    try:
+        return LocalTrainerConfig.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        raise ValueError(f"{path}: field '{where}': {err['msg']}") from None
+
+
+def load_level_weights(path: Path | None) -> dict[int, float] | None:
+    """Load `data.yaml` (``level_weights: {level: weight}``); None means sample training rows uniformly.
+
+    Raises:
+        ValueError: the file is malformed or all weights are zero; the message names the file.
+    """
+    if path is None or not path.is_file():
+        return None
+    raw = yaml.safe_load(path.read_text()) or {}
+    weights = raw.get("level_weights") if isinstance(raw, dict) else None
+    if not isinstance(weights, dict) or set(raw) - {"level_weights"}:
+        raise ValueError(f"{path}: expected exactly one field 'level_weights: {{level: weight}}'")
+    out: dict[int, float] = {}
+    for level, weight in weights.items():
+        if isinstance(level, bool) or not isinstance(level, int):
+            raise ValueError(f"{path}: field 'level_weights': level {level!r} is not an integer")
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight < 0:
+            raise ValueError(f"{path}: field 'level_weights.{level}': weight must be a number >= 0")
+        out[level] = float(weight)
+    if sum(out.values()) <= 0:
+        raise ValueError(f"{path}: field 'level_weights': at least one weight must be positive")
+    return out

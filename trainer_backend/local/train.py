@@ -1,0 +1,376 @@
+"""Local GRPO trainer: one harness, one run, top to bottom (nanochat style; issue #3).
+
+Usage: ``python -m trainer_backend.local.train --spec <out_dir>/spec.json [--resume]``
+
+Reads the run spec, the harness manifest and ``harness/trainer.yaml``; warm-starts (cached) or loads
+``spec.init_checkpoint``; then per step: sample prompts (``harness/data.yaml`` level weights), sample
+``group_size`` responses each with a KV cache, score them through the harness calls (reward contract
+checked), apply the harness group filter *before* advantage normalisation (filtered groups get no
+gradient), compute group advantages, take PPO-style clipped updates, log verl-named metrics. Validation
+(greedy, whole held-out set, protected strict evaluator imported here, trusted) runs at step 0, every
+``val_every`` steps and at the end. ``summary.json`` is written last, also for classified failures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from diagnostics.schema import Outcome, Rollout, StopReason, append_metrics, write_rollouts
+from sandboxes.failures import CandidateCodeError
+from trainer_backend.base import CONFIG_FILE, METRICS_FILE, RunSpec
+from trainer_backend.harness import Harness, HarnessError, load_harness
+from trainer_backend.harness_calls import RewardContractError, load_function, open_calls, validate_reward
+from trainer_backend.local import artifacts as art
+from trainer_backend.local import grpo
+from trainer_backend.local.config import LocalTrainerConfig, load_level_weights, load_trainer_config
+from trainer_backend.local.model import CharTokenizer, generate, left_pad
+from trainer_backend.local.warmstart import warm_start
+
+PPO_MINIBATCHES = 2  # one pass over the batch in two minibatches: the second is slightly off-policy
+GRAD_CLIP = 1.0
+VAL_SAMPLES = 4  # sampled answers per held-out prompt for val/strict_acc_avg4
+
+
+def log(msg: str) -> None:
+    """Print one line to train.log (stdout is redirected there by the backend)."""
+    print(msg, flush=True)
+
+
+def score_batch(calls: Any, strict: Any, harness: Harness, rows: list[dict[str, Any]], texts: list[str], split: str):
+    """Return rewards `[N]`, reward components per sample and strict scores `[N]` for decoded responses."""
+    batch = [
+        {
+            "data_source": r["data_source"],
+            "solution_str": t,
+            "ground_truth": r["ground_truth"],
+            "extra_info": {"split": split, "prompt_id": r["prompt_id"], "level": r.get("level")},
+        }
+        for r, t in zip(rows, texts, strict=True)
+    ]
+    checked = [validate_reward(v, str(harness.reward)) for v in calls.compute_rewards(batch)]
+    strict_scores = [float(strict(t, r["ground_truth"])) for r, t in zip(rows, texts, strict=True)]
+    return [c[0] for c in checked], [c[1] for c in checked], strict_scores
+
+
+def make_rollouts(
+    spec: RunSpec,
+    step: int,
+    split: str,
+    rows,
+    texts,
+    resp_mask,
+    finished,
+    rewards,
+    comps,
+    strict,
+    group_ids,
+    sample_idx,
+    mean_logp=None,
+) -> list[Rollout]:
+    """Build neutral rollout records for one batch."""
+    lengths = resp_mask.sum(-1).tolist()
+    return [
+        Rollout(
+            run_id=spec.run_id,
+            step=step,
+            split=split,
+            prompt_id=r["prompt_id"],
+            group_id=group_ids[i],  # type: ignore[arg-type]
+            sample_index=sample_idx[i],
+            prompt=r["prompt"],
+            response=texts[i],
+            ground_truth=str(r["ground_truth"]),
+            reward=rewards[i],
+            reward_components=comps[i],
+            strict_score=strict[i],
+            response_tokens=int(lengths[i]),
+            truncated=not bool(finished[i]),
+            stop_reason=StopReason.EOS if finished[i] else StopReason.LENGTH,
+            mean_logprob=None if mean_logp is None else float(mean_logp[i]),
+            data_source=r["data_source"],
+        )
+        for i, r in enumerate(rows)
+    ]
+
+
+def sequence_logits(model, prompt_ids, prompt_mask, resp, resp_mask):
+    """Return response-position logits `[B, T, V]` for prompts `[B, Lp]` followed by responses `[B, T]`."""
+    ids = torch.cat([prompt_ids, resp], dim=1)
+    attn = torch.cat([prompt_mask, resp_mask], dim=1)
+    positions = (attn.cumsum(-1) - 1).clamp(min=0)
+    logits = model(input_ids=ids, attention_mask=attn, position_ids=positions).logits
+    lp = prompt_ids.shape[1]
+    return logits[:, lp - 1 : lp - 1 + resp.shape[1]]
+
+
+def validate(model, tok, spec, harness, calls, strict, val_rows, cfg, step) -> dict[str, float]:
+    """Evaluate the whole held-out set; write the greedy val rollouts; return `val/*` metrics.
+
+    `val/strict_acc` is greedy; `val/strict_acc_avg4` is the mean over VAL_SAMPLES samples per prompt at the
+    training temperature (the paper's Avg@k protocol), drawn with a fixed seed so every validation of a run
+    sees the same random stream.
+    """
+    prompts = [[tok.bos_id, *tok.encode(r["prompt"])] for r in val_rows]
+    resp, mask, finished = generate(model, prompts, cfg.max_new_tokens, tok.eos_id, tok.pad_id, 0.0, None)
+    texts = [tok.decode(x.tolist()) for x in resp]
+    rewards, comps, strict_scores = score_batch(calls, strict, harness, val_rows, texts, "val")
+    ids = [r["prompt_id"] for r in val_rows]
+    write_rollouts(
+        spec.out_dir / "rollouts" / "val" / f"step_{step}.jsonl",
+        make_rollouts(
+            spec, step, "val", val_rows, texts, mask, finished, rewards, comps, strict_scores, ids, [0] * len(val_rows)
+        ),
+    )
+    gen = torch.Generator().manual_seed(spec.seed + 7919)
+    sampled, _, _ = generate(
+        model, prompts * VAL_SAMPLES, cfg.max_new_tokens, tok.eos_id, tok.pad_id, cfg.temperature, gen
+    )
+    sampled_strict = [
+        float(strict(tok.decode(x.tolist()), r["ground_truth"]))
+        for x, r in zip(sampled, val_rows * VAL_SAMPLES, strict=True)
+    ]
+    return {
+        "val/strict_acc": statistics.fmean(strict_scores),
+        "val/strict_acc_avg4": statistics.fmean(sampled_strict),
+        "val/reward_mean": statistics.fmean(rewards),
+        "val/truncation_rate": 1.0 - finished.float().mean().item(),
+        "val/num_samples": float(len(val_rows)),
+    }
+
+
+def train_step(model, ref_model, opt, tok, spec, harness, calls, strict, cfg, rows, state, gen, step):
+    """Sample, score, filter, and update once; return the step's metrics."""
+    t0 = time.time()
+    group = cfg.group_size
+    prompts = [[tok.bos_id, *tok.encode(r["prompt"])] for r in rows for _ in range(group)]
+    samples = [r for r in rows for _ in range(group)]
+    resp, resp_mask, finished = generate(
+        model, prompts, cfg.max_new_tokens, tok.eos_id, tok.pad_id, cfg.temperature, gen
+    )
+    t_gen = time.time() - t0
+    texts = [tok.decode(x.tolist()) for x in resp]
+    rewards, comps, strict_scores = score_batch(calls, strict, harness, samples, texts, "train")
+    group_rewards = [rewards[g * group : (g + 1) * group] for g in range(len(rows))]
+    keep, state["filter"] = calls.filter_groups(group_rewards, state["filter"])
+    dead = [len(set(g)) == 1 for g in group_rewards]
+
+    group_ids = torch.arange(len(rows)).repeat_interleave(group)
+    adv = grpo.group_advantages(torch.tensor(rewards), group_ids)
+    keep_t = torch.tensor(keep, dtype=torch.bool).repeat_interleave(group)
+    prompt_ids, prompt_mask = left_pad(prompts, tok.pad_id)
+    train_mask = resp_mask * keep_t[:, None].long()
+    with torch.no_grad():
+        logits = sequence_logits(model, prompt_ids, prompt_mask, resp, resp_mask)
+        old_logp = grpo.token_logprobs(logits, resp, cfg.temperature)
+        entropy = grpo.masked_mean(grpo.token_entropy(logits, cfg.temperature), resp_mask).item()
+        ref_logp = None
+        if ref_model is not None:
+            ref_logits = sequence_logits(ref_model, prompt_ids, prompt_mask, resp, resp_mask)
+            ref_logp = grpo.token_logprobs(ref_logits, resp, cfg.temperature)
+    mean_logp = ((old_logp * resp_mask).sum(-1) / resp_mask.sum(-1).clamp(min=1)).tolist()
+
+    stats: dict[str, list[float]] = {"pg_loss": [], "kl_loss": [], "pg_clipfrac": [], "ppo_kl": [], "grad_norm": []}
+    kept_groups = [g for g in range(len(rows)) if keep[g]]
+    for chunk in [kept_groups[i::PPO_MINIBATCHES] for i in range(PPO_MINIBATCHES)]:
+        if not chunk:
+            continue
+        sel = torch.cat([torch.arange(g * group, (g + 1) * group) for g in chunk])
+        logits = sequence_logits(model, prompt_ids[sel], prompt_mask[sel], resp[sel], resp_mask[sel])
+        logp = grpo.token_logprobs(logits, resp[sel], cfg.temperature)
+        loss, pg_stats = grpo.policy_loss(logp, old_logp[sel], adv[sel], train_mask[sel], cfg.clip_low, cfg.clip_high)
+        kl = grpo.kl_penalty(logp, ref_logp[sel], train_mask[sel]) if ref_logp is not None else torch.zeros(())
+        opt.zero_grad(set_to_none=True)
+        (loss + cfg.kl_coef * kl).backward()
+        stats["grad_norm"].append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP)))
+        opt.step()
+        stats["pg_loss"].append(loss.item())
+        stats["kl_loss"].append(kl.item())
+        stats["pg_clipfrac"].append(pg_stats["pg_clipfrac"])
+        stats["ppo_kl"].append(pg_stats["ppo_kl"])
+
+    lengths = resp_mask.sum(-1).float()
+    gids = [f"{step}-{g}" for g in range(len(rows)) for _ in range(group)]
+    write_rollouts(
+        spec.out_dir / "rollouts" / "train" / f"step_{step}.jsonl",
+        make_rollouts(
+            spec,
+            step,
+            "train",
+            samples,
+            texts,
+            resp_mask,
+            finished,
+            rewards,
+            comps,
+            strict_scores,
+            gids,
+            list(range(group)) * len(rows),
+            mean_logp,
+        ),
+    )
+    metrics = {
+        "critic/score/mean": statistics.fmean(rewards),
+        "critic/score/max": max(rewards),
+        "critic/score/min": min(rewards),
+        "response_length/mean": lengths.mean().item(),
+        "response_length/max": lengths.max().item(),
+        "actor/entropy": entropy,
+        "rollout/truncation_rate": 1.0 - finished.float().mean().item(),
+        "rollout/dead_group_ratio": sum(dead) / len(dead),
+        "rollout/kept_group_ratio": sum(keep) / len(keep),
+        "rollout/strict_acc": statistics.fmean(strict_scores),
+        "actor/lr": cfg.lr,
+        "timing_s/gen": t_gen,
+        "timing_s/step": time.time() - t0,
+    }
+    for key, values in stats.items():
+        metrics[f"actor/{key}"] = statistics.fmean(values) if values else 0.0
+    for name in sorted({k for c in comps for k in c}):
+        metrics[f"reward/{name}/mean"] = statistics.fmean(c.get(name, 0.0) for c in comps)
+    return metrics
+
+
+def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
+    """Train `spec` and return the summary of a successful run (failures raise)."""
+    # One intra-op thread: the tiny model's matmuls gain little from more, and two runs on a 2-core box
+    # with 2 OpenMP threads each spin-wait into a ~100x slowdown (measured: 0.1 s -> 15 s per step).
+    torch.set_num_threads(int(os.environ.get("EVOTRAINER_TORCH_THREADS", "1")))
+    try:  # everything read from the harness: a bad value here is the candidate's, classified as such
+        harness = load_harness(spec.harness_dir)
+        cfg: LocalTrainerConfig = load_trainer_config(harness.path(harness.manifest.trainer.config))
+        weights = load_level_weights(None if cfg.data_selection is None else harness.path(cfg.data_selection))
+        train_rows = art.read_rows(harness.path(harness.manifest.data.train))
+        val_rows = art.read_rows(harness.path(harness.manifest.data.val))
+        art.sample_rows(train_rows, weights, 1, random.Random(0))  # the data selection must match some rows
+        if not harness.path(cfg.warmstart_data).is_file():
+            raise ValueError(f"trainer.yaml field 'warmstart_data': {cfg.warmstart_data} does not exist")
+    except (HarnessError, ValueError) as exc:
+        raise CandidateCodeError(Outcome.CANDIDATE_ERROR, f"invalid harness: {exc}", "harness/") from exc
+    strict = load_function(harness.root, harness.strict_eval)  # protected evaluator: trusted, in-process
+    tok = CharTokenizer()
+    (spec.out_dir / CONFIG_FILE).write_text(
+        json.dumps(
+            {
+                "spec": json.loads(spec.model_dump_json()),
+                "trainer": cfg.model_dump(),
+                "level_weights": weights,
+                "vocab": tok.vocab,
+                "ppo_minibatches": PPO_MINIBATCHES,
+                "grad_clip": GRAD_CLIP,
+            },
+            indent=2,
+        )
+    )
+
+    model, cache_hit, ws_path = warm_start(
+        harness.path(cfg.warmstart_data), cfg.shape(), tok, cfg.warmstart_steps, spec.seed, log
+    )
+    if spec.init_checkpoint is not None:
+        model.load_state_dict(torch.load(spec.init_checkpoint, map_location="cpu", weights_only=False)["model"])
+    ref_model = copy.deepcopy(model).eval() if cfg.kl_coef > 0 else None
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0, betas=(0.9, 0.99))
+    gen = torch.Generator().manual_seed(spec.seed)
+    rng = random.Random(spec.seed)
+    state: dict[str, Any] = {"filter": {}, "step": 0, "summary": {}, "elapsed_s": 0.0}
+    calls = open_calls(harness, spec.sandbox)
+    try:
+        ckpt = art.load_checkpoint(spec.out_dir) if resume else None
+        if ckpt is not None:
+            model.load_state_dict(ckpt["model"])
+            opt.load_state_dict(ckpt["optimizer"])
+            gen.set_state(ckpt["torch_rng"])
+            rng.setstate(ckpt["py_rng"])
+            state = ckpt["state"]
+            log(f"resumed from {spec.out_dir / art.CHECKPOINT} at step {state['step']}")
+        art.reset_after(spec.out_dir, state["step"] if ckpt is not None else -1)
+        summary = state["summary"]
+        summary.setdefault("warmstart_cache_hit", float(cache_hit))
+        if ckpt is None:
+            metrics = validate(model, tok, spec, harness, calls, strict, val_rows, cfg, 0)
+            append_metrics(spec.out_dir / METRICS_FILE, 0, metrics)
+            summary["strict_acc_before"] = metrics["val/strict_acc"]
+            summary["strict_acc_avg4_before"] = metrics["val/strict_acc_avg4"]
+            log(f"step 0 | val/strict_acc {metrics['val/strict_acc']:.3f} | warm start {ws_path} hit={cache_hit}")
+        ckpt_path = spec.out_dir / art.CHECKPOINT
+        for step in range(state["step"] + 1, spec.steps + 1):
+            rows = art.sample_rows(train_rows, weights, cfg.prompts_per_step, rng)
+            metrics = train_step(model, ref_model, opt, tok, spec, harness, calls, strict, cfg, rows, state, gen, step)
+            summary.setdefault("train_reward_first", metrics["critic/score/mean"])
+            summary["train_reward_last"] = metrics["critic/score/mean"]
+            if step % cfg.val_every == 0 or step == spec.steps:
+                metrics.update(validate(model, tok, spec, harness, calls, strict, val_rows, cfg, step))
+                summary["strict_acc_after"] = metrics["val/strict_acc"]
+                summary["strict_acc_avg4_after"] = metrics["val/strict_acc_avg4"]
+            append_metrics(spec.out_dir / METRICS_FILE, step, metrics)
+            log(
+                f"step {step} | reward {metrics['critic/score/mean']:.3f} | strict {metrics['rollout/strict_acc']:.3f}"
+                f" | len {metrics['response_length/mean']:.1f} | trunc {metrics['rollout/truncation_rate']:.2f}"
+                f" | dead {metrics['rollout/dead_group_ratio']:.2f} | {metrics['timing_s/step']:.2f}s"
+            )
+            state["step"] = step
+            if step % cfg.save_every == 0 or step == spec.steps:
+                state["elapsed_s"] = state.get("elapsed_s", 0.0) + time.time() - t_start
+                t_start = time.time()
+                ckpt_path = art.save_checkpoint(
+                    spec.out_dir,
+                    {
+                        "model": model.state_dict(),
+                        "optimizer": opt.state_dict(),
+                        "torch_rng": gen.get_state(),
+                        "py_rng": rng.getstate(),
+                        "state": state,
+                    },
+                )
+    finally:
+        calls.close()
+    summary.update(
+        steps_done=state["step"],
+        final_checkpoint=str(ckpt_path),
+        val_n=len(val_rows),
+        wall_time_s=state.get("elapsed_s", 0.0) + time.time() - t_start,
+    )
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the spec, then write summary.json (ok or classified failure) and the summary block."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spec", type=Path, required=True, help="spec.json written by trainer_backend.local.submit")
+    parser.add_argument("--resume", action="store_true", help="continue from checkpoints/last.pt if present")
+    args = parser.parse_args(argv)
+    spec = RunSpec.model_validate_json(args.spec.read_text())
+    spec.out_dir.mkdir(parents=True, exist_ok=True)
+    t_start = time.time()
+    summary: dict[str, Any] = {"run_id": spec.run_id, "log_path": str(spec.out_dir / "train.log")}
+    try:
+        summary.update(run(spec, args.resume or spec.resume, t_start), outcome=Outcome.OK.value, message="")
+    except CandidateCodeError as exc:
+        summary.update(outcome=exc.outcome.value, message=exc.message, path=exc.path)
+    except RewardContractError as exc:
+        summary.update(outcome=Outcome.CANDIDATE_ERROR.value, message=str(exc), path=str(exc).partition(":")[0])
+    except Exception as exc:  # ours: record the class for the controller, then fail loudly with the traceback
+        summary.update(outcome=Outcome.INFRA_ERROR.value, message=f"{type(exc).__name__}: {exc}")
+        art.write_summary(spec.out_dir, summary)
+        raise
+    summary.setdefault("wall_time_s", time.time() - t_start)
+    art.write_summary(spec.out_dir, summary)
+    log("--- summary ---")
+    for key in sorted(summary):
+        value = summary[key]
+        log(f"{key}: {value:.4f}" if isinstance(value, float) else f"{key}: {value}")
+    return 0 if summary["outcome"] == Outcome.OK.value else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())
