@@ -231,11 +231,17 @@ def _measure(
     )
 
 
-def _verdict(m: BacktestMetrics, hack: HackCorpusScore | None) -> tuple[Verdict, list[str]]:
+def _verdict(m: BacktestMetrics, hack: HackCorpusScore | None, reward_changed: bool) -> tuple[Verdict, list[str]]:
     fails: list[str] = []
     notes: list[str] = []
     if hack is None:
         notes.append("no hack corpus for this domain: exploit resistance not checked")
+    elif not hack.passed and not reward_changed:
+        # The candidate did not touch the reward: its exploitability is the incumbent's, not this change's.
+        notes.append(
+            f"reward unchanged from the incumbent; its hack-corpus exposure is pre-existing "
+            f"(max {hack.max_score:.2f}) and not held against this candidate"
+        )
     elif not hack.passed:
         if hack.unrewarded_references:
             fails.append(f"hack corpus: {hack.unrewarded_references} correct reference(s) got reward <= 0")
@@ -278,10 +284,13 @@ def grade_backtest(
     max_new_tokens_before: int | None = None,
     max_new_tokens_after: int | None = None,
     hack: HackCorpusScore | None = None,
+    reward_changed: bool = True,
 ) -> BacktestResult:
     """Grade a candidate's rewards on cached rollouts (aligned one-to-one) and return the result.
 
     `keep` maps each `(step, group_id)` to the candidate filter's flag (None: the candidate has no filter).
+    `reward_changed=False` (the candidate kept the incumbent's reward) reports a hack-corpus exposure as
+    pre-existing instead of failing the candidate for it.
 
     Raises:
         ValueError: rewards do not align with rollouts, or `keep` misses a group.
@@ -293,7 +302,7 @@ def grade_backtest(
         if missing:
             raise ValueError(f"filter flags missing for {len(missing)} groups, e.g. {sorted(missing)[0]}")
     metrics = _measure(rollouts, new_rewards, keep, max_new_tokens_before, max_new_tokens_after, hack)
-    verdict, reasons = _verdict(metrics, hack)
+    verdict, reasons = _verdict(metrics, hack, reward_changed)
     return BacktestResult(candidate, Outcome.OK, verdict, tuple(reasons), metrics, hack)
 
 

@@ -117,8 +117,12 @@ def run_backtest(
     out_dir: Path,
     mode: SandboxMode = "docker",
     split: Split = "train",
+    base_dir: Path | None = None,
 ) -> BacktestResult:
     """Backtest the candidate harness at `candidate_dir` on the cached rollouts of `rollouts_run_dir`.
+
+    `base_dir` is the incumbent harness the candidate branched from: when its reward file is identical to
+    the candidate's, a hack-corpus exposure is reported as pre-existing rather than failing the candidate.
 
     Returns the existing `out_dir/report.json` unchanged when there is one. Raises nothing for candidate
     faults (they become the result's `outcome`); raises `ValueError` for an unknown mode.
@@ -167,6 +171,7 @@ def run_backtest(
         max_new_tokens_before=before,
         max_new_tokens_after=after,
         hack=hack,
+        reward_changed=_reward_changed(harness, base_dir),
     )
     notes = [f"{len(rollouts)} cached {split} rollouts from {rollouts_run_dir} (sandbox: {mode})"]
     if read.problems:
@@ -176,3 +181,11 @@ def run_backtest(
     )
     _write_report(out_dir, result)
     return result
+
+
+def _reward_changed(harness: Harness, base_dir: Path | None) -> bool:
+    """Return False only when `base_dir` holds a byte-identical copy of the candidate's reward file."""
+    if base_dir is None:
+        return True
+    base = base_dir / harness.reward.path
+    return not base.is_file() or base.read_bytes() != harness.path(harness.reward.path).read_bytes()

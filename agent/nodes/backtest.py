@@ -33,7 +33,13 @@ def backtest(payload: dict[str, Any], runtime: Runtime[Context]) -> dict[str, An
             report_path="",
         )
         return {"backtests": [info]}
-    result = run_backtest(Path(candidate["worktree"]), Path(version["run_dir"]), out_dir, mode=ctx.sandbox)
+    result = run_backtest(
+        Path(candidate["worktree"]),
+        Path(version["run_dir"]),
+        out_dir,
+        mode=ctx.sandbox,
+        base_dir=Path(payload["harness_dir"]),
+    )
     info = BacktestInfo(
         iteration=payload["iteration"],
         candidate_id=candidate["id"],

@@ -140,3 +140,17 @@ def test_find_length_budget_nested() -> None:
     assert find_length_budget({"actor_rollout_ref": {"rollout": {"response_length": 512}}}) == 512
     assert find_length_budget({"max_new_tokens": 32, "x": {"max_new_tokens": 1}}) == 32
     assert find_length_budget({"lr": 0.1}) is None
+
+
+def test_unchanged_hackable_reward_is_not_held_against_a_candidate_of_another_factor(tmp_path: Path) -> None:
+    """A length-budget candidate keeps the incumbent's (hackable) reward: that exposure is pre-existing."""
+    base = make_harness(tmp_path / "base", LENIENT_REWARD, max_new_tokens=16)
+    cand = make_harness(tmp_path / "cand", LENIENT_REWARD, max_new_tokens=64)
+    run = make_cached_run(tmp_path / "run")
+    result = run_backtest(cand, run, tmp_path / "bt", mode="none", base_dir=base)
+    assert result.verdict is not Verdict.FAIL
+    assert any("pre-existing" in r for r in result.reasons)
+    changed = run_backtest(
+        cand, run, tmp_path / "bt2", mode="none", base_dir=make_harness(tmp_path / "b2", STRICT_REWARD)
+    )
+    assert changed.verdict is Verdict.FAIL
