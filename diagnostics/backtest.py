@@ -75,6 +75,7 @@ class BacktestMetrics:
     cut_successes: int
     kept_groups: int | None
     kept_sample_ratio: float | None
+    kept_live_ratio: float | None  # kept share of samples in groups with reward variance (dead ones carry no signal)
     hack_max_score: float | None
 
 
@@ -174,7 +175,7 @@ def _measure(
     after_by_id = {id(r): float(x) for r, x in zip(rollouts, new_rewards, strict=True)}
     groups = group_rollouts(rollouts)
     dead_before = dead_after = rescued = killed = with_strict = pairs = viol_b = viol_a = ties_a = 0
-    kept_samples = kept_groups = 0
+    kept_samples = kept_groups = live_samples = kept_live = 0
     for key, members in groups.items():
         before = np.array([r.reward for r in members])
         after = np.array([after_by_id[id(r)] for r in members])
@@ -189,9 +190,11 @@ def _measure(
             n_pairs, v_b, _ = rank_violations(strict, before)
             _, v_a, t_a = rank_violations(strict, after)
             pairs, viol_b, viol_a, ties_a = pairs + n_pairs, viol_b + v_b, viol_a + v_a, ties_a + t_a
+        live_samples += 0 if d_a else len(members)
         if keep is not None and keep[key]:
             kept_groups += 1
             kept_samples += len(members)
+            kept_live += 0 if d_a else len(members)
     successes = [r for r in rollouts if r.strict_score is not None and r.strict_score >= STRICT_CORRECT]
     newly_truncated = cut_successes = 0
     if max_new_tokens_after is not None and (
@@ -227,6 +230,7 @@ def _measure(
         cut_successes=cut_successes,
         kept_groups=kept_groups if keep is not None else None,
         kept_sample_ratio=(kept_samples / n if n else math.nan) if keep is not None else None,
+        kept_live_ratio=(kept_live / live_samples if live_samples else math.nan) if keep is not None else None,
         hack_max_score=None if hack is None else hack.max_score,
     )
 
@@ -254,8 +258,12 @@ def _verdict(m: BacktestMetrics, hack: HackCorpusScore | None, reward_changed: b
             f"rank violations against strict correctness increase: {m.rank_violations_before} -> "
             f"{m.rank_violations_after} of {m.rank_pairs} wrong/right pairs"
         )
-    if m.kept_sample_ratio is not None and m.kept_sample_ratio < KEPT_RATIO_MIN:
-        fails.append(f"filter keeps {m.kept_sample_ratio:.0%} of samples (< {KEPT_RATIO_MIN:.0%})")
+    # Dropping a zero-variance group costs nothing (its GRPO advantage is 0): judge the filter on live groups.
+    if m.kept_live_ratio is not None and m.kept_live_ratio < KEPT_RATIO_MIN:
+        fails.append(
+            f"filter keeps {m.kept_live_ratio:.0%} of the samples in groups with reward variance "
+            f"(< {KEPT_RATIO_MIN:.0%}; {m.kept_sample_ratio:.0%} of all samples)"
+        )
     if m.n_groups_with_strict == 0:
         notes.append("no group carries strict scores: rank violations not checked")
     notes.append(

@@ -15,8 +15,11 @@ from agent.policies.heuristic import Proposal, propose_from_skills, propose_scor
 from agent.state import CandidateInfo, State
 from trainer_backend.harness import Harness, load_harness
 
-# Statuses after which a skill is not proposed again in the same session ("kept" ones may come back).
-SETTLED = {"refused", "backtest_failed", "pruned", "reverted", "merged"}
+# A skill is not proposed again in a session once it was merged, refused, failed its backtest or caused a
+# regression. A pilot pruned for insufficient evidence (or kept but not merged) may be retried on a later
+# incumbent, at most MAX_TRIES times in all.
+SETTLED = {"refused", "backtest_failed", "reverted", "merged"}
+MAX_TRIES = 2
 
 
 def propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -25,7 +28,7 @@ def propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if any(c["iteration"] == iteration for c in state.get("candidates", [])):
         return {}
     harness = load_harness(Path(state["harness_dir"]))
-    tried = {name for c in state.get("candidates", []) if c["status"] in SETTLED for name in c["skill"].split(",")}
+    tried = settled_skills(state.get("candidates", []))
     if ctx.policy == "llm" and ctx.mode != "score-only":
         from agent.policies.llm import propose_with_llm
 
@@ -38,6 +41,18 @@ def propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         proposals = _skill_proposals(ctx, harness, trigger_metrics(state, harness), tried)
     made = [_materialise(ctx, state, harness, p, k) for k, p in enumerate(proposals, start=1)]
     return {"candidates": [*state.get("candidates", []), *made]}
+
+
+def settled_skills(candidates: list[CandidateInfo]) -> set[str]:
+    """Skills not to propose again: settled by their outcome, or tried `MAX_TRIES` times already."""
+    counts: dict[str, int] = {}
+    settled: set[str] = set()
+    for cand in candidates:
+        for name in filter(None, cand["skill"].split(",")):
+            counts[name] = counts.get(name, 0) + 1
+            if cand["status"] in SETTLED:
+                settled.add(name)
+    return settled | {name for name, n in counts.items() if n >= MAX_TRIES}
 
 
 def trigger_metrics(state: State, harness: Harness) -> dict[str, Any]:

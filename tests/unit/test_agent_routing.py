@@ -64,3 +64,13 @@ def test_loop_and_finish() -> None:
     assert routing.route_after_diagnose({"gap": True}) == "upgrade_diagnostics"  # type: ignore[typeddict-item]
     assert routing.route_after_diagnose({"gap": False}) == "propose"  # type: ignore[typeddict-item]
     assert routing.route_after_observe({"status": "finished"}) == "finish"  # type: ignore[typeddict-item]
+
+
+def test_skills_settle_by_outcome_or_after_two_tries() -> None:
+    from agent.nodes.propose import settled_skills
+
+    def cand(skill: str, status: str) -> dict[str, Any]:
+        return {"skill": skill, "status": status}
+
+    rows = [cand("a", "pruned"), cand("b", "merged"), cand("c", "pruned"), cand("c", "pruned"), cand("d,e", "refused")]
+    assert settled_skills(rows) == {"b", "c", "d", "e"}  # type: ignore[arg-type]

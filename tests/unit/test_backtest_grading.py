@@ -90,8 +90,12 @@ def test_filter_kept_ratio_and_length_budget() -> None:
     keep = {k: max(g) > min(g) for b in batches for k, g in zip(b.keys, b.group_rewards, strict=True)}
     m = grade_backtest("f", rollouts, new, keep=keep).metrics
     assert m is not None and m.kept_sample_ratio == pytest.approx(16 / 24)
+    # Dropping exactly the dead groups keeps every group that carries signal: a pass, not a fail.
+    assert m.kept_live_ratio == pytest.approx(1.0)
+    assert grade_backtest("f", rollouts, new, keep=keep).verdict is Verdict.PASS
     harsh = grade_backtest("f", rollouts, new, keep={k: k[1] == "g1" for k in keep})
     assert harsh.verdict is Verdict.FAIL and harsh.metrics is not None and harsh.metrics.kept_sample_ratio < 0.5
+    assert harsh.metrics.kept_live_ratio is not None and harsh.metrics.kept_live_ratio < 0.5
     cut = grade_backtest("len", rollouts, new, max_new_tokens_before=100, max_new_tokens_after=15).metrics
     assert cut is not None and cut.cut_successes == 16 and cut.newly_truncated == len(rollouts) - 24
 
