@@ -235,7 +235,9 @@ def _measure(
     )
 
 
-def _verdict(m: BacktestMetrics, hack: HackCorpusScore | None, reward_changed: bool) -> tuple[Verdict, list[str]]:
+def _verdict(
+    m: BacktestMetrics, hack: HackCorpusScore | None, reward_changed: bool, filter_changed: bool
+) -> tuple[Verdict, list[str]]:
     fails: list[str] = []
     notes: list[str] = []
     if hack is None:
@@ -259,7 +261,12 @@ def _verdict(m: BacktestMetrics, hack: HackCorpusScore | None, reward_changed: b
             f"{m.rank_violations_after} of {m.rank_pairs} wrong/right pairs"
         )
     # Dropping a zero-variance group costs nothing (its GRPO advantage is 0): judge the filter on live groups.
-    if m.kept_live_ratio is not None and m.kept_live_ratio < KEPT_RATIO_MIN:
+    if m.kept_live_ratio is not None and m.kept_live_ratio < KEPT_RATIO_MIN and not filter_changed:
+        notes.append(
+            f"filter unchanged from the incumbent; it keeps {m.kept_live_ratio:.0%} of live samples "
+            "(pre-existing, not held against this candidate)"
+        )
+    elif m.kept_live_ratio is not None and m.kept_live_ratio < KEPT_RATIO_MIN:
         fails.append(
             f"filter keeps {m.kept_live_ratio:.0%} of the samples in groups with reward variance "
             f"(< {KEPT_RATIO_MIN:.0%}; {m.kept_sample_ratio:.0%} of all samples)"
@@ -293,12 +300,13 @@ def grade_backtest(
     max_new_tokens_after: int | None = None,
     hack: HackCorpusScore | None = None,
     reward_changed: bool = True,
+    filter_changed: bool = True,
 ) -> BacktestResult:
     """Grade a candidate's rewards on cached rollouts (aligned one-to-one) and return the result.
 
     `keep` maps each `(step, group_id)` to the candidate filter's flag (None: the candidate has no filter).
-    `reward_changed=False` (the candidate kept the incumbent's reward) reports a hack-corpus exposure as
-    pre-existing instead of failing the candidate for it.
+    `reward_changed=False` / `filter_changed=False` (the candidate kept the incumbent's reward / filter)
+    report a hack-corpus exposure / a low kept ratio as pre-existing instead of failing the candidate for it.
 
     Raises:
         ValueError: rewards do not align with rollouts, or `keep` misses a group.
@@ -310,7 +318,7 @@ def grade_backtest(
         if missing:
             raise ValueError(f"filter flags missing for {len(missing)} groups, e.g. {sorted(missing)[0]}")
     metrics = _measure(rollouts, new_rewards, keep, max_new_tokens_before, max_new_tokens_after, hack)
-    verdict, reasons = _verdict(metrics, hack, reward_changed)
+    verdict, reasons = _verdict(metrics, hack, reward_changed, filter_changed)
     return BacktestResult(candidate, Outcome.OK, verdict, tuple(reasons), metrics, hack)
 
 

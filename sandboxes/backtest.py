@@ -121,8 +121,9 @@ def run_backtest(
 ) -> BacktestResult:
     """Backtest the candidate harness at `candidate_dir` on the cached rollouts of `rollouts_run_dir`.
 
-    `base_dir` is the incumbent harness the candidate branched from: when its reward file is identical to
-    the candidate's, a hack-corpus exposure is reported as pre-existing rather than failing the candidate.
+    `base_dir` is the incumbent harness the candidate branched from: when its reward (filter) file is
+    identical to the candidate's, a hack-corpus exposure (a low kept ratio) is reported as pre-existing
+    rather than failing the candidate: a backtest judges the change, not what the incumbent already had.
 
     Returns the existing `out_dir/report.json` unchanged when there is one. Raises nothing for candidate
     faults (they become the result's `outcome`); raises `ValueError` for an unknown mode.
@@ -171,7 +172,8 @@ def run_backtest(
         max_new_tokens_before=before,
         max_new_tokens_after=after,
         hack=hack,
-        reward_changed=_reward_changed(harness, base_dir),
+        reward_changed=_changed(harness, harness.reward.path, base_dir),
+        filter_changed=harness.group_filter is not None and _changed(harness, harness.group_filter.path, base_dir),
     )
     notes = [f"{len(rollouts)} cached {split} rollouts from {rollouts_run_dir} (sandbox: {mode})"]
     if read.problems:
@@ -183,9 +185,9 @@ def run_backtest(
     return result
 
 
-def _reward_changed(harness: Harness, base_dir: Path | None) -> bool:
-    """Return False only when `base_dir` holds a byte-identical copy of the candidate's reward file."""
+def _changed(harness: Harness, rel: str, base_dir: Path | None) -> bool:
+    """Return False only when `base_dir` holds a byte-identical copy of the candidate's file `rel`."""
     if base_dir is None:
         return True
-    base = base_dir / harness.reward.path
-    return not base.is_file() or base.read_bytes() != harness.path(harness.reward.path).read_bytes()
+    base = base_dir / rel
+    return not base.is_file() or base.read_bytes() != harness.path(rel).read_bytes()

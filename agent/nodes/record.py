@@ -56,6 +56,7 @@ def record(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "decisions": {d["candidate_id"]: d["decision"] for d in decisions},
     }
     stop = _stop_reason(ctx, state, it, steps_used, proposed=len(mine))
+    _store_budget(ctx, state, steps_used)
     return {
         "candidates": candidates,
         "version": version,
@@ -180,6 +181,17 @@ def _store(
                 strict_score=new["strict_acc"],
                 train_score=new["train_reward"],
             )
+
+
+def _store_budget(ctx: Context, state: State, steps_used: int) -> None:
+    """Write the absolute budget use (idempotent, unlike an increment, when the node re-runs)."""
+    from store import models
+
+    with ledger.db(store_url(ctx)) as db:
+        row = db.get(models.EvoSession, state["session_id"])
+        if row is not None:
+            row.steps_used = steps_used
+            row.wall_time_s = time.time() - state.get("started_at", time.time())
 
 
 def _diff_stat(repo_dir: str, a: str, b: str) -> tuple[int, int, int]:

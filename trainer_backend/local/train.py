@@ -34,7 +34,7 @@ from trainer_backend.harness_calls import RewardContractError, load_function, op
 from trainer_backend.local import artifacts as art
 from trainer_backend.local import grpo
 from trainer_backend.local.config import LocalTrainerConfig, load_level_weights, load_trainer_config
-from trainer_backend.local.model import CharTokenizer, generate, left_pad
+from trainer_backend.local.model import CharTokenizer, build_model, generate, left_pad
 from trainer_backend.local.warmstart import warm_start
 
 PPO_MINIBATCHES = 2  # one pass over the batch in two minibatches: the second is slightly off-policy
@@ -273,11 +273,13 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
         )
     )
 
-    model, cache_hit, ws_path = warm_start(
-        harness.path(cfg.warmstart_data), cfg.shape(), tok, cfg.warmstart_steps, spec.seed, log
-    )
-    if spec.init_checkpoint is not None:
+    if spec.init_checkpoint is not None:  # a pilot continues its parent's policy: no warm start needed
+        model, cache_hit, ws_path = build_model(cfg.shape(), len(tok), spec.seed), True, spec.init_checkpoint
         model.load_state_dict(torch.load(spec.init_checkpoint, map_location="cpu", weights_only=False)["model"])
+    else:
+        model, cache_hit, ws_path = warm_start(
+            harness.path(cfg.warmstart_data), cfg.shape(), tok, cfg.warmstart_steps, spec.seed, log
+        )
     ref_model = copy.deepcopy(model).eval() if cfg.kl_coef > 0 else None
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0, betas=(0.9, 0.99))
     gen = torch.Generator().manual_seed(spec.seed)
