@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install (if missing) and start the services the integration tests need: Docker engine and PostgreSQL.
+# Install (if missing) and start the services the integration tests need: Docker engine and PostgreSQL
+# (plus debootstrap for the sandbox image and Chromium for the report's headless rendering test).
 # Idempotent: safe to run again while they are up. Prints the Postgres URL for the tests as its last line
 # (`export EVOTRAINER_TEST_PG_URL=...`), so callers can `eval "$(.ci/services.sh | tail -n 1)"`.
 set -euo pipefail
@@ -8,6 +9,7 @@ need=()
 command -v dockerd >/dev/null || need+=(docker.io)
 command -v debootstrap >/dev/null || need+=(debootstrap)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+command -v chromium >/dev/null || need+=(chromium)  # headless check of the HTML session report
 if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive

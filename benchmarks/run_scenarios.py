@@ -1,0 +1,365 @@
+"""Defect-scenario benchmark (issue #8): static vs score-only vs evotrainer vs oracle on equal budgets.
+
+For each scenario under `benchmarks/scenarios/` (see its README) and each seed:
+
+- static:     the defective harness trained once for the whole budget (`evotrainer train`);
+- score-only: `evotrainer run --mode score-only` on the defective harness (keep/revert on training reward);
+- evotrainer: `evotrainer run` on the defective harness (heuristic policy, no LLM);
+- oracle:     the fixed harness trained once for the whole budget (`evotrainer train`).
+
+Equal budget: the FINAL POLICY'S LINEAGE STEPS, B = base_steps + iterations * pilot_steps. Static and oracle
+train B steps in one run. A session's final version has been trained base_steps (v0) plus pilot_steps per
+iteration (the merged candidate's pilot, or the control run when nothing was merged), so at most B (fewer
+when the session stops early; the table reports the actual number). The sessions also spend compute on
+losing pilots and control runs: that total is reported separately (`train steps, all runs`).
+
+Measured per row: strict held-out accuracy of the final policy (mean of per-prompt strict scores at its last
+validation step) and, against static on the same seed, a paired bootstrap 95% CI over prompts
+(`diagnostics.stats.paired_bootstrap`, B = 10,000, seed 42); invalid promotions (a merged version whose
+strict score is below its parent's, or whose run trips a hack alert); iterations; wall time; controller
+overhead = share of wall time covered by neither a training run ([finished_at - wall_time_s, finished_at]
+of every run, overlaps merged) nor a backtest phase; backtest vs pilot cost per session, as phase wall
+times from store timestamps (backtest phase: last candidate row -> last backtest row of an iteration; pilot
+phase: first pilot row -> last pilot finish) — backtests record no duration of their own, so this is an
+approximation that includes scheduling.
+
+Usage (a smoke run takes minutes once the warm-start cache is filled):
+
+    python benchmarks/run_scenarios.py --scenarios hackable-reward --modes static,evotrainer \\
+        --iterations 1 --base-steps 10 --pilot-steps 10 --candidates 2 --out /tmp/bench
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+from sqlalchemy import select
+
+from agent.evidence import final_strict_scores, paired
+from diagnostics.schema import read_run_rollouts
+from diagnostics.stats import HACK_ALERT_IDS, paired_bootstrap
+from store import models
+from store.engine import make_engine, session_scope
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIOS_DIR = ROOT / "benchmarks" / "scenarios"
+MODES = ("static", "score-only", "evotrainer", "oracle")
+HEALTH_REPORT = "health_report.json"
+
+
+@dataclass
+class Row:
+    """One (scenario, mode, seed) result; None where a number does not apply or could not be measured."""
+
+    scenario: str
+    mode: str
+    seed: int
+    ok: bool
+    message: str
+    strict: float | None = None
+    delta_vs_static: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n_prompts: int | None = None
+    lineage_steps: int | None = None
+    total_train_steps: int | None = None
+    iterations: int | None = None
+    merges: int | None = None
+    invalid_promotions: int | None = None
+    wall_s: float | None = None
+    train_s: float | None = None
+    overhead_pct: float | None = None
+    backtest_phase_s: float | None = None
+    pilot_phase_s: float | None = None
+    session_id: str | None = None
+    final_run_dir: str | None = None
+
+
+def _cli() -> list[str]:
+    exe = Path(sys.executable).parent / "evotrainer"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "agent.cli"]
+
+
+def _run(cmd: list[str], cwd: Path, log: Path, timeout_s: float) -> tuple[int, float]:
+    cwd.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    with open(log, "w") as fh:
+        try:
+            rc = subprocess.run(cmd, cwd=cwd, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout_s, check=False)
+            code = rc.returncode
+        except subprocess.TimeoutExpired:
+            code = 124
+    return code, time.time() - t0
+
+
+def strict_scores(run_dir: Path) -> dict[str, float]:
+    """Per-prompt strict scores of a run's last validation step."""
+    return final_strict_scores(read_run_rollouts(run_dir, ["val"]).rollouts)
+
+
+def run_static(harness: Path, budget: int, seed: int, work: Path, timeout_s: float, mode: str) -> Row:
+    """Train one harness for the whole budget with `evotrainer train`."""
+    out = work / "run"
+    cmd = [*_cli(), "train", "--harness", str(harness), "--steps", str(budget), "--seed", str(seed), "--out", str(out)]
+    rc, wall = _run(cmd, work, work / "cli.log", timeout_s)
+    row = Row(harness.parent.name, mode, seed, rc == 0, "" if rc == 0 else f"exit {rc}; see {work / 'cli.log'}")
+    row.wall_s, row.lineage_steps, row.total_train_steps, row.iterations = wall, budget, budget, 0
+    summary = out / "summary.json"
+    if summary.is_file():
+        data = json.loads(summary.read_text())
+        row.train_s = data.get("wall_time_s")
+        row.ok = row.ok and data.get("outcome") == "ok"
+        row.message = row.message or data.get("message", "")
+    row.final_run_dir = str(out)
+    if row.train_s is not None and wall > 0:
+        row.overhead_pct = 100.0 * max(0.0, wall - row.train_s) / wall
+    return row
+
+
+def run_session(harness: Path, args: argparse.Namespace, seed: int, work: Path, mode: str) -> Row:
+    """Run one `evotrainer run` session on the defective harness and read its outcome from the store."""
+    db_url = f"sqlite:///{work / 'evo.db'}"
+    max_steps = args.base_steps + args.iterations * (args.candidates + 1) * args.pilot_steps
+    cmd = [
+        *_cli(), "run", "--harness", str(harness), "--repo", str(work / "repo"), "--mode", mode,
+        "--sandbox", args.sandbox, "--iterations", str(args.iterations), "--max-steps", str(max_steps),
+        "--base-steps", str(args.base_steps), "--pilot-steps", str(args.pilot_steps),
+        "--candidates", str(args.candidates), "--seed", str(seed), "--db", db_url,
+    ]  # fmt: skip
+    rc, wall = _run(cmd, work, work / "cli.log", args.timeout_s)
+    row = Row(harness.parent.name, mode, seed, rc == 0, "" if rc == 0 else f"exit {rc}; see {work / 'cli.log'}")
+    row.wall_s = wall
+    if not (work / "evo.db").is_file():
+        row.ok, row.message = False, row.message or "no store written"
+        return row
+    engine = make_engine(db_url)
+    try:
+        with session_scope(engine) as db:
+            _read_session(db, row, wall)
+    finally:
+        engine.dispose()
+    if args.reports and row.session_id:
+        out = work / "report.html"
+        _run([*_cli(), "report", row.session_id, "--out", str(out), "--db", db_url], work, work / "report.log", 600)
+    return row
+
+
+def _hack_alerted(db: Any, run: models.Run) -> bool:
+    """True when the run's health report (store or artefact file) holds a warning+ hack alert."""
+    query = select(models.Finding).join(models.HealthReport).where(models.HealthReport.run_id == run.id)
+    ids = {(f.alert_id, f.severity) for f in db.scalars(query)}
+    path = Path(run.artefact_dir) / HEALTH_REPORT
+    if path.is_file():
+        ids |= {(f["alert_id"], f["severity"]) for f in orjson.loads(path.read_bytes()).get("findings", [])}
+    return any(alert in HACK_ALERT_IDS and severity != "ok" for alert, severity in ids)
+
+
+def _read_session(db: Any, row: Row, wall: float) -> None:
+    session = db.scalars(select(models.EvoSession).order_by(models.EvoSession.created_at.desc())).first()
+    if session is None:
+        row.ok, row.message = False, row.message or "no session in the store"
+        return
+    row.session_id = session.id
+    versions = list(db.scalars(select(models.Version).where(models.Version.session_id == session.id)))
+    runs = {r.id: r for r in db.scalars(select(models.Run).where(models.Run.session_id == session.id))}
+    by_id = {v.id: v for v in versions}
+    final = max(versions, key=lambda v: v.index) if versions else None
+    if final is None or final.run_id not in runs:
+        row.ok, row.message = False, row.message or "session has no trained version"
+        return
+    row.final_run_dir = runs[final.run_id].artefact_dir
+    steps, v = 0, final
+    while v is not None:
+        steps += runs[v.run_id].steps if v.run_id in runs else 0
+        v = by_id.get(v.parent_id) if v.parent_id is not None else None
+    row.lineage_steps = steps
+    row.total_train_steps = sum(r.steps for r in runs.values() if r.status == "finished")
+    candidates = list(db.scalars(select(models.Candidate).where(models.Candidate.session_id == session.id)))
+    row.iterations = max((c.iteration for c in candidates), default=0)  # the store keeps no iteration counter
+    merged = [v for v in versions if v.decision == "merge"]
+    row.merges = len(merged)
+    row.invalid_promotions = sum(
+        1
+        for v in merged
+        if (
+            v.parent_id in by_id
+            and v.strict_score is not None
+            and by_id[v.parent_id].strict_score is not None
+            and v.strict_score < by_id[v.parent_id].strict_score  # type: ignore[operator]
+        )
+        or (v.run_id in runs and _hack_alerted(db, runs[v.run_id]))
+    )
+    train = [
+        (r.finished_at.timestamp() - r.wall_time_s, r.finished_at.timestamp())
+        for r in runs.values()
+        if r.finished_at is not None and r.wall_time_s is not None
+    ]
+    backtests = list(
+        db.scalars(select(models.Backtest).where(models.Backtest.candidate_id.in_([c.id for c in candidates])))
+    )
+    bt_phases, pilot_s = [], 0.0
+    for it in sorted({c.iteration for c in candidates}):
+        mine = [c for c in candidates if c.iteration == it]
+        bts = [b for b in backtests if b.candidate_id in {c.id for c in mine}]
+        if bts:
+            start = max(c.created_at for c in mine).timestamp()
+            bt_phases.append((start, max(start, max(b.created_at for b in bts).timestamp())))
+        pilots = [r for r in runs.values() if r.kind == "pilot" and r.id.startswith(f"{session.id}-i{it}-")]
+        done = [r.finished_at for r in pilots if r.finished_at is not None]
+        if pilots and done:
+            pilot_s += max(done).timestamp() - min(r.created_at for r in pilots).timestamp()
+    row.train_s = sum(r.wall_time_s or 0.0 for r in runs.values())
+    row.backtest_phase_s = sum(b - a for a, b in bt_phases)
+    row.pilot_phase_s = pilot_s
+    covered = _union_length(train + bt_phases)
+    row.overhead_pct = 100.0 * max(0.0, wall - covered) / wall if wall > 0 else None
+
+
+def _union_length(intervals: list[tuple[float, float]]) -> float:
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(intervals):
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total
+
+
+def add_strict(rows: list[Row]) -> None:
+    """Fill strict accuracy and the paired CI against static (same scenario and seed)."""
+    scores = {
+        (r.scenario, r.mode, r.seed): strict_scores(Path(r.final_run_dir)) if r.final_run_dir else {} for r in rows
+    }
+    for r in rows:
+        mine = scores[(r.scenario, r.mode, r.seed)]
+        if not mine:
+            r.ok, r.message = False, r.message or "no strict validation scores"
+            continue
+        r.strict, r.n_prompts = sum(mine.values()) / len(mine), len(mine)
+        static = scores.get((r.scenario, "static", r.seed), {})
+        a, b = paired(static, mine)
+        if r.mode != "static" and a:
+            cmp = paired_bootstrap(a, b)
+            r.delta_vs_static, r.ci_low, r.ci_high = cmp.delta, cmp.ci_low, cmp.ci_high
+
+
+def _fmt(value: float | None, spec: str = ".3f") -> str:
+    return "—" if value is None else format(value, spec)
+
+
+def markdown(rows: list[Row], meta: dict[str, Any]) -> str:
+    """The results table plus the budget definition and the command that produced it."""
+    lines = [
+        f"Budget: final-policy lineage steps B = base {meta['base_steps']} + {meta['iterations']} iterations x "
+        f"pilot {meta['pilot_steps']} = {meta['budget']} (static and oracle: one run of B steps). "
+        f"Seeds: {meta['seeds']}. Candidates per iteration: {meta['candidates']}. Sandbox: {meta['sandbox']}.",
+        "",
+        "| scenario | mode | seed | strict | Δ vs static [95% CI] | lineage steps | train steps (all runs) | "
+        "iterations with candidates | merges | invalid promotions | wall (s) | controller overhead | "
+        "backtest / pilot phase (s) | note |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        ci = "—" if r.delta_vs_static is None else f"{r.delta_vs_static:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}]"
+        cost = "—" if r.pilot_phase_s is None else f"{r.backtest_phase_s:.0f} / {r.pilot_phase_s:.0f}"
+        note = "" if r.ok else r.message.replace("|", "/")
+        lines.append(
+            f"| {r.scenario} | {r.mode} | {r.seed} | {_fmt(r.strict)} | {ci} | {_fmt(r.lineage_steps, 'd')} | "
+            f"{_fmt(r.total_train_steps, 'd')} | {_fmt(r.iterations, 'd')} | {_fmt(r.merges, 'd')} | "
+            f"{_fmt(r.invalid_promotions, 'd')} | {_fmt(r.wall_s, '.0f')} | "
+            f"{_fmt(r.overhead_pct, '.1f')}{'%' if r.overhead_pct is not None else ''} | {cost} | {note} |"
+        )
+    lines += ["", f"Command: `{meta['command']}`", f"Machine: {meta['machine']}; date {meta['date']}."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the selected scenarios x modes x seeds; write results.json and results.md under --out."""
+    names = sorted(p.name for p in SCENARIOS_DIR.iterdir() if (p / "scenario.json").is_file())
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sel = parser.add_argument_group("selection")
+    sel.add_argument("--scenarios", default=",".join(names), help=f"comma-separated subset of {names}")
+    sel.add_argument("--modes", default=",".join(MODES), help=f"comma-separated subset of {MODES}")
+    sel.add_argument("--seeds", default="0", help="comma-separated training seeds (same for every mode)")
+    bud = parser.add_argument_group("budget")
+    bud.add_argument("--iterations", type=int, default=2, help="controller iterations")
+    bud.add_argument("--base-steps", type=int, default=20, help="steps of v0")
+    bud.add_argument("--pilot-steps", type=int, default=20, help="steps of each pilot")
+    bud.add_argument("--candidates", type=int, default=2, help="candidates per iteration")
+    run = parser.add_argument_group("run")
+    run.add_argument("--sandbox", default="process", help="docker | process | none (candidate code isolation)")
+    run.add_argument("--timeout-s", type=float, default=3600.0, help="per-command wall-clock limit")
+    run.add_argument("--reports", action="store_true", help="also write each session's HTML report")
+    run.add_argument("--out", type=Path, default=Path("benchmark-results"), help="artefact and results folder")
+    args = parser.parse_args(argv)
+
+    scenarios = [s for s in args.scenarios.split(",") if s]
+    modes = [m for m in args.modes.split(",") if m]
+    unknown = (set(scenarios) - set(names)) | (set(modes) - set(MODES))
+    if unknown:
+        parser.error(f"unknown scenario or mode {sorted(unknown)}; scenarios {names}, modes {MODES}")
+    seeds = [int(s) for s in args.seeds.split(",") if s]
+    budget = args.base_steps + args.iterations * args.pilot_steps
+    out = args.out.resolve()
+    rows: list[Row] = []
+    for name in scenarios:
+        for seed in seeds:
+            for mode in modes:
+                work = out / name / f"{mode}-s{seed}"
+                print(f"[{time.strftime('%H:%M:%S')}] {name} / {mode} / seed {seed} -> {work}", flush=True)
+                if mode in ("static", "oracle"):
+                    harness = SCENARIOS_DIR / name / ("defective" if mode == "static" else "oracle")
+                    row = run_static(harness, budget, seed, work, args.timeout_s, mode)
+                else:
+                    row = run_session(SCENARIOS_DIR / name / "defective", args, seed, work, mode)
+                rows.append(row)
+                print(f"    ok={row.ok} wall={_fmt(row.wall_s, '.0f')}s {row.message}", flush=True)
+                _write(out, rows, args, argv, budget, seeds)  # partial results survive an interrupted run
+    table = _write(out, rows, args, argv, budget, seeds)
+    print(table)
+    return 0 if all(r.ok for r in rows) else 1
+
+
+def _write(
+    out: Path, rows: list[Row], args: argparse.Namespace, argv: list[str] | None, budget: int, seeds: list[int]
+) -> str:
+    """Fill the strict scores and CIs, then write results.json and results.md; return the markdown."""
+    add_strict(rows)
+    meta = {
+        "budget": budget,
+        "base_steps": args.base_steps,
+        "pilot_steps": args.pilot_steps,
+        "iterations": args.iterations,
+        "candidates": args.candidates,
+        "seeds": seeds,
+        "sandbox": args.sandbox,
+        "command": "python benchmarks/run_scenarios.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "machine": f"{platform.node()} {platform.machine()}, {platform.processor() or 'cpu'}, "
+        f"{_cpus()} CPUs, Python {platform.python_version()}",
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps({"meta": meta, "rows": [asdict(r) for r in rows]}, indent=2))
+    table = markdown(rows, meta)
+    (out / "results.md").write_text(table)
+    return table
+
+
+def _cpus() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
