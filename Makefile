@@ -19,8 +19,9 @@ services:
 sandbox-image: $(STAMP) services
 	$(BIN)/evotrainer sandbox build
 
+# The demo runs unattended: no human gates, no escalation to gated mode (see `evotrainer run --help`).
 demo: $(STAMP) services sandbox-image
-	$(BIN)/evotrainer run
+	$(BIN)/evotrainer run --escalate-after 0
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
