@@ -54,9 +54,15 @@ def main() -> None:
         outcomes.append(outcome)
         print(f"trial {i}: Δ {cmp.delta:+.3f} CI [{cmp.ci_low:+.3f}, {cmp.ci_high:+.3f}] n={cmp.n} -> {outcome}")
     accepted = outcomes.count("improvement")
-    summary = {"trials": len(outcomes), "accepted": accepted, "acceptance_rate": accepted / len(outcomes),
-               "outcomes": {k: outcomes.count(k) for k in sorted(set(outcomes))}, "steps": args.steps,
-               "wall_s": round(time.time() - started, 1), "harness": str(args.harness)}
+    summary = {
+        "trials": len(outcomes),
+        "accepted": accepted,
+        "acceptance_rate": accepted / len(outcomes),
+        "outcomes": {k: outcomes.count(k) for k in sorted(set(outcomes))},
+        "steps": args.steps,
+        "wall_s": round(time.time() - started, 1),
+        "harness": str(args.harness),
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "null_candidates.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps(summary, indent=2))
