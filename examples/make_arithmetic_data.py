@@ -5,9 +5,16 @@ differ only in `harness/`):
 
 - `data/train.jsonl`: training prompts at every difficulty level (the harness's `harness/data.yaml`
   chooses the mix);
-- `data/val.jsonl`: the held-out set (protected), balanced over levels, disjoint from train;
-- `data/warmstart.jsonl`: worked solutions for the supervised warm start, **with injected mistakes**
-  (forgotten carries, slipped digits, a little rambling after the answer) so the base policy is mediocre.
+- `data/val.jsonl`: the held-out set (protected), 100 problems per learnable level (2-4: the levels the
+  fixed data mix trains; level 1 is solved and level 5 out of reach, so they only add noise to a paired
+  comparison), disjoint from train;
+- `data/warmstart.jsonl`: worked solutions for the supervised warm start, **with injected mistakes** so
+  the base policy is mediocre: level 4 is worked left to right most of the time (``4+2*9`` ->
+  ``4+2=6;6*9=54``, the majority habit, so greedy decoding gets level 4 wrong), a few forgotten carries
+  and slipped products, and a little rambling after the answer. The precedence slip is one early,
+  prompt-recognisable decision, so a short GRPO pilot with the strict reward can flip it (a clear
+  held-out gain); the carry slips stay rare, so the pilot's pressure on them does not spill over into
+  correct additions.
 
 Task: an expression such as ``12+7*3``; the response is a worked solution, one step per operation,
 ending in a tagged answer: ``7*3=21;12+21=33<ans>33</ans>``.
@@ -37,9 +44,11 @@ LEVELS = (1, 2, 3, 4, 5)
 HERE = Path(__file__).resolve().parent
 TARGETS = (HERE / "arithmetic", HERE / "arithmetic-oracle")
 NUM_TRAIN_PER_LEVEL = 800
-NUM_VAL_PER_LEVEL = 40
+VAL_LEVELS = (2, 3, 4)  # the learnable levels the fixed data mix trains; 1 is solved, 5 is out of reach
+NUM_VAL_PER_LEVEL = 100
 NUM_WARMSTART = 12000
-MISTAKE_RATE = 0.6  # per carrying/multiplying step: the slip is the *majority* habit, so greedy decoding errs
+MISTAKE_RATE = 0.1  # per carrying/multiplying step: a rare slip, well below the greedy threshold
+ORDER_SLIP_RATE = 0.6  # level 4 worked left to right: the *majority* habit, so greedy decoding errs there
 RAMBLE_RATE = 0.06  # chance the worked solution keeps writing numbers after the answer
 
 
@@ -78,14 +87,21 @@ def _is_hard_step(a: int, op: str, b: int) -> bool:
     return max(a, b) >= 10 and (a % 10) + (b % 10) >= 10  # single-digit sums (level 1) never slip
 
 
-def solve(tokens: list[int | str], rng: random.Random | None = None, mistake_rate: float = 0.0) -> tuple[str, int]:
+def solve(
+    tokens: list[int | str], rng: random.Random | None = None, mistake_rate: float = 0.0, order_slip_rate: float = 0.0
+) -> tuple[str, int]:
     """Return the worked solution steps (``"7*3=21;12+21=33"``) and the final value.
 
     Multiplication first, then addition left to right. With `rng` and `mistake_rate` > 0, each hard step
-    (a carry or a product) slips with that probability and later steps build on the slipped value.
+    (a carry or a product) slips with that probability and later steps build on the slipped value. With
+    `order_slip_rate` > 0, an expression with a ``+`` before its ``*`` (level 4) is worked strictly left to
+    right with that probability (``4+2*9`` -> ``4+2=6;6*9=54``): a precedence slip.
     """
     items = list(tokens)
     steps: list[str] = []
+    left_to_right = (
+        rng is not None and "*" in items and "+" in items[: items.index("*")] and rng.random() < order_slip_rate
+    )
 
     def apply(i: int) -> None:
         a, op, b = items[i - 1], items[i], items[i + 1]
@@ -96,6 +112,8 @@ def solve(tokens: list[int | str], rng: random.Random | None = None, mistake_rat
         steps.append(f"{a}{op}{b}={value}")
         items[i - 1 : i + 2] = [value]
 
+    while left_to_right and len(items) > 1:
+        apply(1)
     while "*" in items:
         apply(items.index("*"))
     while "+" in items:
@@ -105,9 +123,11 @@ def solve(tokens: list[int | str], rng: random.Random | None = None, mistake_rat
     return ";".join(steps), final
 
 
-def worked_solution(tokens: list[int | str], rng: random.Random | None = None, mistake_rate: float = 0.0) -> str:
+def worked_solution(
+    tokens: list[int | str], rng: random.Random | None = None, mistake_rate: float = 0.0, order_slip_rate: float = 0.0
+) -> str:
     """Return the full response text: steps then ``<ans>N</ans>``."""
-    steps, value = solve(tokens, rng, mistake_rate)
+    steps, value = solve(tokens, rng, mistake_rate, order_slip_rate)
     return f"{steps}<ans>{value}</ans>"
 
 
@@ -116,11 +136,13 @@ def prompt_text(tokens: list[int | str]) -> str:
     return "".join(str(t) for t in tokens) + "=>"
 
 
-def make_rows(seed: int, per_level: int, split: str, exclude: set[str]) -> list[dict[str, object]]:
-    """Return up to `per_level` distinct problems per level (skipping `exclude`), as JSONL rows."""
+def make_rows(
+    seed: int, per_level: int, split: str, exclude: set[str], levels: tuple[int, ...] = LEVELS
+) -> list[dict[str, object]]:
+    """Return up to `per_level` distinct problems per level of `levels` (skipping `exclude`), as JSONL rows."""
     rng = random.Random(seed)
     rows: list[dict[str, object]] = []
-    for level in LEVELS:
+    for level in levels:
         seen: set[str] = set()
         tries = 0
         while len(seen) < per_level and tries < 50 * per_level:  # level 1 has only 81 problems
@@ -152,7 +174,7 @@ def make_warmstart(seed: int, count: int, exclude: set[str]) -> list[dict[str, s
         prompt = prompt_text(tokens)
         if prompt in exclude:
             continue
-        response = worked_solution(tokens, rng, MISTAKE_RATE)
+        response = worked_solution(tokens, rng, MISTAKE_RATE, ORDER_SLIP_RATE)
         if rng.random() < RAMBLE_RATE:
             extra = [str(rng.randint(0, 99)) for _ in range(rng.randint(1, 3))]
             response += ";".join(extra)
@@ -167,7 +189,7 @@ def _write(path: Path, rows: list[dict[str, object]] | list[dict[str, str]]) -> 
 
 def main() -> None:
     """Write train/val/warmstart files into both example harnesses."""
-    val = make_rows(seed=1001, per_level=NUM_VAL_PER_LEVEL, split="val", exclude=set())
+    val = make_rows(seed=1001, per_level=NUM_VAL_PER_LEVEL, split="val", exclude=set(), levels=VAL_LEVELS)
     val_prompts = {str(r["prompt"]) for r in val}
     train = make_rows(seed=2002, per_level=NUM_TRAIN_PER_LEVEL, split="train", exclude=val_prompts)
     warm = make_warmstart(seed=3003, count=NUM_WARMSTART, exclude=val_prompts)

@@ -19,9 +19,9 @@ class LocalTrainerConfig(BaseModel):
     """`harness/trainer.yaml` for the local GRPO backend (paper §14 defaults, scaled to a tiny model)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    lr: float = Field(3e-4, gt=0, le=1e-1)
+    lr: float = Field(1e-4, gt=0, le=1e-1)
     group_size: int = Field(8, ge=2, le=64)
-    prompts_per_step: int = Field(8, ge=1, le=256)
+    prompts_per_step: int = Field(16, ge=1, le=256)
     max_new_tokens: int = Field(48, ge=1, le=200)
     temperature: float = Field(1.0, gt=0, le=2.0)
     clip_low: float = Field(0.2, ge=0, lt=1)
@@ -31,7 +31,7 @@ class LocalTrainerConfig(BaseModel):
     save_every: int = Field(10, ge=1)
     n_layers: int = Field(3, ge=1, le=12)
     hidden: int = Field(128, ge=16, le=1024)
-    warmstart_steps: int = Field(1500, ge=0)
+    warmstart_steps: int = Field(1000, ge=0)
     warmstart_data: str = "data/warmstart.jsonl"
     data_selection: str | None = "harness/data.yaml"
 
