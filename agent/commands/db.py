@@ -8,9 +8,12 @@ on stderr and exit status 2. SQLAlchemy and Alembic are imported inside the comm
 from __future__ import annotations
 
 import sys
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 DbOption = Annotated[
     str | None,
@@ -48,6 +51,24 @@ def display_url(url: str) -> str:
     from sqlalchemy.engine import make_url
 
     return make_url(url).render_as_string(hide_password=True)
+
+
+def open_migrated(url: str) -> Engine:
+    """Connect to an existing store migrated to head, or exit with the fix (status, skills, report)."""
+    from store.engine import DatabaseURLError, current_revision, head_revision, make_engine, verify_connection
+
+    engine = make_engine(url, create_dir=False)
+    try:
+        verify_connection(engine)
+    except DatabaseURLError as exc:
+        fail(str(exc), EXIT_BAD_URL)
+    current, head = current_revision(engine), head_revision()
+    if current is None:
+        fail(f"store {display_url(url)} is not migrated; run `evotrainer db upgrade`")
+    if current != head:
+        where = f"store {display_url(url)} is at revision {current}"
+        fail(f"{where}, this EvoTrainer needs {head}; run `evotrainer db upgrade`")
+    return engine
 
 
 def upgrade_cmd(db: DbOption = None) -> None:

@@ -21,7 +21,7 @@ def report_cmd(
     db: DbOption = None,
 ) -> None:
     """Write the session report: lineage, curves, health alerts, decisions with evidence and diffs, skills, LLM cost."""
-    from agent.commands.status import _open_migrated
+    from agent.commands.db import open_migrated
     from agent.reporting.gather import gather_session
     from agent.reporting.html import render_html
     from store.engine import session_scope, sqlite_path
@@ -31,7 +31,7 @@ def report_cmd(
     path = sqlite_path(url)
     if path is not None and not path.exists():
         fail(f"no session {session!r}: the store {path} does not exist yet")
-    engine = _open_migrated(url)
+    engine = open_migrated(url)
     try:
         with session_scope(engine) as dbs:
             try:

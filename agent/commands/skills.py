@@ -8,31 +8,11 @@ paper's seed skills (`skills/seeds.py`) into a migrated store. `--db` resolves l
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-from agent.commands.db import EXIT_BAD_URL, DbOption, display_url, fail, open_store_url
-
-if TYPE_CHECKING:
-    from sqlalchemy import Engine
-
-
-def _open_migrated(url: str) -> Engine:
-    """Connect to an existing store migrated to head, or exit with the fix."""
-    from store.engine import DatabaseURLError, current_revision, head_revision, make_engine, verify_connection
-
-    engine = make_engine(url, create_dir=False)
-    try:
-        verify_connection(engine)
-    except DatabaseURLError as exc:
-        fail(str(exc), EXIT_BAD_URL)
-    current, head = current_revision(engine), head_revision()
-    if current != head:
-        state = "is not migrated" if current is None else f"is at revision {current}, this EvoTrainer needs {head}"
-        fail(f"store {display_url(url)} {state}; run `evotrainer db upgrade`")
-    return engine
-
+from agent.commands.db import DbOption, display_url, fail, open_migrated, open_store_url
 
 def list_cmd(
     domain: Annotated[str | None, typer.Option("--domain", help="Only skills that apply to this domain")] = None,
@@ -45,7 +25,7 @@ def list_cmd(
     from skills.repository import list_skills
     from store.engine import session_scope
 
-    engine = _open_migrated(open_store_url(db))
+    engine = open_migrated(open_store_url(db))
     with session_scope(engine) as s:
         records = list_skills(s, domain)
     if not records:
@@ -66,7 +46,7 @@ def show_cmd(name: Annotated[str, typer.Argument(help="Skill name")], db: DbOpti
     from skills.repository import SkillNotFoundError, get_skill, skill_card
     from store.engine import session_scope
 
-    engine = _open_migrated(open_store_url(db))
+    engine = open_migrated(open_store_url(db))
     with session_scope(engine) as s:
         try:
             record = get_skill(s, name)
@@ -84,7 +64,7 @@ def export_cmd(
     from skills.repository import export_markdown, list_skills, skill_card
     from store.engine import session_scope
 
-    engine = _open_migrated(open_store_url(db))
+    engine = open_migrated(open_store_url(db))
     with session_scope(engine) as s:
         records = list_skills(s, domain)
     out.mkdir(parents=True, exist_ok=True)
@@ -99,7 +79,7 @@ def seed_cmd(db: DbOption = None) -> None:
     from skills.repository import seed_skills
     from store.engine import session_scope
 
-    engine = _open_migrated(open_store_url(db))
+    engine = open_migrated(open_store_url(db))
     with session_scope(engine) as s:
         ids = seed_skills(s)
     print(f"seeded {len(ids)} skill(s) into {display_url(open_store_url(db))}")

@@ -11,11 +11,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from agent.commands.db import EXIT_BAD_URL, DbOption, display_url, fail, open_store_url
+from agent.commands.db import DbOption, fail, open_migrated, open_store_url
 
 if TYPE_CHECKING:
     from rich.table import Table
-    from sqlalchemy import Engine
     from sqlalchemy.orm import Session
 
 NO_SESSIONS = "no sessions yet; run `evotrainer run`"
@@ -29,24 +28,6 @@ def _excerpt(text: str | None, limit: int = EXCERPT_CHARS) -> str:
 
 def _score(value: float | None) -> str:
     return "—" if value is None else f"{value:.3f}"
-
-
-def _open_migrated(url: str) -> Engine:
-    """Connect to an existing, migrated store or exit with the fix."""
-    from store.engine import DatabaseURLError, current_revision, head_revision, make_engine, verify_connection
-
-    engine = make_engine(url, create_dir=False)
-    try:
-        verify_connection(engine)
-    except DatabaseURLError as exc:
-        fail(str(exc), EXIT_BAD_URL)
-    current, head = current_revision(engine), head_revision()
-    if current is None:
-        fail(f"store {display_url(url)} is not migrated; run `evotrainer db upgrade`")
-    if current != head:
-        where = f"store {display_url(url)} is at revision {current}"
-        fail(f"{where}, this EvoTrainer needs {head}; run `evotrainer db upgrade`")
-    return engine
 
 
 def _sessions_table(db: Session) -> Table | None:
@@ -140,7 +121,7 @@ def status_cmd(
             fail(f"no session {session!r}: the store {path} does not exist yet")
         print(f"{NO_SESSIONS} (no store at {path} yet)")
         return
-    engine = _open_migrated(url)
+    engine = open_migrated(url)
     console = Console()
     try:
         with session_scope(engine) as dbs:
