@@ -14,6 +14,7 @@ import typer
 
 from agent.commands.db import DbOption, display_url, fail, open_migrated, open_store_url
 
+
 def list_cmd(
     domain: Annotated[str | None, typer.Option("--domain", help="Only skills that apply to this domain")] = None,
     db: DbOption = None,
