@@ -15,10 +15,12 @@ from agent.policies.heuristic import Proposal, propose_from_skills, propose_scor
 from agent.state import CandidateInfo, State
 from trainer_backend.harness import Harness, load_harness
 
-# A skill is not proposed again in a session once it was merged, refused, failed its backtest or caused a
-# regression. A pilot pruned for insufficient evidence (or kept but not merged) may be retried on a later
-# incumbent, at most MAX_TRIES times in all.
-SETTLED = {"refused", "backtest_failed", "reverted", "merged"}
+# When a skill may be proposed again in a session: never after it was merged, refused or failed its
+# backtest; after a regression ("reverted") only once the harness changed (a merge since its last try),
+# because single factors interact (a longer length budget regresses under a hackable reward and helps
+# under a strict one); after thin evidence ("pruned") or a non-best improvement ("kept") again. At most
+# MAX_TRIES tries in all.
+SETTLED = {"refused", "backtest_failed", "merged"}
 MAX_TRIES = 2
 
 
@@ -44,15 +46,18 @@ def propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 
 
 def settled_skills(candidates: list[CandidateInfo]) -> set[str]:
-    """Skills not to propose again: settled by their outcome, or tried `MAX_TRIES` times already."""
-    counts: dict[str, int] = {}
+    """Skills not to propose again (see the rules above `SETTLED`)."""
+    last_merge = max((c["iteration"] for c in candidates if c["status"] == "merged"), default=-1)
+    tries: dict[str, int] = {}
     settled: set[str] = set()
     for cand in candidates:
         for name in filter(None, cand["skill"].split(",")):
-            counts[name] = counts.get(name, 0) + 1
-            if cand["status"] in SETTLED:
+            tries[name] = tries.get(name, 0) + 1
+            if cand["status"] in SETTLED or (cand["status"] == "reverted" and cand["iteration"] > last_merge):
                 settled.add(name)
-    return settled | {name for name, n in counts.items() if n >= MAX_TRIES}
+            elif cand["status"] == "reverted":
+                settled.discard(name)
+    return settled | {name for name, n in tries.items() if n >= MAX_TRIES}
 
 
 def trigger_metrics(state: State, harness: Harness) -> dict[str, Any]:

@@ -69,8 +69,18 @@ def test_loop_and_finish() -> None:
 def test_skills_settle_by_outcome_or_after_two_tries() -> None:
     from agent.nodes.propose import settled_skills
 
-    def cand(skill: str, status: str) -> dict[str, Any]:
-        return {"skill": skill, "status": status}
+    def cand(skill: str, status: str, iteration: int = 1) -> dict[str, Any]:
+        return {"skill": skill, "status": status, "iteration": iteration}
 
-    rows = [cand("a", "pruned"), cand("b", "merged"), cand("c", "pruned"), cand("c", "pruned"), cand("d,e", "refused")]
+    rows = [
+        cand("a", "pruned"),
+        cand("b", "merged"),
+        cand("c", "pruned"),
+        cand("c", "pruned", 2),
+        cand("d,e", "refused"),
+        cand("f", "reverted"),
+    ]
+    # f regressed in the iteration where b was merged: the harness changed since, so f may be retried once
     assert settled_skills(rows) == {"b", "c", "d", "e"}  # type: ignore[arg-type]
+    later = [cand("b", "merged", 1), cand("f", "reverted", 2)]
+    assert settled_skills(later) == {"b", "f"}  # type: ignore[arg-type]
