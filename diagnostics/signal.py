@@ -60,8 +60,22 @@ def _ref(r: Rollout) -> str:
     return rollout_ref(r.run_id, r.step, r.prompt_id, r.sample_index)
 
 
-def diagnose_dead_groups(rollouts: Sequence[Rollout]) -> LayerOutput:
-    """Dead-group ratio, within-group spread and the coarse-signal rule (paper §6.1, §6.3 rule 1)."""
+# Trainer metric: the dead share among the groups a group filter let through to the update. When a run
+# logs it, the dead-group alert grades it, since dead groups the filter dropped cost no signal.
+DEAD_KEPT_METRIC = "rollout/dead_kept_group_ratio"
+
+
+def _dead_after_filter(metric_rows: Sequence[MetricRow]) -> float | None:
+    values = [row.data[DEAD_KEPT_METRIC] for row in metric_rows if DEAD_KEPT_METRIC in row.data]
+    return float(np.mean(values)) if values else None
+
+
+def diagnose_dead_groups(rollouts: Sequence[Rollout], metric_rows: Sequence[MetricRow] = ()) -> LayerOutput:
+    """Dead-group ratio, within-group spread and the coarse-signal rule (paper §6.1, §6.3 rule 1).
+
+    The rollouts give the raw dead-group ratio (reported as `dead_group_ratio`); the alert grades the share
+    that reached the update when the trainer logged it (a group filter that drops dead groups fixes them).
+    """
     groups = group_rollouts(rollouts)
     keys = list(groups)
     rewards = [[r.reward for r in groups[k]] for k in keys]
@@ -87,12 +101,17 @@ def diagnose_dead_groups(rollouts: Sequence[Rollout]) -> LayerOutput:
         "reward_top_value_share": top_share,
     }
     numbers = {"num_groups": float(n), "dead_groups": float(dead.sum()) if n else 0.0}
+    after_filter = _dead_after_filter(metric_rows)
+    graded_ratio = ratio if after_filter is None else after_filter
+    if after_filter is not None:
+        metrics["dead_group_ratio_after_filter"] = after_filter
+        numbers = {**numbers, "dead_group_ratio_raw": ratio}
     findings = [
         graded(
             "signal.dead_groups",
             Layer.SIGNAL,
-            ratio,
-            metric="dead_group_ratio",
+            graded_ratio,
+            metric="dead_group_ratio" if after_filter is None else "dead_group_ratio_after_filter",
             warning=DEAD_WARNING,
             critical=DEAD_CRITICAL,
             what="dead groups (reward std 0 within the group: zero GRPO advantage)",
@@ -111,7 +130,7 @@ def diagnose_dead_groups(rollouts: Sequence[Rollout]) -> LayerOutput:
             numbers=numbers,
         ),
     ]
-    coarse = ratio > COARSE_DEAD and top_share > COARSE_TOP_SHARE if n else False
+    coarse = graded_ratio > COARSE_DEAD and top_share > COARSE_TOP_SHARE if n else False
     findings.append(
         Finding(
             alert_id="signal.coarse_reward",
@@ -231,5 +250,9 @@ def diagnose_advantages(rollouts: Sequence[Rollout], metric_rows: Sequence[Metri
 def diagnose_signal(rollouts: Sequence[Rollout], metric_rows: Sequence[MetricRow]) -> LayerOutput:
     """Run every signal-layer rule over (training) rollouts and metric rows."""
     return LayerOutput.merge(
-        [diagnose_dead_groups(rollouts), diagnose_components(rollouts), diagnose_advantages(rollouts, metric_rows)]
+        [
+            diagnose_dead_groups(rollouts, metric_rows),
+            diagnose_components(rollouts),
+            diagnose_advantages(rollouts, metric_rows),
+        ]
     )

@@ -229,6 +229,8 @@ def train_step(model, ref_model, opt, tok, spec, harness, calls, strict, cfg, ro
         "rollout/truncation_rate": 1.0 - finished.float().mean().item(),
         "rollout/dead_group_ratio": sum(dead) / len(dead),
         "rollout/kept_group_ratio": sum(keep) / len(keep),
+        # zero-variance groups among those the filter let through to the update (they carry no signal)
+        "rollout/dead_kept_group_ratio": sum(d and k for d, k in zip(dead, keep, strict=True)) / max(1, sum(keep)),
         "rollout/strict_acc": statistics.fmean(strict_scores),
         "actor/lr": cfg.lr,
         "timing_s/gen": t_gen,
