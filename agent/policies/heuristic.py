@@ -51,7 +51,8 @@ class Proposal:
         return tuple(dict.fromkeys(s.factor for s in self.skills))
 
 
-# A skill counts as validated (independent prior support) after this many wins and more wins than losses.
+# A skill counts as validated (independent prior support) after this many wins, with a Laplace win rate
+# (wins + 1) / (wins + losses + 2) of at least one half.
 MIN_WINS_FOR_BUNDLE = 1
 
 
@@ -93,7 +94,7 @@ def _bundle(matches: Sequence[SkillMatch]) -> Proposal | None:
     chosen: dict[str, SkillMatch] = {}
     for match in matches:
         rec = match.record
-        if rec.wins >= MIN_WINS_FOR_BUNDLE and rec.wins > rec.losses and rec.spec.factor not in chosen:
+        if rec.wins >= MIN_WINS_FOR_BUNDLE and rec.win_rate >= 0.5 and rec.spec.factor not in chosen:
             chosen[rec.spec.factor] = match
     if len(chosen) < 2:
         return None
