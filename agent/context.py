@@ -34,6 +34,10 @@ class Context:
     max_iterations: int = 4
     max_train_steps: int = field(default=1200, metadata={"description": "total training-step budget"})
     max_wall_s: float = 3600.0
+    min_effect: float = field(
+        default=0.05,
+        metadata={"description": "smallest strict-accuracy delta a decision counts (training-seed noise floor)"},
+    )
     llm_max_turns: int = field(default=30, metadata={"description": "model calls per propose step (tool loop)"})
     llm_timeout_s: float = field(default=120.0, metadata={"description": "timeout of one model call"})
     max_llm_tokens: int = field(default=0, metadata={"description": "LLM token budget of the session; 0 = none"})

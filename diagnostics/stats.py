@@ -112,16 +112,25 @@ def paired_bootstrap(
 
 
 def classify_outcome(
-    comparison: PairedComparison, alerts_new: Sequence[Finding], alerts_parent: Sequence[Finding]
+    comparison: PairedComparison,
+    alerts_new: Sequence[Finding],
+    alerts_parent: Sequence[Finding],
+    min_effect: float = 0.0,
 ) -> OutcomeClass:
     """Classify a candidate against its parent from paired strict scores and health alerts.
 
-    - fewer than `MIN_PAIRS` pairs, or a CI that contains 0 -> "insufficient";
+    `min_effect` is the smallest |delta| that counts: the per-prompt bootstrap does not see training-seed
+    noise (two runs of the same harness with different seeds differ by several points), so a session sets
+    it from that noise (`benchmarks/null_candidates.py`); a smaller delta is "insufficient" whatever its CI.
+
+    - fewer than `MIN_PAIRS` pairs, |delta| < `min_effect`, or a CI that contains 0 -> "insufficient";
     - CI entirely below 0 -> "regression";
     - CI entirely above 0 with a new critical alert or any hack alert the parent did not have -> "mixed";
     - CI entirely above 0 otherwise -> "improvement".
     """
     if comparison.n < MIN_PAIRS or math.isnan(comparison.ci_low) or math.isnan(comparison.ci_high):
+        return "insufficient"
+    if abs(comparison.delta) < min_effect:
         return "insufficient"
     if comparison.ci_high < 0:
         return "regression"

@@ -41,6 +41,10 @@ def run(
     max_cost: float = typer.Option(0.0, help="LLM cost budget in USD (0 = none)"),
     price_per_1k: float | None = typer.Option(None, help="USD per 1k LLM tokens (default: price table, else 0)"),
     escalate_after: int = typer.Option(2, help="failed iterations in a row before every gate turns on (0 = never)"),
+    min_effect: float = typer.Option(
+        0.05,
+        help="smallest strict-accuracy delta a decision counts (seed-noise floor; see benchmarks/null_candidates.py)",
+    ),
     llm_max_turns: int = typer.Option(30, help="model calls per propose step"),
 ) -> None:
     """Run an autonomous session; with no arguments, the demo on the bundled defective harness."""
@@ -66,6 +70,7 @@ def run(
             max_cost_usd=max_cost,
             price_per_1k=price_per_1k,
             escalate_after=escalate_after,
+            min_effect=min_effect,
             llm_max_turns=llm_max_turns,
         )
     except ValueError as exc:

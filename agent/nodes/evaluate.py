@@ -28,13 +28,19 @@ def evaluate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     control_report = _report(control, None) if control["outcome"] == "ok" else None
     control_scores = _scores(control) if control_report else {}
     evaluations = [
-        _evaluate_one(p, control, control_report, control_scores) for p in pilots if p["candidate_id"] != CONTROL_ID
+        _evaluate_one(p, control, control_report, control_scores, runtime.context.min_effect)
+        for p in pilots
+        if p["candidate_id"] != CONTROL_ID
     ]
     return {"evaluations": [_to_state(e, state["iteration"]) for e in evaluations]}
 
 
 def _evaluate_one(
-    pilot: PilotInfo, control: PilotInfo, control_report: HealthReport | None, control_scores: dict[str, float]
+    pilot: PilotInfo,
+    control: PilotInfo,
+    control_report: HealthReport | None,
+    control_scores: dict[str, float],
+    min_effect: float,
 ) -> Evaluation:
     if pilot["outcome"] != "ok" or control_report is None:
         why = pilot["message"] if pilot["outcome"] != "ok" else f"control run failed: {control['message']}"
@@ -63,7 +69,9 @@ def _evaluate_one(
         )
     comparison = paired_bootstrap(a, b)
     fresh = new_alerts(report.alerts(Severity.WARNING), control_report.alerts(Severity.WARNING), Severity.WARNING)
-    outcome = classify_outcome(comparison, report.alerts(Severity.WARNING), control_report.alerts(Severity.WARNING))
+    outcome = classify_outcome(
+        comparison, report.alerts(Severity.WARNING), control_report.alerts(Severity.WARNING), min_effect
+    )
     return Evaluation(
         pilot["candidate_id"],
         True,

@@ -81,3 +81,14 @@ def test_final_strict_scores_use_last_step_and_pair_by_prompt() -> None:
 def test_comparison_round_trips_through_state_json() -> None:
     cmp = paired_bootstrap([0.0, 1.0, 0.0], [1.0, 1.0, 0.0])
     assert PairedComparison(**cmp.to_json()) == cmp
+
+
+def test_deltas_below_the_seed_noise_floor_are_insufficient() -> None:
+    from diagnostics.stats import classify_outcome
+
+    small = paired_bootstrap([0.0] * 300, [1.0] * 12 + [0.0] * 288)  # +0.04 with a CI above 0
+    assert small.ci_low > 0
+    assert classify_outcome(small, [], []) == "improvement"
+    assert classify_outcome(small, [], [], min_effect=0.05) == "insufficient"
+    big = paired_bootstrap([0.0] * 300, [1.0] * 30 + [0.0] * 270)
+    assert classify_outcome(big, [], [], min_effect=0.05) == "improvement"
