@@ -1,6 +1,6 @@
 """Benchmark: health metrics over 1M verl-format rollout rows, streaming fast path vs a pandas baseline.
 
-Usage: python benchmarks/bench_health_report.py [--rows 1000000] [--dir /tmp/evotrainer-bench] [--skip-pandas]
+Usage: python benchmarks/bench_health_report.py [--rows 1000000] [--dir DIR] [--skip-pandas]
 
 Generates verl V1 training dump files (`<dir>/<step>.jsonl`, rows `input, output, gts, score, step, uid`,
 groups of 8 samples per prompt), then runs each implementation in a fresh subprocess and reports wall time
@@ -16,6 +16,7 @@ import random
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -125,7 +126,7 @@ def main() -> None:
     """Generate the data (unless present), run both implementations, print and check the results."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--dir", type=Path, default=Path("/tmp/evotrainer-bench"))
+    parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "evotrainer-bench")
     parser.add_argument("--skip-pandas", action="store_true")
     parser.add_argument("--child", choices=["fast", "pandas"], help=argparse.SUPPRESS)
     args = parser.parse_args()

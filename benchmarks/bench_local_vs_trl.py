@@ -16,6 +16,7 @@ import argparse
 import json
 import random
 import statistics
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -127,7 +128,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps-per-round", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=Path("/tmp/bench_local_vs_trl"))
+    parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "bench_local_vs_trl")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     cfg = LocalTrainerConfig()

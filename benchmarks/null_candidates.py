@@ -6,7 +6,7 @@ harder case: the null candidate is the incumbent harness trained with a *differe
 difference between the two runs is training noise. Each trial runs the controller's own evaluation
 (per-prompt strict scores, paired bootstrap, `classify_outcome`) and counts "improvement" verdicts.
 
-    .venv/bin/python benchmarks/null_candidates.py --trials 20 --steps 30 --out /tmp/null
+    .venv/bin/python benchmarks/null_candidates.py --trials 20 --steps 30 --out null-out
 """
 
 from __future__ import annotations

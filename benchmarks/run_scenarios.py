@@ -26,7 +26,7 @@ approximation that includes scheduling.
 Usage (a smoke run takes minutes once the warm-start cache is filled):
 
     python benchmarks/run_scenarios.py --scenarios hackable-reward --modes static,evotrainer \\
-        --iterations 1 --base-steps 10 --pilot-steps 10 --candidates 2 --out /tmp/bench
+        --iterations 1 --base-steps 10 --pilot-steps 10 --candidates 2 --out bench-out
 """
 
 from __future__ import annotations
