@@ -40,11 +40,6 @@ LENGTH_KEYS = ("max_new_tokens", "max_response_length", "response_length")
 REWARD_CHUNK = 512  # items per sandbox call, to stay well inside the per-call timeout
 
 
-def open_harness_calls(harness: Harness, mode: SandboxMode) -> HarnessCalls:
-    """Return the calls object for `mode` ("none" = in-process, trusted code only)."""
-    return open_calls(harness, mode)
-
-
 def rollout_batch(rollouts: Sequence[Rollout]) -> list[dict[str, Any]]:
     """Return the reward inputs (verl `compute_score` kwargs) of cached rollouts."""
     return [
@@ -146,7 +141,7 @@ def run_backtest(
     items = load_hack_corpus(harness.manifest.domain)
     calls: HarnessCalls | None = None
     try:
-        calls = open_harness_calls(harness, mode)
+        calls = open_calls(harness, mode)
         scores, keep = _call_candidate(calls, harness, rollout_batch(rollouts) + corpus_batch(items), rollouts)
     except CandidateCodeError as exc:
         result = failed_backtest(name, exc.outcome, exc.message, exc.path)

@@ -9,9 +9,11 @@ from agent import ledger
 from agent.context import Context
 from agent.runs import ensure_run
 from agent.state import PilotInfo
+from diagnostics.findings import HealthReport
 from trainer_backend.base import RunResult, RunSpec
 
 CHECKPOINT_FILE = "checkpoints/last.pt"
+REPORT_FILE = "health_report.json"  # a run's health report, written once next to its artefacts
 
 
 def store_url(ctx: Context) -> str:
@@ -100,3 +102,17 @@ def session_main_commit(repo_dir: Path, session_id: str) -> tuple[str, str]:
     branch = session_main_branch(session_id)
     repo = Repo(repo_dir)
     return branch, repo.commit(branch).hexsha
+
+
+def cached_report(run_dir: Path, parent: HealthReport | None) -> HealthReport:
+    """A run's health report: read `health_report.json` when a (re-run) node wrote it, else build and write it."""
+    import orjson
+
+    from diagnostics.report import build_report
+
+    path = run_dir / REPORT_FILE
+    if path.exists():
+        return HealthReport.from_json(orjson.loads(path.read_bytes()))
+    report = build_report(run_dir, parent=parent)
+    path.write_bytes(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    return report

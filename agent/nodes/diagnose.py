@@ -5,36 +5,27 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import orjson
 from langgraph.runtime import Runtime
 
 from agent import ledger
 from agent.context import Context
-from agent.nodes.common import store_url
+from agent.nodes.common import REPORT_FILE, cached_report, store_url
 from agent.state import State
 from diagnostics.findings import HealthReport, Severity
-from diagnostics.report import build_report
-
-REPORT_FILE = "health_report.json"
 
 
 def diagnose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Build (or re-read) the incumbent run's health report, store it, and flag a diagnostic gap."""
     version = state["version"]
     run_dir = Path(version["run_dir"])
-    path = run_dir / REPORT_FILE
-    if path.exists():
-        report = HealthReport.from_json(orjson.loads(path.read_bytes()))
-    else:
-        parent = HealthReport.from_json(state["report"]) if state.get("report") else None
-        report = build_report(run_dir, parent=parent)
-        path.write_bytes(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    parent = HealthReport.from_json(state["report"]) if state.get("report") else None
+    report = cached_report(run_dir, parent)
     with ledger.db(store_url(runtime.context)) as db:
         ledger.ensure_health_report(
             db,
             session_id=state["session_id"],
             run_id=version["run_id"],
-            path=str(path),
+            path=str(run_dir / REPORT_FILE),
             findings=[_finding_row(f) for f in report.findings if f.fired],
         )
     gap = is_diagnostic_gap(report, state.get("failures_in_row", 0))

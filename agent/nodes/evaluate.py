@@ -5,19 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import orjson
 from langgraph.runtime import Runtime
 
 from agent.context import Context
 from agent.evidence import Evaluation, final_strict_scores, paired
+from agent.nodes.common import cached_report
 from agent.routing import CONTROL_ID, current
 from agent.state import PilotInfo, State
 from diagnostics.findings import HealthReport, Severity, new_alerts
-from diagnostics.report import build_report
 from diagnostics.schema import read_run_rollouts
 from diagnostics.stats import classify_outcome, paired_bootstrap
-
-REPORT_FILE = "health_report.json"
 
 
 def evaluate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -25,7 +22,7 @@ def evaluate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     pilots = current(state.get("pilots"), state["iteration"])
     control = next((p for p in pilots if p["candidate_id"] == CONTROL_ID), None)
     assert control is not None, "every pilot fan-out includes the control run"
-    control_report = _report(control, None) if control["outcome"] == "ok" else None
+    control_report = cached_report(Path(control["run_dir"]), None) if control["outcome"] == "ok" else None
     control_scores = _scores(control) if control_report else {}
     evaluations = [
         _evaluate_one(p, control, control_report, control_scores, runtime.context.min_effect)
@@ -54,7 +51,7 @@ def _evaluate_one(
             control["train_reward"],
             (),
         )
-    report = _report(pilot, control_report)
+    report = cached_report(Path(pilot["run_dir"]), control_report)
     a, b = paired(control_scores, _scores(pilot))
     if not a:
         return Evaluation(
@@ -82,15 +79,6 @@ def _evaluate_one(
         control["train_reward"],
         tuple(f.alert_id for f in fresh),
     )
-
-
-def _report(pilot: PilotInfo, parent: HealthReport | None) -> HealthReport:
-    path = Path(pilot["run_dir"]) / REPORT_FILE
-    if path.exists():
-        return HealthReport.from_json(orjson.loads(path.read_bytes()))
-    report = build_report(Path(pilot["run_dir"]), parent=parent)
-    path.write_bytes(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2))
-    return report
 
 
 def _scores(pilot: PilotInfo) -> dict[str, float]:

@@ -133,7 +133,7 @@ def _store(
     from store import models, repository
 
     session_id = state["session_id"]
-    domain = state.get("report", {}).get("metrics", {}).get("domain") or _domain(state)
+    domain = _domain(state)
     with ledger.db(store_url(ctx)) as db:
         for cand in mine.values():
             if cand["status"] != "refused" and db.get(models.Candidate, cand["id"]) is not None:
