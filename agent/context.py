@@ -38,6 +38,13 @@ class Context:
         default=0.05,
         metadata={"description": "smallest strict-accuracy delta a decision counts (training-seed noise floor)"},
     )
+    replicates: int = field(
+        default=1,
+        metadata={
+            "description": "fresh-seed re-runs of the merge candidate and the control before a merge "
+            "(training-seed noise); 0 = merge on one seed"
+        },
+    )
     llm_max_turns: int = field(default=30, metadata={"description": "model calls per propose step (tool loop)"})
     llm_timeout_s: float = field(default=120.0, metadata={"description": "timeout of one model call"})
     max_llm_tokens: int = field(default=0, metadata={"description": "LLM token budget of the session; 0 = none"})
@@ -58,6 +65,8 @@ class Context:
             raise ValueError(
                 f"max_train_steps ({self.max_train_steps}) is below base_steps ({self.base_steps}); raise --max-steps"
             )
+        if self.replicates < 0:
+            raise ValueError("replicates must be >= 0 (0 = merge on one seed's evidence)")
         if self.max_candidates < 1:
             raise ValueError("max_candidates must be >= 1")
         if self.max_llm_tokens < 0 or self.max_cost_usd < 0 or (self.price_per_1k or 0) < 0:

@@ -13,8 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from diagnostics.findings import Finding
 from diagnostics.schema import Rollout
-from diagnostics.stats import PairedComparison
+from diagnostics.stats import PairedComparison, classify_outcome, paired_bootstrap
 
 # Score-only promotes when the final training reward beats the control's by more than this.
 SCORE_ONLY_MARGIN = 0.0
@@ -115,3 +116,68 @@ def _decision(ev: Evaluation, action: str, outcome: str, rationale: str) -> dict
         "train_gain": ev.train_reward - ev.control_train_reward,
         "rationale": rationale,
     }
+
+
+@dataclass(frozen=True)
+class Replication:
+    """A merge candidate re-trained with fresh seeds (candidate and control alike), pooled with the first pilot."""
+
+    confirmed: bool
+    pooled: PairedComparison | None
+    replicate_deltas: tuple[float, ...]
+    outcome_class: str  # classify_outcome of the pooled comparison
+    evidence: str
+
+
+def replicate_check(
+    first: tuple[Mapping[str, float], Mapping[str, float]],
+    replicates: Sequence[tuple[Mapping[str, float], Mapping[str, float]]],
+    alerts_new: Sequence[Finding],
+    alerts_control: Sequence[Finding],
+    min_effect: float,
+) -> Replication:
+    """Is an improvement seen on one training seed seen again on fresh seeds?
+
+    The per-prompt bootstrap of one pilot pair sees evaluation noise but not training-seed noise (two
+    runs of the same harness with different seeds differ by several points), so a lucky seed can pass
+    it. Each replicate is a (control scores, candidate scores) pair trained on another seed from the
+    same checkpoint. Confirmed when every replicate's delta is positive and the comparison of per-prompt
+    means over all seeds (the paired bootstrap over prompts, each prompt's score averaged over seeds) is
+    still an "improvement" under `classify_outcome` with `min_effect` and the replicate runs' alerts.
+    """
+    pairs = [first, *replicates]
+    common = sorted(set.intersection(*(set(c) & set(k) for c, k in pairs)))
+    deltas = []
+    for control, cand in replicates:
+        a, b = paired(control, cand)
+        deltas.append(sum(b) / len(b) - sum(a) / len(a) if a else float("nan"))
+    if not common or not replicates:
+        return Replication(False, None, tuple(deltas), "insufficient", "no replicate scores to compare")
+    a = [sum(c[p] for c, _ in pairs) / len(pairs) for p in common]
+    b = [sum(k[p] for _, k in pairs) / len(pairs) for p in common]
+    pooled = paired_bootstrap(a, b)
+    outcome = classify_outcome(pooled, alerts_new, alerts_control, min_effect)
+    confirmed = outcome == "improvement" and all(d > 0 for d in deltas)
+    shown = ", ".join(f"{d:+.3f}" for d in deltas)
+    evidence = (
+        f"replicated on {len(replicates)} more seed(s): Δ {shown}; pooled over {len(pairs)} seeds: strict "
+        f"{pooled.mean_a:.3f} → {pooled.mean_b:.3f} (Δ {pooled.delta:+.3f}, 95% CI [{pooled.ci_low:+.3f}, "
+        f"{pooled.ci_high:+.3f}], n={pooled.n}) → {outcome}"
+    )
+    return Replication(confirmed, pooled, tuple(deltas), outcome, evidence)
+
+
+def apply_replication(decisions: Sequence[dict[str, Any]], candidate_id: str, rep: Replication) -> list[dict[str, Any]]:
+    """The decisions after the merge candidate's replication: confirmed → merge on pooled evidence, else prune."""
+    out = []
+    for d in decisions:
+        d = dict(d)
+        if d["candidate_id"] == candidate_id and d["decision"] == "merge":
+            d["rationale"] = f"{d['rationale']}; {rep.evidence}"
+            if rep.confirmed and rep.pooled is not None:
+                d["delta"], d["ci_low"], d["ci_high"] = rep.pooled.delta, rep.pooled.ci_low, rep.pooled.ci_high
+            else:
+                d["decision"], d["outcome"] = "prune", "insufficient"
+                d["rationale"] += "; not replicated: not merged"
+        out.append(d)
+    return out

@@ -2,8 +2,9 @@
 
     observe → diagnose ─(gap)→ upgrade_diagnostics ─┐
                   └─────────────────────────────────┴→ propose → backtest (fan-out) → launch_gate
-      → train (fan-out: candidates + control) → evaluate → decide → promote_gate → record
-      → observe (budget left) | finish
+      → train (fan-out: candidates + control) → evaluate → decide ─(a merge?)→ replicate (fan-out: the
+      merge candidate + control on fresh seeds) → confirm ─┐
+                                          └───────────────┴→ promote_gate → record → observe (budget left) | finish
 
 `graph` (for `langgraph.json`) is compiled WITHOUT a checkpointer: `langgraph dev` refuses graphs that
 bring their own (langgraph.md §4). The CLI compiles `builder` with a SQLite/Postgres checkpointer.
@@ -16,7 +17,7 @@ from langgraph.graph import END, START, StateGraph
 
 from agent import routing
 from agent.context import Context
-from agent.nodes import backtest, decide, diagnose, evaluate, gates, observe, propose, record, train, upgrade
+from agent.nodes import backtest, confirm, decide, diagnose, evaluate, gates, observe, propose, record, train, upgrade
 from agent.state import InputState, State
 
 builder = StateGraph(State, context_schema=Context, input_schema=InputState)
@@ -29,6 +30,8 @@ builder.add_node("launch_gate", gates.launch_gate)
 builder.add_node("train", train.train)
 builder.add_node("evaluate", evaluate.evaluate)
 builder.add_node("decide", decide.decide)
+builder.add_node("replicate", train.train)
+builder.add_node("confirm", confirm.confirm)
 builder.add_node("promote_gate", gates.promote_gate)
 builder.add_node("record", record.record)
 builder.add_node("finish", record.finish)
@@ -42,7 +45,9 @@ builder.add_edge("backtest", "launch_gate")
 builder.add_conditional_edges("launch_gate", routing.fan_out_pilots, ["train", "record"])
 builder.add_edge("train", "evaluate")
 builder.add_edge("evaluate", "decide")
-builder.add_edge("decide", "promote_gate")
+builder.add_conditional_edges("decide", routing.fan_out_replicates, ["replicate", "promote_gate"])
+builder.add_edge("replicate", "confirm")
+builder.add_edge("confirm", "promote_gate")
 builder.add_edge("promote_gate", "record")
 builder.add_conditional_edges("record", routing.route_after_record, ["observe", "finish"])
 builder.add_edge("finish", END)

@@ -59,6 +59,21 @@ def fan_out_pilots(state: State) -> list[Send] | Literal["record"]:
     return sends
 
 
+def fan_out_replicates(state: State) -> list[Send] | Literal["promote_gate"]:
+    """Re-train the merge candidate and the control on fresh seeds when `decide` asked for it."""
+    rep = state.get("replication") or {}
+    iteration = state.get("iteration", 0)
+    if rep.get("iteration") != iteration:
+        return "promote_gate"
+    [cand] = [c for c in state.get("candidates", []) if c["id"] == rep["candidate_id"]]
+    payload = _payload(state)
+    sends = []
+    for r in range(1, int(rep["replicates"]) + 1):
+        sends.append(Send("replicate", {**payload, "candidate": cand, "replicate": r}))
+        sends.append(Send("replicate", {**payload, "candidate": None, "replicate": r}))
+    return sends
+
+
 def route_after_record(state: State) -> Literal["observe", "finish"]:
     """Loop while the session has budget left; `record` sets `status` to `finished` when it has not."""
     return "finish" if state.get("status") == "finished" else "observe"

@@ -9,7 +9,7 @@ nodes read only the current iteration's entries.
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, NotRequired, TypedDict
 
 
 class VersionInfo(TypedDict):
@@ -69,6 +69,7 @@ class PilotInfo(TypedDict):
     checkpoint: str
     steps: int
     message: str
+    replicate: NotRequired[int]  # 0 (or absent): the iteration's pilot; r > 0: a confirmation on a fresh seed
 
 
 class DecisionInfo(TypedDict):
@@ -103,6 +104,7 @@ class State(InputState, total=False):
     pilots: Annotated[list[PilotInfo], operator.add]
     evaluations: Annotated[list[dict[str, Any]], operator.add]
     decisions: list[DecisionInfo]
+    replication: dict[str, Any]  # {iteration, candidate_id, replicates}: the merge candidate to re-train first
     gate_answer: dict[str, Any]
     steps_used: int
     started_at: float

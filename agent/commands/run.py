@@ -45,6 +45,9 @@ def run(
         0.05,
         help="smallest strict-accuracy delta a decision counts (seed-noise floor; see benchmarks/null_candidates.py)",
     ),
+    replicates: int = typer.Option(
+        1, help="fresh-seed re-runs of a merge candidate and the control before it merges (0 = one seed)"
+    ),
     llm_max_turns: int = typer.Option(30, help="model calls per propose step"),
 ) -> None:
     """Run an autonomous session; with no arguments, the demo on the bundled defective harness."""
@@ -71,6 +74,7 @@ def run(
             price_per_1k=price_per_1k,
             escalate_after=escalate_after,
             min_effect=min_effect,
+            replicates=replicates,
             llm_max_turns=llm_max_turns,
         )
     except ValueError as exc:
@@ -165,12 +169,12 @@ def _describe(node: str, update: Any) -> str:
         )
     if node == "backtest":
         return "; ".join(f"{b['candidate_id']}: {b['verdict']}" for b in update.get("backtests", []))
-    if node == "train":
+    if node in ("train", "replicate"):
         return "; ".join(
             f"{p['candidate_id']}: {p['outcome']} strict {p['strict_acc']:.3f} reward {p['train_reward']:.3f}"
             for p in update.get("pilots", [])
         )
-    if node == "decide":
+    if node in ("decide", "confirm"):
         return "; ".join(
             f"{d['candidate_id']}: {d['decision']} ({d['outcome']}) {d['rationale']}"
             for d in update.get("decisions", [])

@@ -1,4 +1,10 @@
-"""decide: keep / prune / revert / merge each candidate from the evaluations (pure rule in agent/evidence.py)."""
+"""decide: keep / prune / revert / merge each candidate (pure rule in agent/evidence.py); ask for replicates.
+
+In `evotrainer` mode a merge first needs its improvement seen again on fresh training seeds
+(`Context.replicates`): `decide` names the candidate in `replication`, the `replicate` fan-out re-trains
+it and the control, and `confirm` pools the seeds. When the step budget cannot pay for the replicates,
+the merge stands on one seed's evidence and says so.
+"""
 
 from __future__ import annotations
 
@@ -16,8 +22,19 @@ from diagnostics.stats import PairedComparison
 
 def decide(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Apply the decision rule of the session's mode to this iteration's evaluations."""
-    evaluations = [_from_state(e) for e in current(state.get("evaluations"), state["iteration"])]
-    return {"decisions": decide_rule(evaluations, runtime.context.mode)}
+    ctx, it = runtime.context, state["iteration"]
+    evaluations = [_from_state(e) for e in current(state.get("evaluations"), it)]
+    decisions = decide_rule(evaluations, ctx.mode)
+    merge = next((d for d in decisions if d["decision"] == "merge"), None)
+    if merge is None or ctx.mode != "evotrainer" or ctx.replicates == 0:
+        return {"decisions": decisions, "replication": {}}
+    spent = state.get("steps_used", 0) + sum(p["steps"] for p in current(state.get("pilots"), it))
+    cost = 2 * ctx.replicates * ctx.pilot_steps
+    if spent + cost > ctx.max_train_steps:
+        merge["rationale"] += f"; not replicated: {cost} more steps would pass the budget ({ctx.max_train_steps})"
+        return {"decisions": decisions, "replication": {}}
+    replication = {"iteration": it, "candidate_id": merge["candidate_id"], "replicates": ctx.replicates}
+    return {"decisions": decisions, "replication": replication}
 
 
 def _from_state(row: dict[str, Any]) -> Evaluation:

@@ -19,7 +19,7 @@ from diagnostics.stats import classify_outcome, paired_bootstrap
 
 def evaluate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Evaluate the current iteration's pilots against the control run (pure reads of their artefacts)."""
-    pilots = current(state.get("pilots"), state["iteration"])
+    pilots = [p for p in current(state.get("pilots"), state["iteration"]) if not p.get("replicate")]
     control = next((p for p in pilots if p["candidate_id"] == CONTROL_ID), None)
     assert control is not None, "every pilot fan-out includes the control run"
     control_report = cached_report(Path(control["run_dir"]), None) if control["outcome"] == "ok" else None

@@ -40,11 +40,12 @@ def record(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         ):
             d["decision"], d["rationale"] = "keep", d["rationale"] + f"; promotion rejected: {promote.get('note', '')}"
         mine[d["candidate_id"]]["status"] = STATUS_OF[d["decision"]]
-    pilots = {p["candidate_id"]: p for p in current(state.get("pilots"), it)}
+    ran = current(state.get("pilots"), it)
+    pilots = {p["candidate_id"]: p for p in ran if not p.get("replicate")}  # replicates never become versions
     winner = next((d for d in decisions if d["decision"] == "merge"), None)
     version = _advance(ctx, state, mine, decisions, winner, pilots)
     _store(ctx, state, mine, decisions, winner, version)
-    spent = sum(p["steps"] for p in pilots.values())
+    spent = sum(p["steps"] for p in ran)
     steps_used = state.get("steps_used", 0) + spent
     failures = 0 if winner else state.get("failures_in_row", 0) + 1
     summary = {

@@ -92,3 +92,64 @@ def test_deltas_below_the_seed_noise_floor_are_insufficient() -> None:
     assert classify_outcome(small, [], [], min_effect=0.05) == "insufficient"
     big = paired_bootstrap([0.0] * 300, [1.0] * 30 + [0.0] * 270)
     assert classify_outcome(big, [], [], min_effect=0.05) == "improvement"
+
+
+def _scores(values: list[float]) -> dict[str, float]:
+    return {f"p{i}": v for i, v in enumerate(values)}
+
+
+def test_a_lucky_seed_does_not_replicate_and_the_merge_becomes_a_prune() -> None:
+    from agent.evidence import apply_replication, replicate_check
+
+    control = _scores([1.0] * 50 + [0.0] * 50)
+    lucky = _scores([1.0] * 58 + [0.0] * 42)  # +0.08 on the first seed
+    fresh_control = _scores([1.0] * 52 + [0.0] * 48)
+    fresh_null = _scores([1.0] * 49 + [0.0] * 51)  # -0.03 on the replicate
+    rep = replicate_check((control, lucky), [(fresh_control, fresh_null)], [], [], min_effect=0.05)
+    assert not rep.confirmed and abs(rep.replicate_deltas[0] + 0.03) < 1e-9
+    merge = {
+        "candidate_id": "k1",
+        "decision": "merge",
+        "outcome": "improvement",
+        "delta": 0.08,
+        "ci_low": 0.02,
+        "ci_high": 0.14,
+        "train_gain": 0.0,
+        "rationale": "strict 0.50 → 0.58",
+    }
+    [after] = apply_replication([merge], "k1", rep)
+    assert after["decision"] == "prune" and after["outcome"] == "insufficient"
+    assert "not replicated" in after["rationale"] and merge["decision"] == "merge", "input left untouched"
+
+
+def test_a_real_improvement_replicates_and_merges_on_pooled_evidence() -> None:
+    from agent.evidence import apply_replication, replicate_check
+
+    control = _scores([1.0] * 50 + [0.0] * 50)
+    better = _scores([1.0] * 65 + [0.0] * 35)
+    rep = replicate_check((control, better), [(control, better)], [], [], min_effect=0.05)
+    assert rep.confirmed and rep.pooled is not None and abs(rep.pooled.delta - 0.15) < 1e-9
+    merge = {
+        "candidate_id": "k1",
+        "decision": "merge",
+        "outcome": "improvement",
+        "delta": 0.15,
+        "ci_low": 0.0,
+        "ci_high": 0.0,
+        "train_gain": 0.0,
+        "rationale": "first seed",
+    }
+    [after] = apply_replication([merge], "k1", rep)
+    assert after["decision"] == "merge" and after["ci_low"] == rep.pooled.ci_low > 0
+    assert "pooled over 2 seeds" in after["rationale"]
+
+
+def test_replication_with_a_new_hack_alert_is_not_confirmed() -> None:
+    from agent.evidence import replicate_check
+    from diagnostics.findings import Finding, Layer, Severity
+
+    control = _scores([1.0] * 50 + [0.0] * 50)
+    better = _scores([1.0] * 65 + [0.0] * 35)
+    hack = Finding("score.reward_hacking", Layer.SCORE, Severity.CRITICAL, "reward up, strict flat", 1.0, 0.0, "x")
+    rep = replicate_check((control, better), [(control, better)], [hack], [], min_effect=0.05)
+    assert not rep.confirmed and rep.outcome_class == "mixed"

@@ -84,3 +84,16 @@ def test_skills_settle_by_outcome_or_after_two_tries() -> None:
     assert settled_skills(rows) == {"b", "c", "d", "e"}  # type: ignore[arg-type]
     later = [cand("b", "merged", 1), cand("f", "reverted", 2)]
     assert settled_skills(later) == {"b", "f"}  # type: ignore[arg-type]
+
+
+def test_replicates_fan_out_candidate_and_control_per_fresh_seed_only_when_decide_asked() -> None:
+    state = _state(
+        candidates=[_cand("a"), _cand("b")], replication={"iteration": 1, "candidate_id": "b", "replicates": 2}
+    )
+    sends = routing.fan_out_replicates(state)  # type: ignore[arg-type]
+    assert isinstance(sends, list) and all(s.node == "replicate" for s in sends)
+    got = [(s.arg["candidate"]["id"] if s.arg["candidate"] else "control", s.arg["replicate"]) for s in sends]
+    assert got == [("b", 1), ("control", 1), ("b", 2), ("control", 2)]
+    stale = _state(candidates=[_cand("a")], replication={"iteration": 0, "candidate_id": "a", "replicates": 1})
+    assert routing.fan_out_replicates(stale) == "promote_gate"  # type: ignore[arg-type]
+    assert routing.fan_out_replicates(_state(replication={})) == "promote_gate"  # type: ignore[arg-type]

@@ -1,0 +1,45 @@
+"""confirm: pool the merge candidate's replicate pilots with its first pilot; merge only if it replicates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from agent.context import Context
+from agent.evidence import Replication, apply_replication, final_strict_scores, replicate_check
+from agent.nodes.common import cached_report
+from agent.routing import CONTROL_ID, current
+from agent.state import PilotInfo, State
+from diagnostics.findings import Finding, Severity
+from diagnostics.schema import read_run_rollouts
+
+
+def confirm(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Turn the merge into a prune unless the improvement holds on the fresh seeds (agent/evidence.py)."""
+    rep = state["replication"]
+    cid = rep["candidate_id"]
+    pilots = current(state.get("pilots"), state["iteration"])
+    by_key = {(p["candidate_id"], p.get("replicate", 0)): p for p in pilots}
+    rounds = range(1, int(rep["replicates"]) + 1)
+    runs = [(by_key.get((CONTROL_ID, r)), by_key.get((cid, r))) for r in rounds]
+    failed = [p for pair in runs for p in pair if p is None or p["outcome"] != "ok"]
+    if failed:
+        why = "; ".join(f"{p['run_id']}: {p['outcome']} {p['message']}" if p else "missing run" for p in failed)
+        result = Replication(False, None, (), "insufficient", f"replicate run failed: {why}")
+    else:
+        first = (_scores(by_key[(CONTROL_ID, 0)]), _scores(by_key[(cid, 0)]))
+        pairs = [(_scores(c), _scores(k)) for c, k in runs]  # type: ignore[arg-type]
+        alerts_new: list[Finding] = []
+        alerts_control: list[Finding] = []
+        for control, cand in runs:
+            control_report = cached_report(Path(control["run_dir"]), None)  # type: ignore[index]
+            alerts_control += control_report.alerts(Severity.WARNING)
+            alerts_new += cached_report(Path(cand["run_dir"]), control_report).alerts(Severity.WARNING)  # type: ignore[index]
+        result = replicate_check(first, pairs, alerts_new, alerts_control, runtime.context.min_effect)
+    return {"decisions": apply_replication(state.get("decisions", []), cid, result)}
+
+
+def _scores(pilot: PilotInfo) -> dict[str, float]:
+    return final_strict_scores(read_run_rollouts(Path(pilot["run_dir"]), ["val"]).rollouts)
