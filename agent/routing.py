@@ -33,10 +33,15 @@ def live_candidates(state: State) -> list[CandidateInfo]:
 
 
 def fan_out_backtests(state: State) -> list[Send] | Literal["record"]:
-    """One `backtest` branch per live candidate; nothing to test goes straight to `record`."""
+    """One `backtest` branch per live candidate.
+
+    With nothing to test, the incumbent harness keeps training (a control-only iteration): the policy
+    co-evolves, the next diagnosis sees the new version, and the final policy gets the session's whole
+    lineage budget. Only a policy that stopped on its LLM budget goes straight to `record`.
+    """
     candidates = live_candidates(state)
     if not candidates:
-        return "record"
+        return "record" if state.get("llm_stop_reason") else [Send("train", {**_payload(state), "candidate": None})]
     return [Send("backtest", {**_payload(state), "candidate": c}) for c in candidates]
 
 
@@ -48,10 +53,14 @@ def passing_candidates(state: State) -> list[CandidateInfo]:
 
 
 def fan_out_pilots(state: State) -> list[Send] | Literal["record"]:
-    """One `train` branch per surviving, approved candidate plus the control run; none left → `record`."""
+    """One `train` branch per surviving, approved candidate plus the control run.
+
+    A launch gate that approved nothing goes to `record` (a human said no); when every backtest failed,
+    only the control trains (the incumbent continues, as in a control-only iteration).
+    """
     approved = _approved_ids(state)
     candidates = [c for c in passing_candidates(state) if approved is None or c["id"] in approved]
-    if not candidates:
+    if not candidates and approved is not None:
         return "record"
     payload = _payload(state)
     sends = [Send("train", {**payload, "candidate": c}) for c in candidates]

@@ -56,7 +56,8 @@ def record(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "candidates": len(mine),
         "decisions": {d["candidate_id"]: d["decision"] for d in decisions},
     }
-    stop = _stop_reason(ctx, state, it, steps_used, proposed=len(mine))
+    trained = not pilots or any(p["outcome"] == "ok" for p in pilots.values())  # no pilots: a gate said no
+    stop = _stop_reason(ctx, state, it, steps_used, trained=trained)
     _store_budget(ctx, state, steps_used)
     return {
         "candidates": candidates,
@@ -162,6 +163,8 @@ def _store(
                 f"merged {winner['candidate_id']}: {winner['rationale']}"
                 if winner
                 else "no candidate beat the control: the incumbent harness continues (control run adopted)"
+                if decisions
+                else "no candidate this iteration: the incumbent harness continues (control run adopted)"
             )
             row = ledger.ensure_version(
                 db,
@@ -214,7 +217,7 @@ def _domain(state: State) -> str:
     return load_harness(Path(state["harness_dir"])).manifest.domain
 
 
-def _stop_reason(ctx: Context, state: State, it: int, steps_used: int, proposed: int) -> str:
+def _stop_reason(ctx: Context, state: State, it: int, steps_used: int, trained: bool) -> str:
     if state.get("llm_stop_reason"):
         return str(state["llm_stop_reason"])
     if it >= ctx.max_iterations:
@@ -223,8 +226,8 @@ def _stop_reason(ctx: Context, state: State, it: int, steps_used: int, proposed:
         return f"training-step budget reached ({steps_used}/{ctx.max_train_steps})"
     if time.time() - state.get("started_at", time.time()) > ctx.max_wall_s:
         return f"wall-time budget reached ({ctx.max_wall_s:.0f} s)"
-    if proposed == 0:
-        return "no intervention left to try: no skill or rule matches the health report"
+    if not trained:
+        return "no run finished this iteration (see the runs' outcomes): the incumbent cannot advance"
     return ""
 
 

@@ -25,8 +25,17 @@ def test_backtest_fan_out_sends_one_branch_per_live_candidate() -> None:
     assert all(isinstance(s, Send) and s.node == "backtest" for s in sends)
 
 
-def test_no_live_candidate_goes_to_record() -> None:
-    assert routing.fan_out_backtests(_state(candidates=[_cand("b", status="refused")])) == "record"  # type: ignore[arg-type]
+def test_no_live_candidate_trains_the_incumbent_only_unless_the_llm_budget_stopped_it() -> None:
+    sends = routing.fan_out_backtests(_state(candidates=[_cand("b", status="refused")]))  # type: ignore[arg-type]
+    assert isinstance(sends, list) and [(s.node, s.arg["candidate"]) for s in sends] == [("train", None)]
+    stopped = _state(candidates=[], llm_stop_reason="token budget spent")
+    assert routing.fan_out_backtests(stopped) == "record"  # type: ignore[arg-type]
+
+
+def test_every_backtest_failed_trains_the_control_only() -> None:
+    backtests = [{"iteration": 1, "candidate_id": "a", "verdict": "fail"}]
+    sends = routing.fan_out_pilots(_state(candidates=[_cand("a")], backtests=backtests))  # type: ignore[arg-type]
+    assert isinstance(sends, list) and [s.arg["candidate"] for s in sends] == [None]
 
 
 def test_pilots_only_for_passing_candidates_plus_control() -> None:
