@@ -129,12 +129,14 @@ def run_static(harness: Path, budget: int, seed: int, work: Path, timeout_s: flo
 def run_session(harness: Path, args: argparse.Namespace, seed: int, work: Path, mode: str) -> Row:
     """Run one `evotrainer run` session on the defective harness and read its outcome from the store."""
     db_url = f"sqlite:///{work / 'evo.db'}"
-    max_steps = args.base_steps + args.iterations * (args.candidates + 1) * args.pilot_steps
+    # Enough for every pilot, the control and the merge's fresh-seed replicates in each iteration.
+    max_steps = args.base_steps + args.iterations * (args.candidates + 1 + 2 * args.replicates) * args.pilot_steps
     cmd = [
         *_cli(), "run", "--harness", str(harness), "--repo", str(work / "repo"), "--mode", mode,
         "--sandbox", args.sandbox, "--iterations", str(args.iterations), "--max-steps", str(max_steps),
         "--base-steps", str(args.base_steps), "--pilot-steps", str(args.pilot_steps),
         "--candidates", str(args.candidates), "--seed", str(seed), "--db", db_url,
+        "--replicates", str(args.replicates), "--escalate-after", "0",
     ]  # fmt: skip
     rc, wall = _run(cmd, work, work / "cli.log", args.timeout_s)
     row = Row(harness.parent.name, mode, seed, rc == 0, "" if rc == 0 else f"exit {rc}; see {work / 'cli.log'}")
@@ -262,7 +264,8 @@ def markdown(rows: list[Row], meta: dict[str, Any]) -> str:
     lines = [
         f"Budget: final-policy lineage steps B = base {meta['base_steps']} + {meta['iterations']} iterations x "
         f"pilot {meta['pilot_steps']} = {meta['budget']} (static and oracle: one run of B steps). "
-        f"Seeds: {meta['seeds']}. Candidates per iteration: {meta['candidates']}. Sandbox: {meta['sandbox']}.",
+        f"Seeds: {meta['seeds']}. Candidates per iteration: {meta['candidates']}; fresh-seed replicates before a "
+        f"merge: {meta.get('replicates', 0)}. Sandbox: {meta['sandbox']}.",
         "",
         "| scenario | mode | seed | strict | Δ vs static [95% CI] | lineage steps | train steps (all runs) | "
         "iterations with candidates | merges | invalid promotions | wall (s) | controller overhead | "
@@ -296,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     bud.add_argument("--base-steps", type=int, default=20, help="steps of v0")
     bud.add_argument("--pilot-steps", type=int, default=20, help="steps of each pilot")
     bud.add_argument("--candidates", type=int, default=2, help="candidates per iteration")
+    bud.add_argument("--replicates", type=int, default=1, help="fresh-seed replicates before a merge")
     run = parser.add_argument_group("run")
     run.add_argument("--sandbox", default="process", help="docker | process | none (candidate code isolation)")
     run.add_argument("--timeout-s", type=float, default=3600.0, help="per-command wall-clock limit")
@@ -341,6 +345,7 @@ def _write(
         "pilot_steps": args.pilot_steps,
         "iterations": args.iterations,
         "candidates": args.candidates,
+        "replicates": args.replicates,
         "seeds": seeds,
         "sandbox": args.sandbox,
         "command": "python benchmarks/run_scenarios.py " + " ".join(sys.argv[1:] if argv is None else argv),
