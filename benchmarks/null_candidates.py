@@ -3,21 +3,31 @@
 Inside a session the control and every candidate share a seed and a starting checkpoint, so a true no-op
 candidate trains bit-for-bit like the control and can never be accepted. This benchmark measures the
 harder case: the null candidate is the incumbent harness trained with a *different* seed, so the only
-difference between the two runs is training noise. Each trial runs the controller's own evaluation
-(per-prompt strict scores, paired bootstrap, `classify_outcome`) and counts "improvement" verdicts.
+difference between candidate and control is training-seed noise.
 
-    .venv/bin/python benchmarks/null_candidates.py --trials 20 --steps 30 --out null-out
+It trains K runs of one harness from one checkpoint with K seeds; any two distinct runs form a null trial
+(control, candidate), any four a replicated trial (control, candidate, replicate control, replicate
+candidate). Two rates, each over *every* ordered choice of runs (an exact U-statistic over the K runs,
+so trials share runs and are not independent; K is the sample size that counts):
+
+- single seed: the controller's per-pilot rule (paired bootstrap over prompts, `classify_outcome` with
+  the `--min-effect` floor) says "improvement";
+- replicated: the session's merge rule (`agent.evidence.replicate_check`, one fresh-seed replicate, as
+  `evotrainer run --replicates 1`) confirms that improvement.
+
+    .venv/bin/python benchmarks/null_candidates.py --runs 20 --steps 60 --out null-out
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import time
 from pathlib import Path
 
-from agent.evidence import final_strict_scores, paired
-from diagnostics.findings import Severity
+from agent.evidence import final_strict_scores, paired, replicate_check
+from diagnostics.findings import Finding, Severity
 from diagnostics.report import build_report
 from diagnostics.schema import read_run_rollouts
 from diagnostics.stats import classify_outcome, paired_bootstrap
@@ -28,6 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _train(harness: Path, out: Path, steps: int, seed: int, init: Path | None = None) -> Path:
+    if (out / "summary.json").exists():
+        return out  # resumable: finished runs are reused
     spec = RunSpec(run_id=out.name, harness_dir=harness, out_dir=out, steps=steps, seed=seed, init_checkpoint=init)
     result = BACKENDS["local"].run(spec)
     if result.outcome.value != "ok":
@@ -36,40 +48,53 @@ def _train(harness: Path, out: Path, steps: int, seed: int, init: Path | None = 
 
 
 def main() -> None:
-    """Run the trials and print/write the acceptance rate."""
+    """Train the runs, score every null trial and print/write the acceptance rates."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--harness", type=Path, default=ROOT / "examples" / "arithmetic-oracle")
-    ap.add_argument("--trials", type=int, default=20)
-    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--runs", type=int, default=20, help="K: independent runs of the harness (seeds)")
+    ap.add_argument("--steps", type=int, default=60, help="steps per run (the session's --pilot-steps)")
     ap.add_argument("--out", type=Path, default=Path("null-candidates"))
     ap.add_argument("--min-effect", type=float, default=0.05, help="the decision rule's seed-noise floor")
     args = ap.parse_args()
-    outcomes: list[str] = []
-    deltas: list[float] = []
     started = time.time()
     # One incumbent policy (the cached seed-0 warm start plus one step), as in a session's pilots.
     base = _train(args.harness, args.out / "incumbent", 1, seed=0) / "checkpoints" / "last.pt"
-    for i in range(args.trials):
-        control = _train(args.harness, args.out / f"t{i}-control", args.steps, seed=1000 + i, init=base)
-        null = _train(args.harness, args.out / f"t{i}-null", args.steps, seed=2000 + i, init=base)
-        a, b = paired(*(final_strict_scores(read_run_rollouts(d, ["val"]).rollouts) for d in (control, null)))
-        cmp = paired_bootstrap(a, b)
-        rep_c, rep_n = build_report(control), build_report(null, parent=None)
-        outcome = classify_outcome(cmp, rep_n.alerts(Severity.WARNING), rep_c.alerts(Severity.WARNING), args.min_effect)
-        outcomes.append(outcome)
+    dirs = [_train(args.harness, args.out / f"run{i}", args.steps, seed=1000 + i, init=base) for i in range(args.runs)]
+    train_s = time.time() - started
+    scores = [final_strict_scores(read_run_rollouts(d, ["val"]).rollouts) for d in dirs]
+    reports = [build_report(d) for d in dirs]
+    alerts: list[list[Finding]] = [r.alerts(Severity.WARNING) for r in reports]
+    single: dict[tuple[int, int], str] = {}
+    deltas = []
+    for c, k in itertools.permutations(range(args.runs), 2):
+        cmp = paired_bootstrap(*paired(scores[c], scores[k]), n_boot=2000)
+        single[(c, k)] = classify_outcome(cmp, alerts[k], alerts[c], args.min_effect)
         deltas.append(cmp.delta)
-        print(f"trial {i}: Δ {cmp.delta:+.3f} CI [{cmp.ci_low:+.3f}, {cmp.ci_high:+.3f}] n={cmp.n} -> {outcome}")
-    accepted = outcomes.count("improvement")
+    accepted_first = [pair for pair, outcome in single.items() if outcome == "improvement"]
+    replicated = quadruples = 0
+    for c, k in accepted_first:
+        rest = [i for i in range(args.runs) if i not in (c, k)]
+        for rc, rk in itertools.permutations(rest, 2):
+            rep = replicate_check(
+                (scores[c], scores[k]), [(scores[rc], scores[rk])], alerts[rk], alerts[rc], args.min_effect
+            )
+            replicated += rep.confirmed
+    quadruples = args.runs * (args.runs - 1) * (args.runs - 2) * (args.runs - 3)
     summary = {
-        "trials": len(outcomes),
-        "accepted": accepted,
-        "acceptance_rate": accepted / len(outcomes),
-        "outcomes": {k: outcomes.count(k) for k in sorted(set(outcomes))},
+        "runs": args.runs,
         "steps": args.steps,
         "min_effect": args.min_effect,
-        "abs_deltas": sorted(round(abs(d), 4) for d in deltas),
+        "single_seed": {
+            "trials": len(single),
+            "accepted": len(accepted_first),
+            "rate": len(accepted_first) / len(single),
+        },
+        "replicated": {"trials": quadruples, "accepted": replicated, "rate": replicated / quadruples},
+        "strict_acc_per_run": [round(sum(s.values()) / len(s), 4) for s in scores],
+        "max_abs_delta": round(max(abs(d) for d in deltas), 4),
+        "train_s": round(train_s, 1),
         "wall_s": round(time.time() - started, 1),
-        "harness": str(args.harness),
+        "harness": str(args.harness.relative_to(ROOT) if args.harness.is_relative_to(ROOT) else args.harness),
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "null_candidates.json").write_text(json.dumps(summary, indent=2))
