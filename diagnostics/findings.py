@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -166,6 +167,10 @@ class HealthReport:
 
 
 _MARK = {Severity.OK: "ok  ", Severity.WARNING: "WARN", Severity.CRITICAL: "CRIT"}
+# Per-source metrics (`source_<column>/<data_source>`, diagnostics/sources.py) render as one line per source,
+# so a report with many sources stays short enough for the LLM's read_health_report tool.
+_PER_SOURCE_KEY = re.compile(r"^source_(?P<column>[a-z_]+)/(?P<source>.+)$")
+MAX_SOURCES_SHOWN = 12
 
 
 def _fmt(value: float) -> str:
@@ -187,8 +192,20 @@ def render_text(report: HealthReport, show_ok: bool = False, max_problems: int =
             if f.fired and f.evidence_rollout_ids:
                 lines.append(f"       e.g. {', '.join(f.evidence_rollout_ids[:3])}")
     lines.append("[metrics]")
+    per_source: dict[str, dict[str, float]] = {}
     for key in sorted(report.metrics):
-        lines.append(f"  {key} = {_fmt(report.metrics[key])}")
+        match = _PER_SOURCE_KEY.match(key)
+        if match:
+            per_source.setdefault(match["source"], {})[match["column"]] = report.metrics[key]
+        else:
+            lines.append(f"  {key} = {_fmt(report.metrics[key])}")
+    if per_source:
+        lines.append("[training data sources]")
+        for source in sorted(per_source)[:MAX_SOURCES_SHOWN]:
+            cells = " ".join(f"{c}={'n/a' if math.isnan(v) else f'{v:.3g}'}" for c, v in per_source[source].items())
+            lines.append(f"  {source}: {cells}")
+        if len(per_source) > MAX_SOURCES_SHOWN:
+            lines.append(f"  ... and {len(per_source) - MAX_SOURCES_SHOWN} more (see the JSON report)")
     if report.problems:
         lines.append(f"[read problems: {len(report.problems)}]")
         lines.extend(f"  {p}" for p in report.problems[:max_problems])

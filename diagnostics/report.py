@@ -5,7 +5,9 @@ tolerant schema readers (a corrupt or half-written line becomes a `ReadProblem` 
 rest is still reported), runs the four layers and returns a `HealthReport`.
 
 Which rollouts feed which layer: the signal and behaviour layers use the training rollouts (validation
-rollouts when a run has none); the score layer uses both (strict scores come from validation first).
+rollouts when a run has none); the score layer uses both (strict scores come from validation first); the
+per-source table (`diagnostics/sources.py`) uses the training rollouts only, since it judges the training
+data selection.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from diagnostics.findings import HealthReport, LayerOutput
 from diagnostics.schema import ReadProblem, read_metrics, read_run_rollouts
 from diagnostics.score import diagnose_score
 from diagnostics.signal import diagnose_signal
+from diagnostics.sources import diagnose_sources
+from diagnostics.updates import diagnose_updates
 from diagnostics.version import compare_siblings, diagnose_version
 
 METRICS_FILE = "metrics.jsonl"  # same name as trainer_backend.base.METRICS_FILE (artefact layout)
@@ -31,6 +35,9 @@ METRIC_DOCS = {
     "reward_hacking": "1 when reward rose while the strict score stayed flat/down (within run or vs parent)",
     "rewarded_wrong_rate": "share of strict-wrong rollouts rewarded like correct ones",
     "dead_group_ratio": "share of GRPO groups whose reward std < 1e-6",
+    "dead_source_share": "share of training groups from dead data sources (>= 50% of their groups dead)",
+    "source_dead_ratio/<data_source>": "dead-group ratio of one training data source (also source_groups/, "
+    "source_reward_mean/, source_strict_acc/, source_truncation_rate/)",
     "reward_spread": "mean within-group reward std",
     "truncation_rate": "share of responses cut at the length cap",
     "length_reward_corr": "Pearson corr(response length, reward)",
@@ -57,6 +64,8 @@ def build_report(
         diagnose_score(metric_rows, train, val),
         diagnose_signal(signal_input, metric_rows),
         diagnose_behaviour(signal_input),
+        diagnose_sources(train),
+        diagnose_updates(metric_rows),
     ]
     base = LayerOutput.merge(parts)
     metrics = dict(base.metrics)

@@ -13,6 +13,19 @@ over ``current`` and the skill's ``params`` (overridable per call). Operations:
 - ``{"op": "replace_file", "file": F, "content": TEXT}``: replace a whole editable file
   (``"@reward"`` / ``"@group_filter"`` name the manifest's entry files);
 - ``{"op": "write_file_if_missing", "file": F, "content": TEXT}``: create a file unless it exists;
+- ``{"op": "reweight_sources", "file": F, "key": K, "source_pattern": P, "dead_at": X, "min_groups": N}``:
+  re-weight the data-selection mapping at ``K`` (``{entry: weight}``, e.g. ``level_weights``) from the
+  run's per-source health metrics (``source_dead_ratio/<data_source>`` and ``source_groups/<data_source>``,
+  ``diagnostics/sources.py``), passed to ``apply_skill`` as ``metrics``. Each entry names the sources
+  ``P`` matches with ``{key}`` replaced by the entry (``fnmatch`` globs: ``"*/level{key}"`` matches
+  ``arithmetic/level1`` for entry 1; several matching sources are pooled by group count). An entry whose
+  sources have at least ``N`` groups and a dead-group ratio at or above ``X`` gets weight 0 (defaults:
+  the diagnostics' ``MIN_SOURCE_GROUPS`` = 8 and ``DEAD_SOURCE_AT`` = 0.5); the other entries keep their
+  proportions and share the freed weight, so the total stays the same (rounded to 4 decimals); entries
+  no source matched keep their weight (no evidence). Refused when the file or key is missing, no entry
+  matches a source, no entry is dead (nothing to do), or every weighted entry would be zeroed.
+  ``"file": "@data_selection"`` means the file named by the trainer config's ``data_selection`` field.
+  ``X`` and ``N`` may be ``{{ expressions }}`` over the skill's params;
 - ``{"op": "guard", "rule": TEXT}``: a guard skill's refusal rule; applying it is an error.
 
 Every write goes through ``git_worktree.write_file``, which refuses paths off the editable surface.
@@ -21,14 +34,18 @@ The whole template is computed before anything is written, so a failing op leave
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from diagnostics.sources import DEAD_SOURCE_AT, MIN_SOURCE_GROUPS, SOURCE_DEAD_RATIO, SOURCE_GROUPS, per_source
 from sandboxes import git_worktree
 from skills.models import SkillSpec, template_ops
-from skills.templates import TemplateError, as_variables, render_value, set_yaml_key
+from skills.templates import TemplateError, as_variables, get_yaml_value, render_value, set_yaml_key, set_yaml_mapping
 from trainer_backend.harness import Harness
 
 
@@ -49,8 +66,14 @@ class AppliedPatch:
     notes: tuple[str, ...]
 
 
-def resolve_file(ref: str, harness: Harness) -> str:
-    """Resolve ``@reward``, ``@group_filter`` and ``@trainer_config`` to the manifest's paths."""
+def resolve_file(ref: str, harness: Harness, worktree: Path | None = None) -> str:
+    """Resolve ``@reward``, ``@group_filter``, ``@trainer_config`` and ``@data_selection`` to harness paths.
+
+    ``@data_selection`` is the ``data_selection`` field of the trainer config, read in ``worktree``
+    (the harness's own folder when None), since the trainer config is editable.
+    """
+    if ref == "@data_selection":
+        return _data_selection(harness, worktree)
     if ref == "@reward":
         return harness.reward.path
     if ref == "@group_filter":
@@ -60,14 +83,38 @@ def resolve_file(ref: str, harness: Harness) -> str:
     if ref == "@trainer_config":
         return harness.manifest.trainer.config
     if ref.startswith("@"):
-        raise SkillPatchError(f"unknown file reference {ref!r}; use @reward, @group_filter or @trainer_config")
+        raise SkillPatchError(
+            f"unknown file reference {ref!r}; use @reward, @group_filter, @trainer_config or @data_selection"
+        )
     return ref
 
 
+def _data_selection(harness: Harness, worktree: Path | None) -> str:
+    config = harness.manifest.trainer.config
+    path = (worktree / config) if worktree is not None else harness.path(config)
+    try:
+        raw = yaml.safe_load(path.read_text()) if path.is_file() else None
+    except yaml.YAMLError as exc:
+        raise SkillPatchError(f"{config}: not valid YAML ({exc}); '@data_selection' has no file") from None
+    value = raw.get("data_selection") if isinstance(raw, dict) else None
+    if not isinstance(value, str) or not value.strip():
+        raise SkillPatchError(
+            f"{config}: no field 'data_selection' naming the data-selection file; '@data_selection' has no file"
+        )
+    return value
+
+
 def apply_skill(
-    spec: SkillSpec, worktree: Path, harness: Harness, params: Mapping[str, Any] | None = None
+    spec: SkillSpec,
+    worktree: Path,
+    harness: Harness,
+    params: Mapping[str, Any] | None = None,
+    metrics: Mapping[str, Any] | None = None,
 ) -> AppliedPatch:
     """Apply ``spec``'s patch to ``worktree`` (nothing is committed).
+
+    ``metrics`` are the run's health metrics (``agent.nodes.propose.trigger_metrics``); only ops that
+    read evidence (``reweight_sources``) use them, and they fail when it is absent.
 
     Raises:
         GuardSkillError: ``spec`` is a guard skill.
@@ -85,7 +132,7 @@ def apply_skill(
     notes: list[str] = []
     for i, op in enumerate(template_ops(spec.patch, spec.name)):
         try:
-            rel, content, note = _plan(op, worktree, harness, variables, writes)
+            rel, content, note = _plan(op, worktree, harness, variables, writes, metrics or {})
         except (TemplateError, KeyError, TypeError) as exc:
             raise SkillPatchError(f"skill {spec.name}, op #{i} ({op.get('op')}): {exc}") from None
         if content is not None:
@@ -99,11 +146,16 @@ def apply_skill(
 
 
 def _plan(
-    op: Mapping[str, Any], worktree: Path, harness: Harness, variables: Mapping[str, Any], writes: Mapping[str, str]
+    op: Mapping[str, Any],
+    worktree: Path,
+    harness: Harness,
+    variables: Mapping[str, Any],
+    writes: Mapping[str, str],
+    metrics: Mapping[str, Any],
 ) -> tuple[str, str | None, str]:
     """Compute one op's effect: (file, new content or None for no write, note)."""
     kind = op["op"]
-    rel = resolve_file(str(op["file"]), harness)
+    rel = resolve_file(str(op["file"]), harness, worktree)
     git_worktree.check_surface(worktree, rel, harness)
     path = worktree / rel
     if kind == "set_yaml_key":
@@ -119,6 +171,23 @@ def _plan(
             default=op.get("default"),
         )
         return rel, new_text, f"{rel}: {op['key']} {old!r} -> {new!r}"
+    if kind == "reweight_sources":
+        _only(op, {"op", "file", "key", "source_pattern", "dead_at", "min_groups"})
+        if rel not in writes and not path.is_file():
+            raise TemplateError(f"{rel} does not exist in the worktree")
+        text = writes.get(rel) or path.read_text()
+        key = str(op["key"])
+        try:
+            weights = get_yaml_value(text, key)
+        except KeyError:
+            raise TemplateError(f"{rel} has no key {key!r}") from None
+        if not isinstance(weights, dict):
+            raise TemplateError(f"{rel}: {key!r} holds {weights!r}, not a mapping of weights")
+        dead_at = render_value(op.get("dead_at", DEAD_SOURCE_AT), variables)
+        min_groups = render_value(op.get("min_groups", MIN_SOURCE_GROUPS), variables)
+        new_weights, note = reweight(weights, metrics, str(op["source_pattern"]), dead_at, min_groups)
+        new_text, _, _ = set_yaml_mapping(text, key, new_weights)
+        return rel, new_text, f"{rel}: {key} {note}"
     if kind == "replace_file":
         _only(op, {"op", "file", "content"})
         return rel, str(op["content"]), f"{rel}: replaced ({len(str(op['content']))} chars)"
@@ -128,6 +197,66 @@ def _plan(
             return rel, None, f"{rel}: exists, left as is"
         return rel, str(op["content"]), f"{rel}: created"
     raise TemplateError(f"op {kind!r} cannot be applied")
+
+
+def reweight(
+    weights: Mapping[Any, Any], metrics: Mapping[str, Any], source_pattern: str, dead_at: object, min_groups: object
+) -> tuple[dict[Any, float], str]:
+    """Return the re-weighted ``weights`` (see ``reweight_sources`` above) and a note naming the zeroed entries.
+
+    Raises:
+        TemplateError: a bad weight or threshold, no entry matching a source, nothing dead, or all dead.
+    """
+    if not isinstance(dead_at, int | float) or isinstance(dead_at, bool) or not 0 < dead_at <= 1:
+        raise TemplateError(f"dead_at must be a number in (0, 1], got {dead_at!r}")
+    if not isinstance(min_groups, int | float) or isinstance(min_groups, bool) or min_groups < 1:
+        raise TemplateError(f"min_groups must be a number >= 1, got {min_groups!r}")
+    if "{key}" not in source_pattern:
+        raise TemplateError(f"source_pattern {source_pattern!r} must contain '{{key}}' (the mapping entry)")
+    for entry, weight in weights.items():
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0:
+            raise TemplateError(f"weight of entry {entry!r} must be a number >= 0, got {weight!r}")
+    ratios = _numbers(per_source(metrics, SOURCE_DEAD_RATIO))
+    groups = _numbers(per_source(metrics, SOURCE_GROUPS))
+    if not groups:
+        raise TemplateError(
+            f"the health metrics hold no per-source table ({SOURCE_GROUPS}<data_source>); "
+            "train rollouts must name their data_source"
+        )
+    dead: list[Any] = []
+    seen: dict[Any, str] = {}
+    for entry in weights:
+        pattern = source_pattern.replace("{key}", str(entry))
+        matched = [s for s in groups if fnmatch.fnmatchcase(s, pattern) and groups[s] > 0]
+        n = sum(groups[s] for s in matched)
+        if not matched or any(s not in ratios for s in matched):
+            continue
+        ratio = sum(ratios[s] * groups[s] for s in matched) / n
+        seen[entry] = f"{entry}: {ratio:.0%} dead of {n:.0f} groups"
+        if n >= min_groups and ratio >= dead_at:
+            dead.append(entry)
+    if not seen:
+        raise TemplateError(
+            f"no entry of {list(weights)} matches a data source of the run through {source_pattern!r} "
+            f"(sources: {sorted(groups)})"
+        )
+    if not dead:
+        raise TemplateError(f"no source is dead (dead ratio >= {dead_at} over >= {min_groups} groups): {seen}")
+    total = float(sum(weights.values()))
+    kept = float(sum(w for e, w in weights.items() if e not in dead))
+    if kept <= 0:
+        raise TemplateError(f"every weighted entry is dead ({'; '.join(seen.values())}); no data would be left")
+    new = {e: 0.0 if e in dead else round(float(w) * total / kept, 4) for e, w in weights.items()}
+    zeroed = "; ".join(seen[e] for e in dead)
+    return new, f"{dict(weights)} -> {new} (zeroed {zeroed}; threshold {dead_at})"
+
+
+def _numbers(values: Mapping[str, Any]) -> dict[str, float]:
+    out = {}
+    for k, v in values.items():
+        if isinstance(v, int | float) and not isinstance(v, bool) and v == v:  # v == v drops NaN
+            out[k] = float(v)
+    return out
 
 
 def _only(op: Mapping[str, Any], allowed: set[str]) -> None:

@@ -1,6 +1,6 @@
 """Seed skills: the paper's known interventions, as data (arXiv 2606.03108).
 
-Five skills, each with a machine-checkable trigger over ``HealthReport.metrics`` plus context variables
+Six skills, each with a machine-checkable trigger over ``HealthReport.metrics`` plus context variables
 the controller adds (``filter_present``, ``reward_discrete``, ``candidate_reward_length_term``):
 
 1. ``strict-answer-extraction`` (reward): the reward pays for wrong or untagged answers → replace the
@@ -15,16 +15,27 @@ the controller adds (``filter_present``, ``reward_discrete``, ``candidate_reward
    small continuous closeness term (max 0.2 < 1.0, correctness stays dominant).
 5. ``never-reward-brevity`` (guard): a candidate reward pays for length, brevity or turns → warn; these
    rewards get hacked (one-turn collapse).
+6. ``learnable-data-mix`` (data): dead groups concentrate in data sources too easy or too hard for the
+   policy (most of their groups all solved or all failed: ``dead_source_share``, ``diagnostics/sources.py``)
+   → set their weight in the data selection (``harness/data.yaml``'s ``level_weights``) to 0, from the
+   run's per-source dead-group ratios. It removes data, so it waits for the critical dead-group level
+   (> 0.5; between 0.3 and 0.5 the filter, skill 3, is the lighter fix: the demo's fixed harness sits at
+   ~0.31 with level 2 58% dead), for responses that are not cut (``truncation_rate <= 0.15``: a
+   truncated source looks too hard when the length budget is the defect; raise it first, skill 2) and for
+   a reward that is not hacked (``reward_hacking == 0``: a reward that fails correct answers, as in the
+   format-gate benchmark scenario, makes a learnable source look too hard; fix the reward first).
 
-Template patches name files through the manifest (``@reward``, ``@trainer_config``) where they can, so
-they apply to any harness following the contract; the reward files target the arithmetic demo's answer
-protocol, which is why skills 1 and 4 apply to the ``math`` domain only. Pure data.
+Template patches name files through the manifest (``@reward``, ``@trainer_config``; ``@data_selection``
+through the trainer config) where they can, so they apply to any harness following the contract; the
+reward files target the arithmetic demo's answer protocol, which is why skills 1 and 4 apply to the
+``math`` domain only. Pure data.
 """
 
 from __future__ import annotations
 
 import json
 
+from diagnostics.sources import DEAD_SOURCE_AT, DEAD_SOURCE_SHARE_WARNING, MIN_SOURCE_GROUPS
 from skills.models import SkillSpec
 
 PAPER = "paper arXiv 2606.03108"
@@ -229,5 +240,35 @@ SEED_SKILLS: tuple[SkillSpec, ...] = (
         "as a warning and needs an explicit justification to proceed",
         applicability=("*",),
         provenance=f"{PAPER} §9 (toxic rewards: never reward brevity directly), §10 (one-turn collapse)",
+    ),
+    SkillSpec(
+        name="learnable-data-mix",
+        domain="math",
+        trigger=f"dead_group_ratio > 0.5 and dead_source_share >= {DEAD_SOURCE_SHARE_WARNING} "
+        "and truncation_rate <= 0.15 and reward_hacking == 0",
+        factor="data",
+        patch_kind="template",
+        patch=_ops(
+            {
+                "op": "reweight_sources",
+                "file": "@data_selection",
+                "key": "level_weights",
+                "source_pattern": "*/level{key}",
+                "dead_at": "{{ dead_at }}",
+                "min_groups": "{{ min_groups }}",
+            }
+        ),
+        params={"dead_at": DEAD_SOURCE_AT, "min_groups": MIN_SOURCE_GROUPS},
+        expected_outcome="dead sources leave the batch: dead_group_ratio and dead_source_share fall and every "
+        "sampled source carries GRPO signal; strict_acc on the held-out levels holds or rises (demo, strict reward, "
+        "48 tokens, 60 steps, seeds 0/1: the rule's mix {3: 0.5, 4: 0.5} 0.81/0.93 vs the defective mix 0.77/0.89)",
+        validation_rule="pilot: dead_source_share < 0.3, dead_group_ratio below the parent's and strict_acc_delta "
+        ">= 0 vs parent (paired test); the re-weighted file still loads (trainer_backend.local.config."
+        "load_level_weights)",
+        applicability=("math",),
+        provenance=f"{PAPER} §1-2 (data selection is an intervention factor), §6.1 (dead-data ratio: group "
+        "reward std 0; dead > 50% CRITICAL, applied here per source; Math: solve rate per subset). The per-source "
+        "rule is EvoTrainer's (inferred, not a paper skill), checked on the arithmetic demo and the dead-groups "
+        "benchmark scenario (it zeroes levels 1 and 5 there, as the oracle does)",
     ),
 )

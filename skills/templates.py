@@ -6,7 +6,8 @@ unary minus, parentheses and the functions ``max``, ``min``, ``round``, ``int``.
 ``ast`` and walked by this module (never ``eval``); anything else is a ``TemplateError``.
 
 ``set_yaml_key`` edits one scalar line in place, keeping comments, order and formatting, so the
-candidate's diff shows exactly one changed key (the single-factor classifier reads changed lines).
+candidate's diff shows exactly one changed key (the single-factor classifier reads changed lines);
+``set_yaml_mapping`` does the same for the scalar entries of one mapping (flow on one line, or block).
 This module is pure: strings in, strings out.
 """
 
@@ -132,18 +133,8 @@ def get_yaml_value(text: str, key: str) -> object:
     return node
 
 
-def set_yaml_key(
-    text: str, key: str, new_value: Callable[[object], object], *, create: bool = False, default: object = None
-) -> tuple[str, object, object]:
-    """Set the scalar at a dotted ``key`` by editing its one line; return (new text, old value, new value).
-
-    ``new_value`` receives the current value (``default`` when the key is absent and ``create`` is set).
-
-    Raises:
-        TemplateError: the key is absent (and not ``create``), holds a mapping or list, or the edit does
-            not read back as the intended value.
-    """
-    lines = text.splitlines(keepends=True)
+def _find_key_line(lines: list[str], key: str) -> tuple[int, re.Match[str]] | None:
+    """Return the index and match of the line that holds the dotted ``key`` (block-style parents), or None."""
     target = key.split(".")
     stack: list[tuple[int, str]] = []
     for i, line in enumerate(lines):
@@ -156,21 +147,121 @@ def set_yaml_key(
             stack.pop()
         path = [k for _, k in stack] + [name]
         stack.append((indent, name))
-        if path != target:
+        if path == target:
+            return i, match
+    return None
+
+
+def set_yaml_key(
+    text: str, key: str, new_value: Callable[[object], object], *, create: bool = False, default: object = None
+) -> tuple[str, object, object]:
+    """Set the scalar at a dotted ``key`` by editing its one line; return (new text, old value, new value).
+
+    ``new_value`` receives the current value (``default`` when the key is absent and ``create`` is set).
+
+    Raises:
+        TemplateError: the key is absent (and not ``create``), holds a mapping or list, or the edit does
+            not read back as the intended value.
+    """
+    lines = text.splitlines(keepends=True)
+    found = _find_key_line(lines, key)
+    if found is None:
+        if not create:
+            raise TemplateError(f"key {key!r} not found; pass create=true to add it")
+        value = new_value(default)
+        return _checked(_insert_key(text, key.split("."), value), key, None, value)
+    i, match = found
+    line = lines[i]
+    value_text, comment = _split_comment(match["rest"])
+    if not value_text.strip() or value_text.strip()[0] in "[{|>&*!":
+        raise TemplateError(f"key {key!r} holds a block or flow collection; set_yaml_key edits scalars only")
+    old = get_yaml_value(text, key)
+    value = new_value(old)
+    sep = match["sep"] or " "
+    eol = "\n" if line.endswith("\n") else ""
+    lines[i] = f"{match['indent']}{match['key']}:{sep}{format_scalar(value)}{comment}{eol}"
+    return _checked("".join(lines), key, old, value)
+
+
+# A key line inside a block mapping whose keys need not be identifiers (``1: 0.4``, ``"a/b": 2``).
+_CHILD_LINE = re.compile(
+    r"^(?P<indent>[ ]+)(?P<key>\"[^\"]*\"|'[^']*'|[^\s:#'\"\-][^:#]*?)[ ]*:(?P<sep>[ ]*)(?P<rest>.*)$"
+)
+
+
+def set_yaml_mapping(text: str, key: str, values: Mapping[object, object]) -> tuple[str, object, object]:
+    """Set scalar entries of the mapping at a dotted ``key``, keeping comments and layout; return (text, old, new).
+
+    Handles a one-line flow mapping (``level_weights: {1: 0.4, 2: 0.1}  # note``, rewritten in place with
+    its comment) and a block mapping (one ``1: 0.4  # note`` line per entry, each edited in place).
+    Only entries that exist are set; entries not named in ``values`` keep their value.
+
+    Raises:
+        TemplateError: the key is absent or not a mapping, an entry is missing or not a scalar, the flow
+            mapping spans several lines, or the edit does not read back as intended.
+    """
+    lines = text.splitlines(keepends=True)
+    found = _find_key_line(lines, key)
+    if found is None:
+        raise TemplateError(f"key {key!r} not found")
+    old = get_yaml_value(text, key)
+    if not isinstance(old, dict):
+        raise TemplateError(f"key {key!r} holds {type(old).__name__} {old!r}, not a mapping")
+    missing = [k for k in values if k not in old]
+    if missing:
+        raise TemplateError(f"mapping {key!r} has no entry {missing} (entries: {list(old)})")
+    bad = [k for k in values if isinstance(old[k], dict | list)]
+    if bad:
+        raise TemplateError(f"mapping {key!r}: entries {bad} are collections; only scalars are set")
+    new = {**old, **values}
+    i, match = found
+    value_text, comment = _split_comment(match["rest"])
+    stripped = value_text.strip()
+    if stripped.startswith("{"):
+        if not stripped.endswith("}"):
+            raise TemplateError(f"mapping {key!r} is a flow mapping spanning several lines; write it on one line")
+        body = ", ".join(f"{format_scalar(k)}: {format_scalar(v)}" for k, v in new.items())
+        eol = "\n" if lines[i].endswith("\n") else ""
+        lines[i] = f"{match['indent']}{match['key']}:{match['sep'] or ' '}{{{body}}}{comment}{eol}"
+    elif not stripped:
+        _set_block_entries(lines, i, len(match["indent"]), key, values)
+    else:
+        raise TemplateError(f"key {key!r}: {stripped!r} is not a one-line flow mapping or a block mapping")
+    return _checked("".join(lines), key, old, new)
+
+
+def _set_block_entries(
+    lines: list[str], parent: int, parent_indent: int, key: str, values: Mapping[object, object]
+) -> None:
+    """Edit the entry lines of the block mapping under ``lines[parent]`` in place."""
+    todo = dict(values)
+    child_indent: int | None = None
+    for j in range(parent + 1, len(lines)):
+        raw = lines[j]
+        if not raw.strip() or raw.lstrip().startswith("#"):
+            continue
+        indent = len(raw) - len(raw.lstrip(" "))
+        if indent <= parent_indent:
+            break
+        child_indent = indent if child_indent is None else child_indent
+        match = _CHILD_LINE.match(raw.rstrip("\n"))
+        if indent != child_indent or match is None:
+            continue
+        try:
+            entry = yaml.safe_load(match["key"])
+        except yaml.YAMLError:
+            continue
+        if not isinstance(entry, str | int | float) or entry not in todo:
             continue
         value_text, comment = _split_comment(match["rest"])
-        if not value_text.strip() or value_text.strip()[0] in "[{|>&*!":
-            raise TemplateError(f"key {key!r} holds a block or flow collection; set_yaml_key edits scalars only")
-        old = get_yaml_value(text, key)
-        value = new_value(old)
-        sep = match["sep"] or " "
-        eol = "\n" if line.endswith("\n") else ""
-        lines[i] = f"{match['indent']}{match['key']}:{sep}{format_scalar(value)}{comment}{eol}"
-        return _checked("".join(lines), key, old, value)
-    if not create:
-        raise TemplateError(f"key {key!r} not found; pass create=true to add it")
-    value = new_value(default)
-    return _checked(_insert_key(text, target, value), key, None, value)
+        if not value_text.strip():
+            raise TemplateError(f"mapping {key!r}: entry {entry!r} holds a block; only scalars are set")
+        eol = "\n" if raw.endswith("\n") else ""
+        lines[j] = (
+            f"{match['indent']}{match['key']}:{match['sep'] or ' '}{format_scalar(todo.pop(entry))}{comment}{eol}"
+        )
+    if todo:
+        raise TemplateError(f"mapping {key!r}: entries {list(todo)} are not on lines of their own")
 
 
 def _split_comment(rest: str) -> tuple[str, str]:

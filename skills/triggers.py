@@ -38,6 +38,9 @@ Metrics = Mapping[str, Value]
 KNOWN_NAMES: frozenset[str] = frozenset(
     {
         "dead_group_ratio",
+        "dead_source_share",
+        "dead_sources",
+        "num_sources",
         "truncation_rate",
         "strict_acc",
         "train_reward_mean",

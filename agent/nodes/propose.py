@@ -102,8 +102,9 @@ def _materialise(ctx: Context, state: State, harness: Harness, proposal: Proposa
     )
     if not cand.committed:
         try:
+            metrics = trigger_metrics(state, harness)  # evidence for ops that read it (reweight_sources)
             for spec in proposal.skills:
-                apply_skill(spec, Path(cand.info["worktree"]), harness)
+                apply_skill(spec, Path(cand.info["worktree"]), harness, metrics=metrics)
         except (SkillPatchError, gw.GitWorktreeError) as exc:
             return refuse_candidate(ctx, state, cand.info, f"patch did not apply: {exc}")
     info = finalise_candidate(ctx, state, harness, cand, f"{proposal.slug}: {proposal.skill.expected_outcome}")

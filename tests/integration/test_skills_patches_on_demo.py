@@ -14,6 +14,7 @@ from skills.models import SkillSpec
 from skills.patches import GuardSkillError, SkillPatchError, apply_skill
 from skills.seeds import SEED_SKILLS
 from trainer_backend.harness import load_harness
+from trainer_backend.local.config import load_level_weights, load_trainer_config
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "arithmetic"
@@ -98,6 +99,33 @@ def test_std_group_filter_replaces_the_noop_filter(cand) -> None:  # type: ignor
     keep = filter_groups([[1.0] * 8, [0.0, 1.0] * 4, [0.0] * 8, [0.0, 0.5] * 4], state)
     assert keep == [False, True, False, True] and state["groups_seen"] == 4
     json.dumps(state)  # the trainer persists it as JSON
+
+
+# Per-source health metrics of a real 12-step run of the demo with the strict reward and 48 tokens.
+SOURCE_METRICS = {
+    "dead_group_ratio": 0.63,
+    "dead_source_share": 0.78,
+    "truncation_rate": 0.0,
+    "reward_hacking": 0.0,
+}
+for _n, (_groups, _dead) in enumerate([(73.0, 0.53), (17.0, 0.65), (21.0, 0.19), (22.0, 0.36), (59.0, 1.0)], start=1):
+    SOURCE_METRICS[f"source_groups/arithmetic/level{_n}"] = _groups
+    SOURCE_METRICS[f"source_dead_ratio/arithmetic/level{_n}"] = _dead
+
+
+def test_data_mix_skill_is_a_single_data_factor_the_trainer_loads(cand) -> None:  # type: ignore[no-untyped-def]
+    c, harness = cand
+    applied = apply_skill(SEEDS["learnable-data-mix"], c.path, harness, metrics=SOURCE_METRICS)
+    changed = gw.changed_files(c.path, c.base_sha)
+    check = check_candidate(changed, gw.diff(c.path, c.base_sha), harness, ["data"], "")
+    assert changed == list(applied.files) == ["harness/data.yaml"]
+    assert check.ok and check.factors == ("data",), check.reason
+    cfg = load_trainer_config(c.path / harness.manifest.trainer.config)
+    assert cfg.data_selection == "harness/data.yaml"
+    assert load_level_weights(c.path / cfg.data_selection) == {1: 0.0, 2: 0.0, 3: 0.5, 4: 0.5, 5: 0.0}
+    assert "# DEFECT (bad mix)" in (c.path / "harness/data.yaml").read_text()  # comments kept
+    with pytest.raises(SkillPatchError, match="no per-source table"):
+        apply_skill(SEEDS["learnable-data-mix"], c.path, harness)  # evidence is required
 
 
 def test_context_flags_the_demo_defects() -> None:

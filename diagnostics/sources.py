@@ -1,0 +1,156 @@
+"""Signal per data source: which training sources carry GRPO signal (too-easy or too-hard data).
+
+Pure functions over `Rollout` records. A GRPO group belongs to the `data_source` of its samples (all
+samples of one prompt share it; `arithmetic/level1`, `gsm8k`, ...). Per source, over the *training*
+rollouts of a run: number of groups, dead-group ratio (reward std < `signal.DEAD_STD`), mean reward,
+strict accuracy (where the backend scored training rollouts) and truncation rate.
+
+A source is *dead* when at least `DEAD_SOURCE_AT` (half) of its groups are dead and it has at least
+`MIN_SOURCE_GROUPS` groups (fewer is too little evidence to drop a source): trained alone it would trip
+the run-level critical alert (paper §6.1: dead > 50% CRITICAL). For groups of 8 samples that is a solve
+rate above ~0.92 or below ~0.08: too easy or too hard for the policy. Why not a stricter bar such as 90%:
+on the arithmetic demo (strict reward, 48 tokens, 60 steps) the always-solved level 1 is 53-70% dead,
+since the warm-started policy still slips on ~6-9% of its samples; only the never-solved level 5 reaches
+99%, and dropping level 5 alone left held-out strict accuracy where it was.
+
+Metrics (flat keys of `HealthReport.metrics`, read by skill triggers and the `reweight_sources` patch op):
+
+- `num_sources`, `dead_sources`: sources seen in the training rollouts, and how many are dead;
+- `dead_source_share`: share of the training groups that come from dead sources (NaN without sources);
+- `source_groups/<data_source>`, `source_dead_ratio/<data_source>`, `source_reward_mean/<data_source>`,
+  `source_strict_acc/<data_source>` (NaN when unscored), `source_truncation_rate/<data_source>`.
+
+Rollouts without a `data_source` are left out of the per-source table (no source to re-weight).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from diagnostics.findings import Finding, Layer, LayerOutput, Severity
+from diagnostics.schema import Rollout
+from diagnostics.signal import DEAD_STD, group_reward_stds, group_rollouts
+
+# A source is dead when >= this share of its groups have zero reward std (paper §6.1 critical level, per source).
+DEAD_SOURCE_AT = 0.5
+# Fewer groups than this is too little evidence to call a source dead.
+MIN_SOURCE_GROUPS = 8
+# Warn when this share (or more) of the training groups comes from dead sources.
+DEAD_SOURCE_SHARE_WARNING = 0.3
+
+SOURCE_GROUPS = "source_groups/"
+SOURCE_DEAD_RATIO = "source_dead_ratio/"
+SOURCE_REWARD_MEAN = "source_reward_mean/"
+SOURCE_STRICT_ACC = "source_strict_acc/"
+SOURCE_TRUNCATION_RATE = "source_truncation_rate/"
+
+
+@dataclass(frozen=True, slots=True)
+class SourceStats:
+    """GRPO signal of one data source over a run's training rollouts."""
+
+    data_source: str
+    num_groups: int
+    dead_groups: int
+    num_rollouts: int
+    reward_mean: float
+    strict_acc: float  # NaN when no training rollout of the source has a strict score
+    truncation_rate: float
+
+    @property
+    def dead_ratio(self) -> float:
+        """Return the share of the source's groups whose reward std is zero."""
+        return self.dead_groups / self.num_groups if self.num_groups else math.nan
+
+    @property
+    def is_dead(self) -> bool:
+        """Return True when the source is dead: enough groups, and at least `DEAD_SOURCE_AT` of them dead."""
+        return self.num_groups >= MIN_SOURCE_GROUPS and self.dead_ratio >= DEAD_SOURCE_AT
+
+
+def source_stats(rollouts: Sequence[Rollout]) -> list[SourceStats]:
+    """Return per-source stats over the training rollouts that name a `data_source`, sorted by source."""
+    groups = group_rollouts([r for r in rollouts if r.split == "train" and r.data_source])
+    by_source: dict[str, list[list[Rollout]]] = {}
+    for members in groups.values():
+        by_source.setdefault(members[0].data_source, []).append(members)
+    out = []
+    for name in sorted(by_source):
+        source_groups = by_source[name]
+        samples = [r for g in source_groups for r in g]
+        stds = group_reward_stds([[r.reward for r in g] for g in source_groups])
+        strict = [r.strict_score for r in samples if r.strict_score is not None]
+        out.append(
+            SourceStats(
+                data_source=name,
+                num_groups=len(source_groups),
+                dead_groups=int((stds < DEAD_STD).sum()),
+                num_rollouts=len(samples),
+                reward_mean=float(np.mean([r.reward for r in samples])),
+                strict_acc=float(np.mean(strict)) if strict else math.nan,
+                truncation_rate=float(np.mean([r.truncated for r in samples])),
+            )
+        )
+    return out
+
+
+def source_metrics(stats: Sequence[SourceStats]) -> dict[str, float]:
+    """Return the flat metrics of a per-source table (keys in the module docstring)."""
+    total = sum(s.num_groups for s in stats)
+    dead = [s for s in stats if s.is_dead]
+    metrics: dict[str, float] = {
+        "num_sources": float(len(stats)),
+        "dead_sources": float(len(dead)),
+        "dead_source_share": sum(s.num_groups for s in dead) / total if total else math.nan,
+    }
+    for s in stats:
+        metrics[SOURCE_GROUPS + s.data_source] = float(s.num_groups)
+        metrics[SOURCE_DEAD_RATIO + s.data_source] = s.dead_ratio
+        metrics[SOURCE_REWARD_MEAN + s.data_source] = s.reward_mean
+        metrics[SOURCE_STRICT_ACC + s.data_source] = s.strict_acc
+        metrics[SOURCE_TRUNCATION_RATE + s.data_source] = s.truncation_rate
+    return metrics
+
+
+def per_source(metrics: Mapping[str, float], prefix: str) -> dict[str, float]:
+    """Return `{data_source: value}` for one per-source metric prefix (e.g. `SOURCE_DEAD_RATIO`)."""
+    return {k[len(prefix) :]: v for k, v in metrics.items() if k.startswith(prefix) and len(k) > len(prefix)}
+
+
+def diagnose_sources(rollouts: Sequence[Rollout]) -> LayerOutput:
+    """Per-source dead groups and the dead-source share, with a warning when dead sources fill the batch.
+
+    Dead groups concentrated in a few sources point at the data selection (too easy or too hard for the
+    policy) rather than at the reward's granularity: re-weighting the mix toward live sources removes them.
+    """
+    stats = source_stats(rollouts)
+    metrics = source_metrics(stats)
+    share = metrics["dead_source_share"]
+    dead = [s for s in stats if s.is_dead]
+    fired = not math.isnan(share) and share >= DEAD_SOURCE_SHARE_WARNING
+    listed = ", ".join(f"{s.data_source} ({s.dead_ratio:.0%} dead)" for s in dead)
+    if math.isnan(share):
+        message = "dead data sources: no data (no training rollout names a data_source)"
+    elif fired:
+        message = (
+            f"dead data sources fill {share:.0%} of the training groups: {listed}; too easy or too hard for the "
+            "policy (groups all solved or all failed): re-weight the data selection"
+        )
+    else:
+        message = f"dead data sources: {share:.0%} of the training groups" + (f" ({listed})" if dead else "")
+    finding = Finding(
+        alert_id="signal.dead_sources",
+        layer=Layer.SIGNAL,
+        severity=Severity.WARNING if fired else Severity.OK,
+        message=message,
+        value=share,
+        threshold=DEAD_SOURCE_SHARE_WARNING,
+        rule=f"dead_source_share >= {DEAD_SOURCE_SHARE_WARNING}; dead: >= {DEAD_SOURCE_AT:.0%} of >= "
+        f"{MIN_SOURCE_GROUPS} groups dead",
+        numbers={f"dead_ratio/{s.data_source}": s.dead_ratio for s in stats},
+    )
+    return LayerOutput((finding,), metrics)
