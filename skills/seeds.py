@@ -271,4 +271,26 @@ SEED_SKILLS: tuple[SkillSpec, ...] = (
         "rule is EvoTrainer's (inferred, not a paper skill), checked on the arithmetic demo and the dead-groups "
         "benchmark scenario (it zeroes levels 1 and 5 there, as the oracle does)",
     ),
+    SkillSpec(
+        name="stabilise-policy-updates",
+        domain="*",
+        trigger="ppo_kl_max > 0.02 or train_score_collapse > 0.5",
+        factor="trainer",
+        patch_kind="template",
+        patch=_ops(
+            {"op": "set_yaml_key", "file": "@trainer_config", "key": "lr", "value": "{{ current / lr_divisor }}"},
+            {"op": "set_yaml_key", "file": "@trainer_config", "key": "clip_low", "value": "{{ min(current, 0.2) }}"},
+            {"op": "set_yaml_key", "file": "@trainer_config", "key": "clip_high", "value": "{{ min(current, 0.28) }}"},
+        ),
+        params={"lr_divisor": 10},
+        expected_outcome="per-step policy shift back to a trust-region step (ppo_kl_max < 0.02) and no training-score "
+        "collapse; strict_acc holds or rises instead of collapsing",
+        validation_rule="pilot: ppo_kl_max <= 0.02, train_score_collapse < 0.5 and strict_acc_delta >= 0 vs parent "
+        "(paired test). A policy that already collapsed may not recover within one pilot: the skill stops the "
+        "damage, it does not undo it",
+        applicability=("*",),
+        provenance=f"{PAPER} execution step (watch for entropy collapse or KL explosion), §12 (GRPO with Clip-Higher "
+        "ε 0.20 / 0.27-0.28, token-level clipping); the KL and collapse thresholds are EvoTrainer's, set from the "
+        "demo's oracle harness (max step KL 0.002) and the unstable-optimiser scenario (0.12, score 0.57 -> 0)",
+    ),
 )

@@ -39,6 +39,9 @@ KNOWN_NAMES: frozenset[str] = frozenset(
     {
         "dead_group_ratio",
         "dead_source_share",
+        "ppo_kl_max",
+        "train_score_collapse",
+        "entropy_growth_ratio",
         "dead_sources",
         "num_sources",
         "truncation_rate",

@@ -167,3 +167,19 @@ def test_guard_and_off_surface_templates_are_refused_before_writing(cand) -> Non
     )
     with pytest.raises(SkillPatchError, match="nope"):
         apply_skill(missing_key, c.path, harness)
+
+
+def test_stabilise_updates_cuts_the_lr_and_restores_the_clip_range_of_the_unstable_scenario(tmp_path: Path) -> None:
+    source = ROOT / "benchmarks" / "scenarios" / "unstable-optimiser" / "defective"
+    repo = gw.init_session_repo(source, tmp_path / "repo")
+    main = gw.create_session_branch(repo, "s1")
+    harness = load_harness(tmp_path / "repo")
+    c = gw.create_candidate(repo, "s1", 0, 1, "skill", main, tmp_path / "wt")
+    before = load_trainer_config(c.path / "harness" / "trainer.yaml")
+    apply_skill(SEEDS["stabilise-policy-updates"], c.path, harness)
+    after = load_trainer_config(c.path / "harness" / "trainer.yaml")
+    assert after.lr == pytest.approx(before.lr / 10)
+    assert (after.clip_low, after.clip_high) == (0.2, 0.28) and (before.clip_low, before.clip_high) == (0.9, 10.0)
+    changed = gw.changed_files(c.path, c.base_sha)
+    check = check_candidate(changed, gw.diff(c.path, c.base_sha), harness, ["trainer"], "")
+    assert changed == ["harness/trainer.yaml"] and check.ok and check.factors == ("trainer",), check.reason
