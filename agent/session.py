@@ -7,6 +7,7 @@ checkpoint store and invoked with `None` (langgraph.md §6); idempotent nodes do
 
 from __future__ import annotations
 
+import logging
 import secrets
 import sqlite3
 import time
@@ -18,6 +19,8 @@ from typing import Any
 
 from agent import ledger
 from agent.context import Context
+
+log = logging.getLogger(__name__)
 
 # Graph steps per session: ~12 per iteration; the default (10007) would let a bug loop for hours.
 RECURSION_LIMIT = 400
@@ -111,16 +114,33 @@ def run_graph(ctx: Context, session_id: str, graph_input: Any, on_update: Callab
 
     url = ledger.db_url(ctx.db_url, ctx.workdir)
     cfg = thread_config(session_id)
+    reap_sandboxes(ctx)
     with checkpointer(url) as saver:
         graph = builder.compile(checkpointer=saver)
         for chunk in graph.stream(graph_input, cfg, context=ctx, stream_mode="updates", durability="sync"):
             for node, update in chunk.items():
-                on_update(node, update)
+                if node != "__metadata__":  # {"cached": True}: writes a resumed run restored, not a node
+                    on_update(node, update)
         snapshot = graph.get_state(cfg)
         values = dict(snapshot.values)
         values["__interrupt__"] = [i.value for task in snapshot.tasks for i in task.interrupts]
         values["__next__"] = list(snapshot.next)
         return values
+
+
+def reap_sandboxes(ctx: Context) -> None:
+    """Remove sandbox containers left behind by dead controllers (kill -9 skips their cleanup), best effort."""
+    if ctx.sandbox != "docker":
+        return
+    from sandboxes.docker import engine_client, reap_orphans
+
+    try:
+        removed = reap_orphans(engine_client())
+    except Exception as exc:  # no engine, engine error: the first sandboxed call reports it where it matters
+        log.warning("could not look for orphaned sandbox containers: %s: %s", type(exc).__name__, exc)
+        return
+    if removed:
+        log.warning("removed %d sandbox container(s) left by a dead controller", len(removed))
 
 
 def context_to_json(ctx: Context) -> dict[str, Any]:

@@ -8,7 +8,8 @@ Covered (each has a property test in `tests/integration/test_sandbox_docker_*.py
   in `/results` are read back by the trusted side without following symlinks, with size caps.
 - resources: memory capped (`mem_limit`, swap equal, so no swap), CPU capped (`nano_cpus`), process count
   capped (`pids_limit`, fork bombs hit it), wall-clock timeout that kills the container; the container is
-  removed in `finally` on every path.
+  removed in `finally` on every path; a container whose creating process died without running its
+  `finally` (kill -9) is removed by `reap_orphans`, which `agent.session.run_graph` calls on every start.
 - privileges: non-root user `65534:65534`, `cap_drop=["ALL"]`, `no-new-privileges`.
 - environment: empty apart from the variables the trusted side passes explicitly (never the host's env).
 - output: stdout/stderr are capped (json-file log rotation + `output_cap_bytes` tail) and are only ever
@@ -33,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import socket
 import stat
 import tempfile
 import time
@@ -48,6 +50,7 @@ RESULTS_MAX_FILES = 64
 RESULTS_MAX_BYTES = 16 * 1024 * 1024
 SANDBOX_USER = "65534:65534"
 LABEL = "evotrainer.sandbox"  # on every sandbox container, so leftovers can be found
+OWNER_LABEL = "evotrainer.owner"  # "host/pid/start time" of the process that created the container
 # Not host variables: fixed settings every sandboxed process gets (numpy's BLAS threads count against
 # pids_limit; TMPDIR points temp files at the only writable place).
 BASE_ENV: dict[str, str] = {
@@ -137,7 +140,7 @@ def container_options(
         "user": SANDBOX_USER,
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges"],
-        "labels": {LABEL: "1"},
+        "labels": {LABEL: "1", OWNER_LABEL: owner_token()},
         "log_config": {"type": "json-file", "config": {"max-size": "1m", "max-file": "1"}},
     }
 
@@ -285,6 +288,67 @@ def remove_container(container: Any) -> None:
 
     with contextlib.suppress(docker.errors.NotFound):
         container.remove(force=True)
+
+
+def _proc_stat(pid: int) -> tuple[str, str] | None:
+    """(state, start time in clock ticks since boot) of `pid` from /proc, or None where there is none."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text.rpartition(")")[2].split()  # the command name in parentheses may hold spaces
+    return (fields[0], fields[19]) if len(fields) > 19 else None
+
+
+def owner_token(pid: int | None = None) -> str:
+    """Name a process uniquely on this host: `hostname/pid/start time` (start time empty without /proc)."""
+    pid = os.getpid() if pid is None else pid
+    stat = _proc_stat(pid)
+    return f"{socket.gethostname()}/{pid}/{stat[1] if stat else ''}"
+
+
+def owner_gone(token: str) -> bool:
+    """Say whether the process named by `owner_token` is known to be dead (a reused pid counts as dead).
+
+    A token from another host (or malformed) is never "gone": its process cannot be checked from here.
+    """
+    host, _, rest = token.partition("/")
+    pid_text, _, started = rest.partition("/")
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # alive, owned by another user
+    if not started:
+        return False
+    stat = _proc_stat(pid)
+    return stat is None or stat[0] == "Z" or stat[1] != started
+
+
+def reap_orphans(client: Any) -> list[str]:
+    """Kill and remove the sandbox containers whose creating process on this host is dead; return their ids.
+
+    A controller killed with SIGKILL runs no `finally`: its worker container stays behind (exited once its
+    stdin closes, or still running). Containers of live processes, such as a trainer that outlived the
+    controller and still computes rewards, are left alone.
+    """
+    import docker.errors
+
+    removed = []
+    for summary in client.api.containers(all=True, filters={"label": LABEL}):
+        token = (summary.get("Labels") or {}).get(OWNER_LABEL)
+        if token is None or not owner_gone(token):
+            continue
+        try:
+            client.api.remove_container(summary["Id"], force=True)
+        except docker.errors.APIError:  # already gone, or its removal is in progress
+            continue
+        removed.append(summary["Id"])
+    return removed
 
 
 def engine_client() -> Any:

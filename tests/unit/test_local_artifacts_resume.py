@@ -47,3 +47,20 @@ def test_poll_and_collect_read_only_the_artefact_folder(tmp_path: Path) -> None:
     result = collect(handle)
     assert result.outcome.value == "candidate_error" and result.steps_done == 2
     assert result.summary["strict_acc_before"] == 0.4 and "harness/reward.py" in result.message
+
+
+def test_an_exited_unreaped_trainer_counts_as_gone() -> None:
+    """A zombie answers kill(pid, 0); resume must not wait on it forever (kill -9 of a controller)."""
+    import os
+    import subprocess
+    import time
+
+    from trainer_backend.local import _zombie
+
+    child = subprocess.Popen(["true"])
+    deadline = time.time() + 10
+    while not _zombie(child.pid) and time.time() < deadline:
+        time.sleep(0.05)
+    assert _zombie(child.pid), "an exited child that nobody reaped is a zombie"
+    child.wait()
+    assert not _zombie(os.getpid())

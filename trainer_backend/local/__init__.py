@@ -49,8 +49,17 @@ def _alive(pid: int) -> bool:
             return False
         except PermissionError:
             return True
-        return True
+        return not _zombie(pid)
     return finished == 0
+
+
+def _zombie(pid: int) -> bool:
+    """True when `pid` is a zombie (exited, not yet reaped by its parent): the trainer is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False  # no /proc (not Linux) or the process just went: the next probe sees it
+    return stat[stat.rfind(")") + 2 :].startswith("Z")
 
 
 def poll(handle: Handle) -> RunStatus:
