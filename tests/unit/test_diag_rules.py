@@ -137,6 +137,18 @@ def test_reward_hacking_alarm_reward_up_strict_flat() -> None:
     assert diagnose_score(rows, rollouts, rising).metrics["reward_hacking"] == 0.0
 
 
+def test_a_reward_that_tracks_strict_on_its_own_rollouts_is_not_hacking_when_held_out_dips() -> None:
+    """A strict reward (reward == strict on every training rollout) cannot be hacked; a held-out dip is noise."""
+    train = [r(s, g, 0, float(g < 4 + s // 2), strict=float(g < 4 + s // 2)) for s in range(6) for g in range(10)]
+    val = [r(s, g, 0, 0.5, strict=float(g < (6 if s == 0 else 5)), split="val") for s in range(6) for g in range(10)]
+    out = diagnose_score([], train, val)
+    assert out.metrics["train_reward_delta"] > 0.05 and out.metrics["strict_acc_delta"] < 0
+    assert out.metrics["train_strict_delta"] == pytest.approx(out.metrics["train_reward_delta"])
+    assert out.metrics["reward_hacking"] == 0.0
+    lenient = [r(s, g, 0, float(g < 4 + s // 2), strict=float(g < 4)) for s in range(6) for g in range(10)]
+    assert diagnose_score([], lenient, val).metrics["reward_hacking"] == 1.0, "reward outruns strict: hacking"
+
+
 def test_no_strict_score_is_a_warning_not_silence() -> None:
     rollouts = [r(s, g, i, float(i % 2), strict=None) for s in range(3) for g in range(3) for i in range(4)]
     out = diagnose_score([], rollouts, [])
