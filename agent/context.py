@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast, get_args
 
 Mode = Literal["evotrainer", "score-only"]
 Gate = Literal["none", "launch", "promote", "all"]
@@ -82,3 +82,24 @@ class Context:
     def session_dir(self, session_id: str) -> Path:
         """Artefact folder of one session (runs, backtests, worktrees)."""
         return self.root / "sessions" / session_id
+
+
+def as_mode(value: str) -> Mode:
+    """A CLI `--mode` string as a `Mode`; `ValueError` naming the choices otherwise."""
+    return cast(Mode, _choice(value, get_args(Mode), "mode"))
+
+
+def as_sandbox(value: str) -> SandboxMode:
+    """A CLI `--sandbox` string as a `SandboxMode`; `ValueError` naming the choices otherwise."""
+    return cast(SandboxMode, _choice(value, get_args(SandboxMode), "sandbox"))
+
+
+def as_gate(value: str) -> Gate:
+    """A CLI `--gate` string as a `Gate`; `ValueError` naming the choices otherwise."""
+    return cast(Gate, _choice(value, get_args(Gate), "gate"))
+
+
+def _choice(value: str, choices: tuple[str, ...], option: str) -> str:
+    if value not in choices:
+        raise ValueError(f"unknown {option} {value!r}: pass --{option} {' | '.join(choices)}")
+    return value

@@ -167,7 +167,9 @@ def replicate_check(
     return Replication(confirmed, pooled, tuple(deltas), outcome, evidence)
 
 
-def apply_replication(decisions: Sequence[dict[str, Any]], candidate_id: str, rep: Replication) -> list[dict[str, Any]]:
+def apply_replication(
+    decisions: Sequence[Mapping[str, Any]], candidate_id: str, rep: Replication
+) -> list[dict[str, Any]]:
     """The decisions after the merge candidate's replication: confirmed → merge on pooled evidence, else prune."""
     out = []
     for d in decisions:

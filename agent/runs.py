@@ -13,9 +13,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 from diagnostics.schema import Outcome
-from trainer_backend.base import SUMMARY_FILE, Handle, RunResult, RunSpec, RunStatus
+from trainer_backend.base import SUMMARY_FILE, Backend, Handle, RunResult, RunSpec, RunStatus
 
 HANDLE_FILE = "handle.json"
 MAX_RESUMES = 3
@@ -27,7 +28,7 @@ def ensure_run(
     """Run `spec` to completion exactly once across controller crashes and return its result."""
     from trainer_backend import BACKENDS
 
-    backend = BACKENDS[backend_name]
+    backend = cast(Backend, BACKENDS[backend_name])  # a backend module satisfies the protocol structurally
     handle_path = spec.out_dir / HANDLE_FILE
     if (spec.out_dir / SUMMARY_FILE).exists():
         return backend.collect(Handle(backend=backend_name, run_id=spec.run_id, out_dir=spec.out_dir))

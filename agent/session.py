@@ -15,10 +15,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent import ledger
 from agent.context import Context
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
 
 log = logging.getLogger(__name__)
 
@@ -90,12 +93,12 @@ def checkpointer(url: str) -> Iterator[Any]:
         return
     from langgraph.checkpoint.postgres import PostgresSaver
 
-    with PostgresSaver.from_conn_string(url.replace("postgresql+psycopg://", "postgresql://")) as saver:
-        saver.setup()
-        yield saver
+    with PostgresSaver.from_conn_string(url.replace("postgresql+psycopg://", "postgresql://")) as pg_saver:
+        pg_saver.setup()
+        yield pg_saver
 
 
-def thread_config(session_id: str) -> dict[str, Any]:
+def thread_config(session_id: str) -> RunnableConfig:
     """The LangGraph config of a session's thread."""
     return {
         "configurable": {"thread_id": session_id},

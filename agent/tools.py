@@ -386,8 +386,10 @@ class Toolbox:
     def search_skills(self, a: SearchArgs) -> str:
         """Skills the current health metrics trigger (ranked), or every skill matching the query words."""
         from agent.nodes.propose import trigger_metrics
+        from skills.models import SkillRecord
         from skills.repository import list_skills, rank
 
+        rows: list[tuple[SkillRecord, str, tuple[str, ...]]]
         with _db(self.url) as db:
             if a.query.strip():
                 words = a.query.lower().split()

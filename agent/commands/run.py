@@ -51,20 +51,20 @@ def run(
     llm_max_turns: int = typer.Option(30, help="model calls per propose step"),
 ) -> None:
     """Run an autonomous session; with no arguments, the demo on the bundled defective harness."""
-    from agent.context import Context
+    from agent.context import Context, as_gate, as_mode, as_sandbox
     from agent.session import start_session
 
     try:
         ctx = Context(
             workdir=".",
             db_url=db,
-            mode=mode,
-            policy="llm" if llm else "heuristic",  # type: ignore[arg-type]
+            mode=as_mode(mode),
+            policy="llm" if llm else "heuristic",
             llm_model=llm,
-            sandbox=sandbox,
-            gate=gate,
+            sandbox=as_sandbox(sandbox),
+            gate=as_gate(gate),
             seed=seed,
-            base_steps=base_steps,  # type: ignore[arg-type]
+            base_steps=base_steps,
             pilot_steps=pilot_steps,
             max_candidates=candidates,
             max_iterations=iterations,

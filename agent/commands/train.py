@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal, cast
 
 import typer
 
@@ -54,9 +54,9 @@ def train(
         steps=steps,
         seed=seed,
         resume=resume,
-        sandbox=sandbox,
+        sandbox=cast(Literal["none", "docker", "process"], sandbox),  # checked above
         ray_address=ray_address,
-    )  # type: ignore[arg-type]
+    )
     if backend not in trainer_backend.BACKENDS:
         console.print(f"[red]{backend} backend not installed[/red] (install the verl extra: pip install -e '.[verl]')")
         raise typer.Exit(2)

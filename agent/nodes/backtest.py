@@ -55,6 +55,7 @@ def backtest(payload: dict[str, Any], runtime: Runtime[Context]) -> dict[str, An
 def _record(ctx: Context, candidate_id: str, run_id: str, out_dir: str, result: Any) -> None:
     from store import models
     from store.repository import add_backtest, update_candidate_status
+    from store.types import CandidateStatus
 
     m = result.metrics
     with ledger.db(store_url(ctx)) as db:
@@ -75,7 +76,9 @@ def _record(ctx: Context, candidate_id: str, run_id: str, out_dir: str, result: 
             hack_max_score=_f(m, "hack_max_score"),
             reasons=list(result.reasons),
         )
-        status = "backtested" if result.verdict.value in ("pass", "inconclusive") else "backtest_failed"
+        status: CandidateStatus = (
+            "backtested" if result.verdict.value in ("pass", "inconclusive") else "backtest_failed"
+        )
         update_candidate_status(db, candidate_id, status)
 
 

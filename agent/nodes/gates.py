@@ -155,7 +155,7 @@ def _diff(state: State, cand: Any, max_chars: int = 6000) -> str:
     """The candidate's diff against the incumbent commit (truncated)."""
     from git import Repo
 
-    text = Repo(state["harness_dir"]).git.diff(state["version"]["commit"], cand["branch"])
+    text: str = Repo(state["harness_dir"]).git.diff(state["version"]["commit"], cand["branch"])
     return text if len(text) <= max_chars else text[:max_chars] + f"\n[... {len(text) - max_chars} more characters]"
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from langgraph.runtime import Runtime
 
@@ -16,7 +16,7 @@ from agent import ledger
 from agent.context import Context
 from agent.nodes.common import session_main_commit, store_url
 from agent.routing import CONTROL_ID, current
-from agent.state import CandidateInfo, State, VersionInfo
+from agent.state import CandidateInfo, DecisionInfo, State, VersionInfo
 
 STATUS_OF = {"merge": "merged", "keep": "kept", "prune": "pruned", "revert": "reverted"}
 
@@ -24,7 +24,7 @@ STATUS_OF = {"merge": "merged", "keep": "kept", "prune": "pruned", "revert": "re
 def record(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Record decisions, merge the winner (or continue the incumbent), and decide whether to go on."""
     ctx, it = runtime.context, state["iteration"]
-    candidates = [CandidateInfo(**c) for c in state.get("candidates", [])]  # type: ignore[typeddict-item]
+    candidates = [CandidateInfo(**c) for c in state.get("candidates", [])]
     mine = {c["id"]: c for c in candidates if c["iteration"] == it}
     decisions = [d for d in state.get("decisions", []) if d["candidate_id"] in mine]
     failed = {b["candidate_id"] for b in current(state.get("backtests"), it) if b["verdict"] == "fail"}
@@ -76,8 +76,8 @@ def _advance(
     ctx: Context,
     state: State,
     mine: dict[str, CandidateInfo],
-    decisions: list[dict[str, Any]],
-    winner: dict[str, Any] | None,
+    decisions: list[DecisionInfo],
+    winner: DecisionInfo | None,
     pilots: dict[str, Any],
 ) -> VersionInfo:
     """Write decision commits, merge the winner, and return the new incumbent."""
@@ -125,14 +125,15 @@ def _store(
     ctx: Context,
     state: State,
     mine: dict[str, CandidateInfo],
-    decisions: list[dict[str, Any]],
-    winner: dict[str, Any] | None,
+    decisions: list[DecisionInfo],
+    winner: DecisionInfo | None,
     new: VersionInfo,
 ) -> None:
     from sqlalchemy import select
 
     from skills.repository import record_result
     from store import models, repository
+    from store.types import DecisionOutcome
 
     session_id = state["session_id"]
     domain = _domain(state)
@@ -180,7 +181,7 @@ def _store(
                 db,
                 row.id,
                 decision="merge" if winner else "keep",
-                outcome=winner["outcome"] if winner else "insufficient",
+                outcome=cast(DecisionOutcome, winner["outcome"]) if winner else "insufficient",
                 rationale=rationale,
                 strict_score=new["strict_acc"],
                 train_score=new["train_reward"],

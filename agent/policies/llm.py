@@ -42,13 +42,14 @@ class LLMOutcome:
 def make_chat_model(ctx: Context) -> Any:
     """`ChatOpenAI` for `ctx.llm_model` on `OPENAI_BASE_URL` (default: OpenAI) with `OPENAI_API_KEY`."""
     from langchain_openai import ChatOpenAI
+    from pydantic import SecretStr
 
     if not os.environ.get("OPENAI_API_KEY"):
         raise ValueError("the llm policy needs OPENAI_API_KEY (any value for a local server) and OPENAI_BASE_URL")
     return ChatOpenAI(
         model=ctx.llm_model,
         base_url=os.environ.get("OPENAI_BASE_URL") or None,
-        api_key=os.environ["OPENAI_API_KEY"],
+        api_key=SecretStr(os.environ["OPENAI_API_KEY"]),
         temperature=0,
         max_retries=0,
         timeout=ctx.llm_timeout_s,

@@ -25,7 +25,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from agent.evidence import final_strict_scores, paired
-from diagnostics.schema import read_metrics, read_run_rollouts
+from diagnostics.schema import ReadProblem, read_metrics, read_run_rollouts
 from diagnostics.stats import PairedComparison, paired_bootstrap
 from store import models
 from store.repository import get, session_candidates, session_ledger
@@ -218,7 +218,7 @@ def read_curves(run: models.Run, label: str, step_offset: int = 0) -> RunCurves:
     if not path.is_file():
         why = "run folder missing" if not Path(run.artefact_dir).exists() else f"no {METRICS_FILE}"
         return RunCurves(**base, note=f"{why}: {path}")  # type: ignore[arg-type]
-    problems: list = []
+    problems: list[ReadProblem] = []
     rows = read_metrics(path, problems)
     series: dict[str, list[tuple[int, float]]] = {}
     for name in CURVE_METRICS:

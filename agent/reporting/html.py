@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable, Sequence
+from typing import cast
 
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
@@ -63,7 +64,9 @@ def _badge(status: str) -> str:
 
 def _figure_html(fig: go.Figure, div_id: str, height_px: int) -> str:
     fig.update_layout(height=height_px, margin={"l": 50, "r": 20, "t": 50, "b": 40})
-    return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, default_height=f"{height_px}px")
+    return cast(
+        str, fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, default_height=f"{height_px}px")
+    )
 
 
 # --- figures --------------------------------------------------------------------------------------------
