@@ -33,6 +33,8 @@ STRICT_CORRECT = 0.5
 REWARDED_WRONG_RELATIVE = 0.5
 REWARDED_WRONG_WARNING = 0.10
 REWARDED_WRONG_CRITICAL = 0.30
+UNREWARDED_CORRECT_WARNING = 0.05  # of strict-correct training rollouts paid below half the top reward
+UNREWARDED_CORRECT_CRITICAL = 0.20
 EVIDENCE_MAX = 5
 
 
@@ -179,6 +181,41 @@ def diagnose_rewarded_wrong(rollouts: Sequence[Rollout]) -> LayerOutput:
     return LayerOutput((finding,), {"rewarded_wrong_rate": rate})
 
 
+def diagnose_unrewarded_correct(rollouts: Sequence[Rollout]) -> LayerOutput:
+    """Share of strict-correct training rollouts the reward paid like wrong ones (false negatives).
+
+    A format gate stricter than the evaluator (paper §10: the Coding harness's format gate) scores correct
+    answers 0, so the policy is pushed away from them and whole levels look unlearnable. The reference is
+    the highest reward observed: a correct answer paid below half of it counts as unrewarded.
+    """
+    scored = [r for r in rollouts if r.strict_score is not None]
+    right = [r for r in scored if r.strict_score is not None and r.strict_score >= STRICT_CORRECT]
+    top = max((r.reward for r in scored), default=math.nan)
+    if not right or math.isnan(top) or top <= 0:
+        rate, unpaid = math.nan, []
+    else:
+        unpaid = [r for r in right if r.reward < REWARDED_WRONG_RELATIVE * top]
+        rate = len(unpaid) / len(right)
+    finding = graded(
+        "score.unrewarded_correct",
+        Layer.SCORE,
+        rate,
+        metric="unrewarded_correct_rate",
+        warning=UNREWARDED_CORRECT_WARNING,
+        critical=UNREWARDED_CORRECT_CRITICAL,
+        what="strict-correct responses the reward pays like wrong ones (format gate or reward false negatives)",
+        evidence=[rollout_ref(r.run_id, r.step, r.prompt_id, r.sample_index) for r in unpaid[:EVIDENCE_MAX]],
+        numbers={"num_right": float(len(right)), "top_reward": top},
+    )
+    return LayerOutput((finding,), {"unrewarded_correct_rate": rate})
+
+
 def diagnose_score(metric_rows: Sequence[MetricRow], train: Sequence[Rollout], val: Sequence[Rollout]) -> LayerOutput:
     """Run every score-layer rule."""
-    return LayerOutput.merge([diagnose_hacking(metric_rows, train, val), diagnose_rewarded_wrong([*train, *val])])
+    return LayerOutput.merge(
+        [
+            diagnose_hacking(metric_rows, train, val),
+            diagnose_rewarded_wrong([*train, *val]),
+            diagnose_unrewarded_correct(train),
+        ]
+    )

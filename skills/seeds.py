@@ -157,7 +157,8 @@ SEED_SKILLS: tuple[SkillSpec, ...] = (
     SkillSpec(
         name="strict-answer-extraction",
         domain="math",
-        trigger="reward_hacking >= 1 or rewarded_wrong_rate > 0.05 or rank_violations > 0",
+        trigger="reward_hacking >= 1 or rewarded_wrong_rate > 0.05 or unrewarded_correct_rate > 0.05 "
+        "or rank_violations > 0",
         factor="reward",
         patch_kind="template",
         patch=_ops({"op": "replace_file", "file": "@reward", "content": STRICT_REWARD}),
@@ -245,7 +246,7 @@ SEED_SKILLS: tuple[SkillSpec, ...] = (
         name="learnable-data-mix",
         domain="math",
         trigger=f"dead_group_ratio > 0.5 and dead_source_share >= {DEAD_SOURCE_SHARE_WARNING} "
-        "and truncation_rate <= 0.15 and reward_hacking == 0",
+        "and truncation_rate <= 0.15 and reward_hacking == 0 and unrewarded_correct_rate <= 0.05",
         factor="data",
         patch_kind="template",
         patch=_ops(

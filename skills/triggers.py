@@ -49,6 +49,7 @@ KNOWN_NAMES: frozenset[str] = frozenset(
         "train_reward_mean",
         "train_reward_delta",
         "rewarded_wrong_rate",
+        "unrewarded_correct_rate",
         "degenerate_rate",
         "strict_acc_delta",
         "reward_hacking",

@@ -16,6 +16,7 @@ FIXED_REWARD_AND_LENGTH = {
     "truncation_rate": 0.0,
     "rewarded_wrong_rate": 0.0,
     "reward_hacking": 0,
+    "unrewarded_correct_rate": 0.0,
     "filter_present": 0,
     "reward_discrete": 1,
     "candidate_reward_length_term": 0,

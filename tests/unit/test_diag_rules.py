@@ -149,6 +149,16 @@ def test_a_reward_that_tracks_strict_on_its_own_rollouts_is_not_hacking_when_hel
     assert diagnose_score([], lenient, val).metrics["reward_hacking"] == 1.0, "reward outruns strict: hacking"
 
 
+def test_a_format_gate_that_zeroes_correct_answers_is_flagged() -> None:
+    """Correct level-4-like answers paid 0 (the format-gate scenario) are false negatives; a strict reward has none."""
+    gated = [r(0, g, i, 0.0 if g < 3 else float(i < 4), strict=float(i < 4)) for g in range(10) for i in range(8)]
+    out = diagnose_score([], gated, [])
+    assert out.metrics["unrewarded_correct_rate"] == pytest.approx(0.3)
+    assert sev(out, "score.unrewarded_correct") is Severity.CRITICAL
+    strict = [r(0, g, i, float(i < 4), strict=float(i < 4)) for g in range(10) for i in range(8)]
+    assert diagnose_score([], strict, []).metrics["unrewarded_correct_rate"] == 0.0
+
+
 def test_no_strict_score_is_a_warning_not_silence() -> None:
     rollouts = [r(s, g, i, float(i % 2), strict=None) for s in range(3) for g in range(3) for i in range(4)]
     out = diagnose_score([], rollouts, [])

@@ -34,7 +34,7 @@ REAL = {  # data source: (groups, dead ratio)
 
 def _metrics(table: dict[str, tuple[int, float]] = REAL, **extra: float) -> dict[str, float]:
     out: dict[str, float] = {"dead_group_ratio": 0.62, "dead_source_share": 0.81, "truncation_rate": 0.0}
-    out = {**out, "reward_hacking": 0.0, **extra}
+    out = {**out, "reward_hacking": 0.0, "unrewarded_correct_rate": 0.0, **extra}
     for source, (groups, ratio) in table.items():
         out[f"source_groups/{source}"] = float(groups)
         out[f"source_dead_ratio/{source}"] = ratio
@@ -58,6 +58,7 @@ def test_trigger_fires_on_dead_sources_only_once_responses_are_not_cut() -> None
     assert not evaluate(SKILL.trigger, _metrics(truncation_rate=0.42))  # judge data after the length fix
     assert not evaluate(SKILL.trigger, _metrics(dead_source_share=0.1))  # dead groups spread over sources
     assert not evaluate(SKILL.trigger, _metrics(reward_hacking=1.0))  # fix the reward before judging the data
+    assert not evaluate(SKILL.trigger, _metrics(unrewarded_correct_rate=0.12))  # a format gate hides a level
     assert not evaluate(SKILL.trigger, _metrics(dead_group_ratio=0.4))  # warning level: the filter's turn
     oracle = _metrics(dead_group_ratio=0.307, dead_source_share=0.314)  # the fixed demo after 60 steps
     assert not evaluate(SKILL.trigger, oracle)
