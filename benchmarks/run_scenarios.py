@@ -275,15 +275,70 @@ def markdown(rows: list[Row], meta: dict[str, Any]) -> str:
     for r in rows:
         ci = "—" if r.delta_vs_static is None else f"{r.delta_vs_static:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}]"
         cost = "—" if r.pilot_phase_s is None else f"{r.backtest_phase_s:.0f} / {r.pilot_phase_s:.0f}"
-        note = "" if r.ok else r.message.replace("|", "/")
+        note = r.message.replace("|", "/")
         lines.append(
             f"| {r.scenario} | {r.mode} | {r.seed} | {_fmt(r.strict)} | {ci} | {_fmt(r.lineage_steps, 'd')} | "
             f"{_fmt(r.total_train_steps, 'd')} | {_fmt(r.iterations, 'd')} | {_fmt(r.merges, 'd')} | "
             f"{_fmt(r.invalid_promotions, 'd')} | {_fmt(r.wall_s, '.0f')} | "
             f"{_fmt(r.overhead_pct, '.1f')}{'%' if r.overhead_pct is not None else ''} | {cost} | {note} |"
         )
+    lines += ["", *summary(rows)]
     lines += ["", f"Command: `{meta['command']}`", f"Machine: {meta['machine']}; date {meta['date']}."]
     return "\n".join(lines) + "\n"
+
+
+def summary(rows: list[Row]) -> list[str]:
+    """Per mode: mean gain over static across scenarios (bootstrap over prompts, stratified by scenario and
+    seed), and evotrainer's gap to the oracle per scenario (paired bootstrap)."""
+    scores = {(r.scenario, r.mode, r.seed): strict_scores(Path(r.final_run_dir)) for r in rows if r.final_run_dir}
+    out = []
+    for mode in ("score-only", "evotrainer", "oracle"):
+        a: list[float] = []
+        b: list[float] = []
+        strata: list[str] = []
+        for (scenario, m, seed), mine in scores.items():
+            static = scores.get((scenario, "static", seed), {})
+            if m != mode or not static or not mine:
+                continue
+            x, y = paired(static, mine)
+            a, b, strata = a + x, b + y, strata + [f"{scenario}/{seed}"] * len(x)
+        if a:
+            cmp = paired_bootstrap(a, b, strata=strata)
+            n = len(set(strata))
+            out.append(
+                f"- {mode} vs static, mean over {n} scenario run(s): {cmp.delta:+.3f} "
+                f"[{cmp.ci_low:+.3f}, {cmp.ci_high:+.3f}] (bootstrap over prompts, stratified by scenario)"
+            )
+    for (scenario, m, seed), evo in scores.items():
+        oracle = scores.get((scenario, "oracle", seed), {})
+        if m == "evotrainer" and evo and oracle:
+            cmp = paired_bootstrap(*paired(evo, oracle))
+            gap = f"{cmp.delta:+.3f} [{cmp.ci_low:+.3f}, {cmp.ci_high:+.3f}]"
+            out.append(f"- {scenario} (seed {seed}): oracle − evotrainer {gap}")
+    return out
+
+
+def render(paths: list[Path], out: Path) -> str:
+    """Merge results.json files (a later file's row replaces an earlier one for the same scenario, mode and
+    seed), then rewrite results.json and results.md under `out`; meta comes from the first file."""
+    merged: dict[tuple[str, str, int], Row] = {}
+    meta: dict[str, Any] = {}
+    for path in paths:
+        data = json.loads(path.read_text())
+        meta = meta or data["meta"]
+        for raw in data["rows"]:
+            row = Row(**raw)
+            if path != paths[0]:
+                row.message = (row.message + "; " if row.message else "") + f"from {path.parent.name}"
+            merged[(row.scenario, row.mode, row.seed)] = row
+    order = {m: i for i, m in enumerate(MODES)}
+    rows = sorted(merged.values(), key=lambda r: (r.scenario, r.seed, order.get(r.mode, 9)))
+    add_strict(rows)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps({"meta": meta, "rows": [asdict(r) for r in rows]}, indent=2))
+    table = markdown(rows, meta)
+    (out / "results.md").write_text(table)
+    return table
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -305,7 +360,11 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--timeout-s", type=float, default=3600.0, help="per-command wall-clock limit")
     run.add_argument("--reports", action="store_true", help="also write each session's HTML report")
     run.add_argument("--out", type=Path, default=Path("benchmark-results"), help="artefact and results folder")
+    run.add_argument("--render", type=Path, nargs="+", help="only merge these results.json files into --out")
     args = parser.parse_args(argv)
+    if args.render:
+        print(render(args.render, args.out.resolve()))
+        return 0
 
     scenarios = [s for s in args.scenarios.split(",") if s]
     modes = [m for m in args.modes.split(",") if m]
