@@ -1,9 +1,10 @@
 """Seed skills: the paper's known interventions, as data (arXiv 2606.03108).
 
-Six skills, each with a machine-checkable trigger over ``HealthReport.metrics`` plus context variables
+Seven skills, each with a machine-checkable trigger over ``HealthReport.metrics`` plus context variables
 the controller adds (``filter_present``, ``reward_discrete``, ``candidate_reward_length_term``):
 
-1. ``strict-answer-extraction`` (reward): the reward pays for wrong or untagged answers → replace the
+1. ``strict-answer-extraction`` (reward): the reward pays for wrong or untagged answers, or fails
+   correct ones (``unrewarded_correct_rate``) → replace the
    reward with a strict tagged-answer rule (the demo harness's ``<ans>N</ans>`` protocol).
 2. ``raise-length-budget`` (trainer): responses are cut at the cap → raise ``max_new_tokens`` first,
    before any reward redesign.
@@ -22,8 +23,12 @@ the controller adds (``filter_present``, ``reward_discrete``, ``candidate_reward
    (> 0.5; between 0.3 and 0.5 the filter, skill 3, is the lighter fix: the demo's fixed harness sits at
    ~0.31 with level 2 58% dead), for responses that are not cut (``truncation_rate <= 0.15``: a
    truncated source looks too hard when the length budget is the defect; raise it first, skill 2) and for
-   a reward that is not hacked (``reward_hacking == 0``: a reward that fails correct answers, as in the
-   format-gate benchmark scenario, makes a learnable source look too hard; fix the reward first).
+   a reward that is not hacked and does not fail correct answers (``reward_hacking == 0``,
+   ``unrewarded_correct_rate <= 0.05``: a format gate, as in the format-gate benchmark scenario, makes a
+   learnable source look too hard; fix the reward first, skill 1).
+7. ``stabilise-policy-updates`` (trainer): single updates jump far beyond a trust-region step
+   (``ppo_kl_max``) or the training score collapses (``diagnostics/updates.py``) → learning rate / 10
+   and the Clip-Higher range (0.2 / 0.28).
 
 Template patches name files through the manifest (``@reward``, ``@trainer_config``; ``@data_selection``
 through the trainer config) where they can, so they apply to any harness following the contract; the
