@@ -18,7 +18,7 @@ import numpy as np
 
 from diagnostics.findings import Finding, Layer, LayerOutput, graded, rollout_ref
 from diagnostics.schema import Rollout, StopReason
-from diagnostics.score import HACK_STRICT_FLAT, per_step_mean, trend
+from diagnostics.score import HACK_STRICT_FLAT, STRICT_CORRECT, per_step_mean, trend
 
 # Paper §6.1 (Coding): truncation > 15% WARNING.
 TRUNCATION_WARNING = 0.15
@@ -41,6 +41,7 @@ EMPTY_WARNING = 0.05
 # Paper §6.1 dimension 4: mean token logprob > -0.05 CRITICAL (exploration collapse), > -0.1 WARNING.
 LOGPROB_WARNING = -0.10
 LOGPROB_CRITICAL = -0.05
+MIN_WRONG_FOR_LOGPROB = 20  # strict-wrong samples needed to grade collapse on them (else all samples)
 # Agentic (paper §6.1 dim 3, §8, §10): one-turn exits without tools; echo trap (> 60 turns, no reward).
 ABANDON_MAX_TURNS = 1
 ABANDON_WARNING = 0.20
@@ -241,20 +242,33 @@ def diagnose_format(rollouts: Sequence[Rollout]) -> LayerOutput:
 
 
 def diagnose_model_state(rollouts: Sequence[Rollout]) -> LayerOutput:
-    """Mean token logprob: close to 0 means the policy stopped exploring (paper §6.1 dimension 4)."""
+    """Mean token logprob: close to 0 means the policy stopped exploring (paper §6.1 dimension 4).
+
+    Where responses carry strict scores, the rule reads the strict-wrong ones (`wrong_mean_logprob`): a
+    policy that is confidently *right* has nothing left to explore (a tiny model at 94% on arithmetic
+    samples its answers near-deterministically), one that is confidently *wrong* has collapsed. The
+    paper's rule reads all tokens; that remains the fallback without strict scores.
+    """
     values = [r.mean_logprob for r in rollouts if r.mean_logprob is not None]
+    wrong = [
+        r.mean_logprob
+        for r in rollouts
+        if r.mean_logprob is not None and r.strict_score is not None and r.strict_score < STRICT_CORRECT
+    ]
     mean = float(np.mean(values)) if values else math.nan
+    wrong_mean = float(np.mean(wrong)) if len(wrong) >= MIN_WRONG_FOR_LOGPROB else math.nan
+    graded_on_wrong = not math.isnan(wrong_mean)
     finding = graded(
         "behaviour.exploration_collapse",
         Layer.BEHAVIOUR,
-        mean,
-        metric="mean_logprob",
+        wrong_mean if graded_on_wrong else mean,
+        metric="wrong_mean_logprob" if graded_on_wrong else "mean_logprob",
         warning=LOGPROB_WARNING,
         critical=LOGPROB_CRITICAL,
-        what="exploration collapse (near-deterministic sampling)",
-        numbers={"n": float(len(values))},
+        what="exploration collapse (near-deterministic sampling" + (" of wrong answers)" if graded_on_wrong else ")"),
+        numbers={"n": float(len(values)), "n_wrong": float(len(wrong)), "mean_logprob": mean},
     )
-    return LayerOutput((finding,), {"mean_logprob": mean})
+    return LayerOutput((finding,), {"mean_logprob": mean, "wrong_mean_logprob": wrong_mean})
 
 
 def _rising(series: Sequence[float], steps: int) -> bool:

@@ -261,3 +261,17 @@ def test_agentic_abandonment_echo_trap_and_rising_turns() -> None:
         r(s, g, i, 1.0, num_turns=10 + (s % 2), tool_calls=3) for s in range(5) for g in range(2) for i in range(4)
     ]
     assert sev(diagnose_behaviour(steady), "behaviour.turns_rising") is Severity.OK
+
+
+def test_exploration_collapse_reads_the_wrong_answers_when_strict_scores_exist() -> None:
+    """Confidently right is not collapse; confidently wrong is (paper §6.1 dimension 4, on wrong samples)."""
+    from diagnostics.behaviour import diagnose_model_state
+
+    right_sure = [r(0, g, i, 1.0, strict=1.0, mean_logprob=-0.01) for g in range(10) for i in range(6)]
+    wrong_unsure = [r(0, g, i, 0.0, strict=0.0, mean_logprob=-0.3) for g in range(10) for i in range(6, 8)]
+    out = diagnose_model_state(right_sure + wrong_unsure)
+    assert out.metrics["mean_logprob"] > -0.1 and sev(out, "behaviour.exploration_collapse") is Severity.OK
+    wrong_sure = [r(0, g, i, 0.0, strict=0.0, mean_logprob=-0.02) for g in range(10) for i in range(6, 8)]
+    assert sev(diagnose_model_state(right_sure + wrong_sure), "behaviour.exploration_collapse") is Severity.CRITICAL
+    no_strict = [r(0, g, i, 1.0, strict=None, mean_logprob=-0.01) for g in range(10) for i in range(8)]
+    assert sev(diagnose_model_state(no_strict), "behaviour.exploration_collapse") is Severity.CRITICAL
