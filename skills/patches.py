@@ -14,18 +14,19 @@ over ``current`` and the skill's ``params`` (overridable per call). Operations:
   (``"@reward"`` / ``"@group_filter"`` name the manifest's entry files);
 - ``{"op": "write_file_if_missing", "file": F, "content": TEXT}``: create a file unless it exists;
 - ``{"op": "reweight_sources", "file": F, "key": K, "source_pattern": P, "dead_at": X, "min_groups": N}``:
-  re-weight the data-selection mapping at ``K`` (``{entry: weight}``, e.g. ``level_weights``) from the
-  run's per-source health metrics (``source_dead_ratio/<data_source>`` and ``source_groups/<data_source>``,
-  ``diagnostics/sources.py``), passed to ``apply_skill`` as ``metrics``. Each entry names the sources
-  ``P`` matches with ``{key}`` replaced by the entry (``fnmatch`` globs: ``"*/level{key}"`` matches
-  ``arithmetic/level1`` for entry 1; several matching sources are pooled by group count). An entry whose
-  sources have at least ``N`` groups and a dead-group ratio at or above ``X`` gets weight 0 (defaults:
-  the diagnostics' ``MIN_SOURCE_GROUPS`` = 8 and ``DEAD_SOURCE_AT`` = 0.5); the other entries keep their
-  proportions and share the freed weight, so the total stays the same (rounded to 4 decimals); entries
-  no source matched keep their weight (no evidence). Refused when the file or key is missing, no entry
-  matches a source, no entry is dead (nothing to do), or every weighted entry would be zeroed.
-  ``"file": "@data_selection"`` means the file named by the trainer config's ``data_selection`` field.
-  ``X`` and ``N`` may be ``{{ expressions }}`` over the skill's params;
+  re-weight the data-selection mapping at ``K`` (``{entry: weight}``, e.g. ``level_weights``) from the run's
+  per-source health metrics (``source_dead_ratio/<data_source>`` and ``source_groups/<data_source>``,
+  ``diagnostics/sources.py``), passed to ``apply_skill`` as ``metrics``. Each entry names the sources the
+  training data file (the manifest's ``data.train``) lists for it (rows' ``level`` and ``data_source``
+  fields), else those ``P`` matches with ``{key}`` replaced by the entry (``fnmatch`` globs:
+  ``"*/level{key}"`` matches ``arithmetic/level1`` for entry 1); several sources are pooled by group count.
+  An entry whose sources have at least ``N`` groups and a dead-group ratio at or above ``X`` gets weight 0
+  (defaults: the diagnostics' ``MIN_SOURCE_GROUPS`` = 8 and ``DEAD_SOURCE_AT`` = 0.5); the other entries
+  keep their proportions and share the freed weight, so the total stays the same (rounded to 4 decimals);
+  entries no source matched keep their weight (no evidence). Refused when the file or key is missing, no
+  entry matches a source, no entry is dead (nothing to do), or every weighted entry would be zeroed.
+  ``"file": "@data_selection"`` means the file named by the trainer config's ``data_selection`` field. ``X``
+  and ``N`` may be ``{{ expressions }}`` over the skill's params;
 - ``{"op": "guard", "rule": TEXT}``: a guard skill's refusal rule; applying it is an error.
 
 Every write goes through ``git_worktree.write_file``, which refuses paths off the editable surface.
@@ -35,6 +36,7 @@ The whole template is computed before anything is written, so a failing op leave
 from __future__ import annotations
 
 import fnmatch
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -185,7 +187,8 @@ def _plan(
             raise TemplateError(f"{rel}: {key!r} holds {weights!r}, not a mapping of weights")
         dead_at = render_value(op.get("dead_at", DEAD_SOURCE_AT), variables)
         min_groups = render_value(op.get("min_groups", MIN_SOURCE_GROUPS), variables)
-        new_weights, note = reweight(weights, metrics, str(op["source_pattern"]), dead_at, min_groups)
+        by_entry = sources_by_entry(worktree / harness.manifest.data.train)
+        new_weights, note = reweight(weights, metrics, str(op["source_pattern"]), dead_at, min_groups, by_entry)
         new_text, _, _ = set_yaml_mapping(text, key, new_weights)
         return rel, new_text, f"{rel}: {key} {note}"
     if kind == "replace_file":
@@ -199,8 +202,34 @@ def _plan(
     raise TemplateError(f"op {kind!r} cannot be applied")
 
 
+def sources_by_entry(train_file: Path, field: str = "level") -> dict[str, set[str]]:
+    """`{str(row[field]): {row["data_source"], ...}}` over a JSONL training file; empty when unreadable.
+
+    This is how the data file itself says which data sources an entry of the selection mapping draws
+    (a level named `arithmetic/annotated` is still level 6), ahead of any naming pattern.
+    """
+    out: dict[str, set[str]] = {}
+    try:
+        with train_file.open() as fh:
+            for line in fh:
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(row, dict) and field in row and isinstance(row.get("data_source"), str):
+                    out.setdefault(str(row[field]), set()).add(row["data_source"])
+    except OSError:
+        return {}
+    return out
+
+
 def reweight(
-    weights: Mapping[Any, Any], metrics: Mapping[str, Any], source_pattern: str, dead_at: object, min_groups: object
+    weights: Mapping[Any, Any],
+    metrics: Mapping[str, Any],
+    source_pattern: str,
+    dead_at: object,
+    min_groups: object,
+    by_entry: Mapping[str, set[str]] | None = None,
 ) -> tuple[dict[Any, float], str]:
     """Return the re-weighted ``weights`` (see ``reweight_sources`` above) and a note naming the zeroed entries.
 
@@ -227,7 +256,8 @@ def reweight(
     seen: dict[Any, str] = {}
     for entry in weights:
         pattern = source_pattern.replace("{key}", str(entry))
-        matched = [s for s in groups if fnmatch.fnmatchcase(s, pattern) and groups[s] > 0]
+        named = (by_entry or {}).get(str(entry))
+        matched = [s for s in groups if (s in named if named else fnmatch.fnmatchcase(s, pattern)) and groups[s] > 0]
         n = sum(groups[s] for s in matched)
         if not matched or any(s not in ratios for s in matched):
             continue

@@ -240,7 +240,7 @@ SCENARIOS: tuple[tuple[Scenario, Callable[[Path], None], Callable[[Path], None] 
             "half of each training batch is drawn from annotated prompts that state their own result "
             "(e.g. '12+9=21=>'); held-out prompts never do",
             "training reward is far above strict held-out accuracy; the policy learns to copy, not to add",
-            "weight 0 on the annotated level (the oracle keeps the same training pool)", None,
+            "weight 0 on the annotated level (the oracle keeps the same training pool)", "learnable-data-mix",
         ),
         train_leak, train_leak_oracle,
     ),

@@ -183,3 +183,19 @@ def test_stabilise_updates_cuts_the_lr_and_restores_the_clip_range_of_the_unstab
     changed = gw.changed_files(c.path, c.base_sha)
     check = check_candidate(changed, gw.diff(c.path, c.base_sha), harness, ["trainer"], "")
     assert changed == ["harness/trainer.yaml"] and check.ok and check.factors == ("trainer",), check.reason
+
+
+def test_data_mix_finds_a_leaked_level_through_the_training_file_not_its_name(tmp_path: Path) -> None:
+    """train-leak scenario: level 6 draws `arithmetic/annotated`; its groups are mostly dead (copied answers)."""
+    source = ROOT / "benchmarks" / "scenarios" / "train-leak" / "defective"
+    repo = gw.init_session_repo(source, tmp_path / "repo")
+    main = gw.create_session_branch(repo, "s1")
+    harness = load_harness(tmp_path / "repo")
+    c = gw.create_candidate(repo, "s1", 0, 1, "skill", main, tmp_path / "wt")
+    # The v0 report of benchmarks/run_scenarios.py's train-leak session (40 steps, seed 0).
+    metrics = {"source_dead_ratio/arithmetic/annotated": 0.759, "source_groups/arithmetic/annotated": 315.0}
+    for level, ratio, n in ((2, 0.47, 100), (3, 0.163, 98), (4, 0.283, 127)):
+        metrics |= {f"source_dead_ratio/arithmetic/level{level}": ratio, f"source_groups/arithmetic/level{level}": n}
+    apply_skill(SEEDS["learnable-data-mix"], c.path, harness, metrics=metrics)
+    weights = load_level_weights(c.path / "harness" / "data.yaml")
+    assert weights is not None and weights[6] == 0 and all(weights[k] > 0 for k in (2, 3, 4)), weights
