@@ -162,11 +162,10 @@ def _describe(node: str, update: Any) -> str:
     if node == "propose":
         if update.get("llm_stop_reason"):
             return f"no proposal: {update['llm_stop_reason']}"
-        return "; ".join(
-            f"{c['id']} [{c['status']}] {c['reason']}".strip()
-            for c in update.get("candidates", [])
-            if c["status"] in ("proposed", "refused")
-        )
+        made = update.get("candidates", [])  # the whole list: show this iteration's (the newest) only
+        newest = max((c["iteration"] for c in made), default=0)
+        shown = [c for c in made if c["iteration"] == newest and c["status"] in ("proposed", "refused")]
+        return "; ".join(f"{c['id']} [{c['status']}] {c['reason']}".strip() for c in shown) or "no candidate"
     if node == "backtest":
         return "; ".join(f"{b['candidate_id']}: {b['verdict']}" for b in update.get("backtests", []))
     if node in ("train", "replicate"):
