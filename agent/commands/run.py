@@ -83,7 +83,10 @@ def run(
         _fail("--llm needs OPENAI_API_KEY (any value for a local server) and OPENAI_BASE_URL for a non-OpenAI endpoint")
     source = harness or DEMO_HARNESS
     if harness is None and repo.exists():
-        shutil.rmtree(repo)  # the demo always starts from a fresh copy
+        # The demo starts from a fresh copy; the previous one keeps its branches under a dated name.
+        kept = repo.with_name(f"{repo.name}.{time.strftime('%Y%m%d-%H%M%S')}")
+        shutil.move(str(repo), str(kept))
+        _console().print(f"previous demo repository (its session branches) kept as {kept}")
     if sandbox == "docker":
         _ensure_sandbox_image()
     session_id, root = start_session(ctx, source, repo)
