@@ -17,7 +17,7 @@ import ast
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import yaml
@@ -133,9 +133,8 @@ def get_yaml_value(text: str, key: str) -> object:
     return node
 
 
-def _find_key_line(lines: list[str], key: str) -> tuple[int, re.Match[str]] | None:
-    """Return the index and match of the line that holds the dotted ``key`` (block-style parents), or None."""
-    target = key.split(".")
+def _key_lines(lines: list[str]) -> Iterator[tuple[int, re.Match[str], list[str]]]:
+    """Yield (index, match, dotted path as a list) for every key line of block-style YAML, comments skipped."""
     stack: list[tuple[int, str]] = []
     for i, line in enumerate(lines):
         match = _KEY_LINE.match(line.rstrip("\n"))
@@ -147,9 +146,13 @@ def _find_key_line(lines: list[str], key: str) -> tuple[int, re.Match[str]] | No
             stack.pop()
         path = [k for _, k in stack] + [name]
         stack.append((indent, name))
-        if path == target:
-            return i, match
-    return None
+        yield i, match, path
+
+
+def _find_key_line(lines: list[str], key: str) -> tuple[int, re.Match[str]] | None:
+    """Return the index and match of the line that holds the dotted ``key`` (block-style parents), or None."""
+    target = key.split(".")
+    return next(((i, match) for i, match, path in _key_lines(lines) if path == target), None)
 
 
 def set_yaml_key(
@@ -286,17 +289,8 @@ def _insert_key(text: str, target: list[str], value: object) -> str:
         return f"{text}{sep}{target[0]}: {format_scalar(value)}\n"
     lines = text.splitlines(keepends=True)
     parent = ".".join(target[:-1])
-    stack: list[tuple[int, str]] = []
-    for i, line in enumerate(lines):
-        match = _KEY_LINE.match(line.rstrip("\n"))
-        if match is None or line.lstrip().startswith("#"):
-            continue
-        indent = len(match["indent"])
-        name = match["key"].strip("\"'")
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        path = [k for _, k in stack] + [name]
-        stack.append((indent, name))
+    for i, match, path in _key_lines(lines):
+        line, indent = lines[i], len(match["indent"])
         if path == target[:-1] and not _split_comment(match["rest"])[0].strip():
             child = indent + 2
             for nxt in lines[i + 1 :]:
