@@ -37,11 +37,12 @@ def propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         outcome = propose_with_llm(ctx, state, harness)
         made = [*state.get("candidates", []), *outcome.candidates]
         return {"candidates": made, "llm_stop_reason": outcome.budget_stop}
+    metrics = trigger_metrics(state, harness)
     if ctx.mode == "score-only":
         proposals = propose_score_only(tried, ctx.max_candidates)
     else:
-        proposals = _skill_proposals(ctx, harness, trigger_metrics(state, harness), tried)
-    made = [_materialise(ctx, state, harness, p, k) for k, p in enumerate(proposals, start=1)]
+        proposals = _skill_proposals(ctx, harness, metrics, tried)
+    made = [_materialise(ctx, state, harness, p, k, metrics) for k, p in enumerate(proposals, start=1)]
     return {"candidates": [*state.get("candidates", []), *made]}
 
 
@@ -83,8 +84,11 @@ def _skill_proposals(ctx: Context, harness: Harness, metrics: dict[str, Any], tr
     return propose_from_skills(matches, metrics, tried, ctx.max_candidates)
 
 
-def _materialise(ctx: Context, state: State, harness: Harness, proposal: Proposal, k: int) -> CandidateInfo:
-    """Open the candidate, apply the skill patch(es), then check, commit and record it."""
+def _materialise(
+    ctx: Context, state: State, harness: Harness, proposal: Proposal, k: int, metrics: dict[str, Any]
+) -> CandidateInfo:
+    """Open the candidate, apply the skill patch(es) (ops like reweight_sources read `metrics`), then check,
+    commit and record it."""
     from sandboxes import git_worktree as gw
     from skills.patches import SkillPatchError, apply_skill
     from skills.repository import evidence, record_use
@@ -102,14 +106,12 @@ def _materialise(ctx: Context, state: State, harness: Harness, proposal: Proposa
     )
     if not cand.committed:
         try:
-            metrics = trigger_metrics(state, harness)  # evidence for ops that read it (reweight_sources)
             for spec in proposal.skills:
                 apply_skill(spec, Path(cand.info["worktree"]), harness, metrics=metrics)
         except (SkillPatchError, gw.GitWorktreeError) as exc:
             return refuse_candidate(ctx, state, cand.info, f"patch did not apply: {exc}")
     info = finalise_candidate(ctx, state, harness, cand, f"{proposal.slug}: {proposal.skill.expected_outcome}")
     if info["status"] != "refused" and proposal.from_skill:
-        metrics = trigger_metrics(state, harness)
         with ledger.db(store_url(ctx)) as db:
             for spec in proposal.skills:
                 record_use(db, spec.name, state["session_id"], info["id"], evidence(spec, metrics))
