@@ -177,10 +177,10 @@ def _describe(node: str, update: Any) -> str:
             for p in update.get("pilots", [])
         )
     if node in ("decide", "confirm"):
-        return "; ".join(
-            f"{d['candidate_id']}: {d['decision']} ({d['outcome']}) {d['rationale']}"
-            for d in update.get("decisions", [])
-        )
+        decisions = update.get("decisions", [])
+        if node == "confirm":  # only the replicated candidate changed; `decide` printed the rest
+            decisions = [d for d in decisions if "replicat" in d["rationale"]]
+        return "; ".join(f"{d['candidate_id']}: {d['decision']} ({d['outcome']}) {d['rationale']}" for d in decisions)
     if node == "record" and update.get("history"):
         h = update["history"][-1]
         stop = f"  → stop: {update['stop_reason']}" if update.get("stop_reason") else ""
