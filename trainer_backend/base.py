@@ -41,6 +41,11 @@ class RunSpec(BaseModel):
     kind: Literal["pilot", "full"] = "pilot"
     resume: bool = False
     init_checkpoint: Path | None = None  # start from this policy (a parent version's final checkpoint)
+    # What a run that starts from `init_checkpoint` carries over besides the weights (local backend):
+    # "weights" only; "optimizer" also the AdamW moments and the group filter's state (random streams fresh
+    # from `seed`); "exact" also the random streams, so a run continued in segments trains bit-for-bit like
+    # one uninterrupted run. verl pilots continue from the weights only.
+    init_state: Literal["weights", "optimizer", "exact"] = "weights"
     sandbox: Literal["none", "docker", "process"] = "none"  # where candidate reward/filter code runs
     ray_address: str | None = None  # verl only: submit through Ray Jobs instead of a local subprocess
 

@@ -32,6 +32,7 @@ def run_training(
     kind: Literal["pilot", "full"],
     seed: int,
     candidate_id: str | None = None,
+    init_state: Literal["weights", "optimizer", "exact"] = "weights",
 ) -> RunResult:
     """Train once (idempotent across crashes) and record the run and its outcome in the store."""
     out_dir = ctx.session_dir(session_id) / "runs" / run_id
@@ -43,6 +44,7 @@ def run_training(
         seed=seed,
         kind=kind,
         init_checkpoint=Path(init_checkpoint) if init_checkpoint else None,
+        init_state=init_state,
         sandbox=ctx.sandbox,
     )
     with ledger.db(store_url(ctx)) as db:

@@ -147,3 +147,47 @@ def test_cli_train_prints_summary_and_fails_loudly_on_a_bad_harness(harness: Pat
     (harness / "evotrainer.yaml").write_text("name: x\n")
     bad = runner.invoke(app, ["train", "--harness", str(harness), "--steps", "2", "--out", str(tmp_path / "bad")])
     assert bad.exit_code == 2 and "evotrainer.yaml" in bad.output
+
+
+def test_exact_continuation_in_segments_trains_like_one_run(harness: Path, tmp_path: Path) -> None:
+    """A control pilot (init_state="exact") continues its parent bit for bit: 2 + 2 + 2 steps == 6 steps."""
+    import torch
+
+    (harness / "harness" / "reward.py").write_text(  # dense: every group has variance, every step updates
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    return {'score': solution_str.count('1') / max(1, len(solution_str))}\n"
+    )
+    backend = BACKENDS["local"]
+    whole = backend.run(_spec(harness, tmp_path / "whole", steps=6, seed=3))
+    assert whole.outcome is Outcome.OK
+    parent = tmp_path / "seg0"
+    assert backend.run(_spec(harness, parent, steps=2, seed=3)).outcome is Outcome.OK
+    for i in (1, 2):  # the segment's own seed only drives validation sampling
+        seg = tmp_path / f"seg{i}"
+        init = parent / "checkpoints" / "last.pt"
+        result = backend.run(_spec(harness, seg, steps=2, seed=50 + i, init_checkpoint=init, init_state="exact"))
+        assert result.outcome is Outcome.OK
+        assert "optimizer and random streams carried; filter state carried" in (seg / "train.log").read_text()
+        parent = seg
+
+    def weights(run: Path) -> dict[str, torch.Tensor]:
+        return torch.load(run / "checkpoints" / "last.pt", weights_only=False)["model"]  # type: ignore[no-any-return]
+
+    ref, seg = weights(tmp_path / "whole"), weights(parent)
+    assert not all(torch.equal(ref[k], weights(tmp_path / "seg0")[k]) for k in ref)  # training moved the weights
+    assert all(torch.equal(ref[k], seg[k]) for k in ref)
+    ref_rows = {r.step: r.data for r in read_metrics(tmp_path / "whole" / "metrics.jsonl")}
+    seg_rows = {r.step + 4: r.data for r in read_metrics(parent / "metrics.jsonl") if r.step > 0}
+    for step, data in seg_rows.items():
+        assert data["critic/score/mean"] == ref_rows[step]["critic/score/mean"], step
+        assert data["actor/pg_loss"] == ref_rows[step]["actor/pg_loss"], step
+
+    # weights only (fresh AdamW, streams from the seed) is a different run, so the check above can fail
+    init = tmp_path / "seg0" / "checkpoints" / "last.pt"
+    for mode in ("weights", "optimizer"):
+        out = tmp_path / f"fresh-{mode}"
+        assert backend.run(_spec(harness, out, steps=2, seed=3, init_checkpoint=init, init_state=mode)).outcome is (
+            Outcome.OK
+        )
+        other = weights(out)
+        assert not all(torch.equal(weights(tmp_path / "seg1")[k], other[k]) for k in other), mode

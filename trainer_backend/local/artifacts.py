@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import torch
 from trainer_backend.base import METRICS_FILE, SUMMARY_FILE
 
 CHECKPOINT = Path("checkpoints") / "last.pt"
+START = Path("checkpoints") / "start.pt"  # a root run's step-0 state (a rollback target)
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
@@ -57,9 +59,9 @@ def sample_rows(
     return [by_level[lvl][rng.randrange(len(by_level[lvl]))] for lvl in picks]
 
 
-def save_checkpoint(out_dir: Path, state: dict[str, Any]) -> Path:
-    """Write `checkpoints/last.pt` atomically (temp file + rename) and return its path."""
-    path = out_dir / CHECKPOINT
+def save_checkpoint(out_dir: Path, state: dict[str, Any], name: Path = CHECKPOINT) -> Path:
+    """Write `name` (default `checkpoints/last.pt`) atomically (temp file + rename) and return its path."""
+    path = out_dir / name
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".pt.tmp")
     torch.save(state, tmp)
@@ -73,6 +75,43 @@ def load_checkpoint(out_dir: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     return torch.load(path, map_location="cpu", weights_only=False)  # type: ignore[no-any-return]
+
+
+def continue_from(
+    init_checkpoint: Path,
+    mode: str,
+    opt: torch.optim.Optimizer,
+    gen: torch.Generator,
+    rng: random.Random,
+    lr: float,
+    filter_key: str,
+    log: Callable[[str], None],
+) -> Any:
+    """Carry the parent run's optimizer moments (and, for ``exact``, its random streams) into this run.
+
+    The learning rate stays this run's own (`lr`): a candidate may change it. The group filter's state is
+    carried only when the filter code is the parent's (`filter_key`); a changed filter starts fresh.
+    Returns the filter state to start from. A parent checkpoint without optimizer state (or with one for a
+    different model shape) leaves a fresh optimizer and says so in the log.
+    """
+    parent = torch.load(init_checkpoint, map_location="cpu", weights_only=False)
+    try:
+        opt.load_state_dict(parent["optimizer"])
+    except (KeyError, ValueError, RuntimeError) as exc:
+        log(f"continuing {init_checkpoint}: optimizer state not carried ({type(exc).__name__}: {exc})")
+        return {}
+    for group in opt.param_groups:
+        group["lr"] = lr
+    if mode == "exact":
+        gen.set_state(parent["torch_rng"])
+        rng.setstate(parent["py_rng"])
+    parent_state = parent.get("state", {})
+    same_filter = parent_state.get("filter_key") == filter_key
+    log(
+        f"continuing {init_checkpoint}: optimizer{' and random streams' if mode == 'exact' else ''} carried;"
+        f" filter state {'carried' if same_filter else 'fresh (filter code changed)'}"
+    )
+    return parent_state.get("filter", {}) if same_filter else {}
 
 
 def reset_after(out_dir: Path, step: int) -> None:

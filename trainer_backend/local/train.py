@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import hashlib
 import json
 import os
 import random
@@ -243,6 +244,27 @@ def train_step(model, ref_model, opt, tok, spec, harness, calls, strict, cfg, ro
     return metrics
 
 
+def training_state(model: Any, opt: Any, gen: torch.Generator, rng: random.Random, state: dict[str, Any]) -> dict:
+    """Everything a resume or an exact continuation needs: weights, AdamW moments, random streams, counters."""
+    return {
+        "model": model.state_dict(),
+        "optimizer": opt.state_dict(),
+        "torch_rng": gen.get_state(),
+        "py_rng": rng.getstate(),
+        "state": state,
+    }
+
+
+def filter_key(harness: Harness) -> str:
+    """Identify the group filter's code (entry point and file bytes): its state carries only to the same code."""
+    entry = harness.group_filter
+    if entry is None:
+        return "none"
+    path = harness.path(entry.path)
+    body = path.read_bytes() if path.is_file() else b""
+    return f"{entry.path}:{entry.function}:{hashlib.sha256(body).hexdigest()}"
+
+
 def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
     """Train `spec` and return the summary of a successful run (failures raise)."""
     # One intra-op thread: the tiny model's matmuls gain little from more, and two runs on a 2-core box
@@ -287,6 +309,7 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
     gen = torch.Generator().manual_seed(spec.seed)
     rng = random.Random(spec.seed)
     state: dict[str, Any] = {"filter": {}, "step": 0, "summary": {}, "elapsed_s": 0.0}
+    state["filter_key"] = filter_key(harness)
     calls = open_calls(harness, spec.sandbox)
     try:
         ckpt = art.load_checkpoint(spec.out_dir) if resume else None
@@ -297,6 +320,10 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
             rng.setstate(ckpt["py_rng"])
             state = ckpt["state"]
             log(f"resumed from {spec.out_dir / art.CHECKPOINT} at step {state['step']}")
+        elif spec.init_checkpoint is not None and spec.init_state != "weights":
+            state["filter"] = art.continue_from(
+                spec.init_checkpoint, spec.init_state, opt, gen, rng, cfg.lr, state["filter_key"], log
+            )
         art.reset_after(spec.out_dir, state["step"] if ckpt is not None else -1)
         summary = state["summary"]
         summary.setdefault("warmstart_cache_hit", float(cache_hit))
@@ -306,6 +333,8 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
             summary["strict_acc_before"] = metrics["val/strict_acc"]
             summary["strict_acc_avg4_before"] = metrics["val/strict_acc_avg4"]
             log(f"step 0 | val/strict_acc {metrics['val/strict_acc']:.3f} | warm start {ws_path} hit={cache_hit}")
+            if spec.init_checkpoint is None:  # keep the starting policy: a later rollback restarts from it
+                art.save_checkpoint(spec.out_dir, training_state(model, opt, gen, rng, state), art.START)
         ckpt_path = spec.out_dir / art.CHECKPOINT
         for step in range(state["step"] + 1, spec.steps + 1):
             rows = art.sample_rows(train_rows, weights, cfg.prompts_per_step, rng)
@@ -326,16 +355,7 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
             if step % cfg.save_every == 0 or step == spec.steps:
                 state["elapsed_s"] = state.get("elapsed_s", 0.0) + time.time() - t_start
                 t_start = time.time()
-                ckpt_path = art.save_checkpoint(
-                    spec.out_dir,
-                    {
-                        "model": model.state_dict(),
-                        "optimizer": opt.state_dict(),
-                        "torch_rng": gen.get_state(),
-                        "py_rng": rng.getstate(),
-                        "state": state,
-                    },
-                )
+                ckpt_path = art.save_checkpoint(spec.out_dir, training_state(model, opt, gen, rng, state))
     finally:
         calls.close()
     summary.update(

@@ -268,6 +268,11 @@ def build_plan(
     }
     if spec.resume and resume_step is not None:
         warnings.append(f"resuming from {ckpt}/global_step_{resume_step} (trainer.resume_mode=auto)")
+    if spec.init_checkpoint is not None and spec.init_state != "weights":
+        warnings.append(
+            f"init_state={spec.init_state}: verl starts from the parent's merged weights only; optimizer moments "
+            "and random streams are not carried (the control is a fresh-optimizer continuation)"
+        )
     return Plan(
         overrides=ov,
         env=env,
