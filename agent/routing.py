@@ -101,4 +101,5 @@ def _payload(state: State) -> dict[str, Any]:
         "harness_dir": state["harness_dir"],
         "iteration": state.get("iteration", 0),
         "version": state["version"],
+        "rollback": state.get("rollback") or {},
     }

@@ -24,6 +24,8 @@ class VersionInfo(TypedDict):
     strict_acc: float
     train_reward: float
     steps: int  # training steps in this policy's lineage
+    start_checkpoint: NotRequired[str]  # the policy this version's run started from ("" unknown): a rollback target
+    start_steps: NotRequired[int]  # lineage steps of that starting policy
 
 
 class CandidateInfo(TypedDict):
@@ -70,6 +72,8 @@ class PilotInfo(TypedDict):
     steps: int
     message: str
     replicate: NotRequired[int]  # 0 (or absent): the iteration's pilot; r > 0: a confirmation on a fresh seed
+    init_checkpoint: NotRequired[str]  # the policy the pilot started from
+    start_steps: NotRequired[int]  # lineage steps of that policy (less than the incumbent's after a rollback)
 
 
 class DecisionInfo(TypedDict):
@@ -99,6 +103,7 @@ class State(InputState, total=False):
     version: VersionInfo
     report: dict[str, Any]  # HealthReport.to_json() of the incumbent's latest run
     gap: bool
+    rollback: dict[str, Any]  # {checkpoint, steps, reason} when candidates restart from the incumbent's start
     candidates: list[CandidateInfo]
     backtests: Annotated[list[BacktestInfo], operator.add]
     pilots: Annotated[list[PilotInfo], operator.add]

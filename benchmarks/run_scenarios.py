@@ -166,6 +166,20 @@ def _hack_alerted(db: Any, run: models.Run) -> bool:
     return any(alert in HACK_ALERT_IDS and severity != "ok" for alert, severity in ids)
 
 
+def policy_lineage_steps(run_dir: Path) -> int:
+    """Training steps behind a run's final policy: its own, plus those of the checkpoint chain it started from
+    (`spec.json` `init_checkpoint`; a root run's `checkpoints/start.pt`, the target of a rollback, adds none)."""
+    steps, seen = 0, set()
+    current: Path | None = run_dir
+    while current is not None and current not in seen:
+        seen.add(current)
+        spec = json.loads((current / "spec.json").read_text())
+        steps += int(spec["steps"])
+        init = spec.get("init_checkpoint")
+        current = Path(init).parent.parent if init and Path(init).name != "start.pt" else None
+    return steps
+
+
 def _read_session(db: Any, row: Row, wall: float) -> None:
     session = db.scalars(select(models.EvoSession).order_by(models.EvoSession.created_at.desc())).first()
     if session is None:
@@ -180,11 +194,7 @@ def _read_session(db: Any, row: Row, wall: float) -> None:
         row.ok, row.message = False, row.message or "session has no trained version"
         return
     row.final_run_dir = runs[final.run_id].artefact_dir
-    steps, v = 0, final
-    while v is not None:
-        steps += runs[v.run_id].steps if v.run_id in runs else 0
-        v = by_id.get(v.parent_id) if v.parent_id is not None else None
-    row.lineage_steps = steps
+    row.lineage_steps = policy_lineage_steps(Path(row.final_run_dir))
     row.total_train_steps = sum(r.steps for r in runs.values() if r.status == "finished")
     candidates = list(db.scalars(select(models.Candidate).where(models.Candidate.session_id == session.id)))
     row.iterations = max((c.iteration for c in candidates), default=0)  # the store keeps no iteration counter

@@ -25,6 +25,9 @@ def decide(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx, it = runtime.context, state["iteration"]
     evaluations = [_from_state(e) for e in current(state.get("evaluations"), it)]
     decisions = decide_rule(evaluations, ctx.mode)
+    if state.get("rollback"):
+        for d in decisions:
+            d["rationale"] += f"; rollback: {state['rollback']['reason']}"
     merge = next((d for d in decisions if d["decision"] == "merge"), None)
     if merge is None or ctx.mode != "evotrainer" or ctx.replicates == 0:
         return {"decisions": decisions, "replication": {}}

@@ -1,4 +1,5 @@
-"""diagnose: write the incumbent's health report (four layers) and decide whether the evidence has a gap."""
+"""diagnose: write the incumbent's health report (four layers), flag a diagnostic gap, and say whether the
+incumbent's own run damaged its policy, so candidates restart from before it (agent/rollback.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from langgraph.runtime import Runtime
 from agent import ledger
 from agent.context import Context
 from agent.nodes.common import REPORT_FILE, cached_report, store_url
+from agent.rollback import rollback_point
 from agent.state import State
 from diagnostics.findings import HealthReport, Severity
 
@@ -29,7 +31,9 @@ def diagnose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             findings=[_finding_row(f) for f in report.findings if f.fired],
         )
     gap = is_diagnostic_gap(report, state.get("failures_in_row", 0))
-    return {"report": report.to_json(), "gap": gap}
+    ctx = runtime.context  # score-only decides on training reward alone, so it never reads held-out drops
+    rollback = rollback_point(version, ctx.min_effect) if ctx.mode == "evotrainer" else {}
+    return {"report": report.to_json(), "gap": gap, "rollback": rollback}
 
 
 def is_diagnostic_gap(report: HealthReport, failures_in_row: int) -> bool:

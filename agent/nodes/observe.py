@@ -11,6 +11,7 @@ from langgraph.runtime import Runtime
 from agent import ledger
 from agent.context import Context
 from agent.nodes.common import pilot_from_result, run_training, session_main_commit, store_url
+from agent.rollback import START_CHECKPOINT_FILE
 from agent.state import State, VersionInfo
 
 
@@ -48,6 +49,8 @@ def observe(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         strict_acc=pilot["strict_acc"],
         train_reward=pilot["train_reward"],
         steps=ctx.base_steps,
+        start_checkpoint=_existing(Path(pilot["run_dir"]) / START_CHECKPOINT_FILE),
+        start_steps=0,
     )
     return {
         "version": version,
@@ -57,3 +60,7 @@ def observe(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "started_at": state.get("started_at") or time.time(),
         "v0_strict": pilot["strict_acc"],
     }
+
+
+def _existing(path: Path) -> str:
+    return str(path) if path.is_file() else ""

@@ -117,7 +117,9 @@ def _advance(
         checkpoint=pilot["checkpoint"],
         strict_acc=pilot["strict_acc"],
         train_reward=pilot["train_reward"],
-        steps=version["steps"] + pilot["steps"],
+        steps=pilot.get("start_steps", version["steps"]) + pilot["steps"],
+        start_checkpoint=pilot.get("init_checkpoint", version["checkpoint"]),
+        start_steps=pilot.get("start_steps", version["steps"]),
     )
 
 

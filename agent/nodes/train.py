@@ -1,8 +1,13 @@
 """train: one pilot run per surviving candidate, plus a control run of the incumbent (fan-out).
 
-Candidate and control start from the incumbent's checkpoint with the same seed and step count, so the
-decision compares like with like: the intervention is the only difference. The same node, added as
-`replicate`, re-trains a merge candidate and the control on fresh seeds (`payload["replicate"]` = r > 0).
+Candidate and control start from the incumbent's checkpoint with the same step count and carry on its
+optimizer moments and random streams (`init_state="exact"`), so the decision compares like with like: the
+intervention is the only difference, and the control trains exactly as the incumbent's run would have gone
+on uninterrupted (a session that merges nothing ends with the static harness's policy, bit for bit). The same
+node, added as `replicate`, re-trains a merge candidate and the control with the optimizer moments but fresh
+random streams (`payload["replicate"]` = r > 0, `init_state="optimizer"`). After a rollback (`diagnose` found
+that the incumbent's own run damaged its policy, agent/rollback.py) candidates start from the incumbent's
+starting checkpoint instead; the control still continues the incumbent.
 """
 
 from __future__ import annotations
@@ -27,22 +32,31 @@ def train(payload: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
     run_id = f"{session_id}-i{iteration}-{'control' if candidate is None else 'k' + cid.rsplit('-v', 1)[-1]}"
     run_id += f"-r{replicate}" if replicate else ""
     harness_dir = Path(candidate["worktree"]) if candidate else Path(payload["harness_dir"])
+    rollback = payload.get("rollback") or {}
+    if candidate and rollback:  # the incumbent's run damaged its policy: test the fix from before the damage
+        init, start_steps = rollback["checkpoint"], int(rollback["steps"])
+    else:
+        init, start_steps = version["checkpoint"], version["steps"]
     result = run_training(
         ctx,
         session_id,
         run_id,
         harness_dir,
         ctx.pilot_steps,
-        init_checkpoint=version["checkpoint"] or None,
+        init_checkpoint=init or None,
         kind="pilot",
         seed=pilot_seed(ctx.seed, iteration, replicate),
         candidate_id=candidate["id"] if candidate else None,
+        init_state="optimizer" if replicate else "exact",
     )
     pilot = pilot_from_result(result, iteration=iteration, candidate_id=cid, steps=ctx.pilot_steps)
     pilot["replicate"] = replicate
+    pilot["init_checkpoint"], pilot["start_steps"] = init, start_steps
     return {"pilots": [pilot]}
 
 
 def pilot_seed(seed: int, iteration: int, replicate: int) -> int:
-    """The training seed of an iteration's pilots (candidates and control share it); replicates get fresh ones."""
+    """The seed of an iteration's pilots (candidates and control share it); replicates get fresh ones.
+
+    Main pilots continue the incumbent's random streams, so their seed only drives validation sampling."""
     return seed + 1000 * iteration + 101 * replicate

@@ -48,11 +48,15 @@ def test_invalid_promotions_count_strict_drops_and_hack_alerts(tmp_path: Path) -
         repository.create_session(
             db, session_id="s", harness_path="h", repo_path="r", max_iterations=3, max_train_steps=99, main_branch="m"
         )
-        parent = None
+        parent, prev_dir = None, tmp_path
         for i, (name, score) in enumerate(strict.items()):
             run_id = f"s-{name}-control" if name != "v0" else "s-v0"
             run_dir = tmp_path / run_id
             _val(run_dir, int(score * 10))
+            init = None if name == "v0" else str(prev_dir / "checkpoints" / "last.pt")
+            spec = {"steps": 10 if name == "v0" else 5, "init_checkpoint": init}
+            (run_dir / "spec.json").write_text(json.dumps(spec))
+            prev_dir = run_dir
             repository.add_run(
                 db,
                 run_id=run_id,
@@ -95,3 +99,19 @@ def test_invalid_promotions_count_strict_drops_and_hack_alerts(tmp_path: Path) -
             "sandbox": "process", "command": "c", "machine": "m", "date": "d",
         },
     )  # fmt: skip
+
+
+def test_policy_lineage_follows_init_checkpoints_and_a_rollback_to_start_adds_nothing(tmp_path: Path) -> None:
+    rs = _runner()
+
+    def run(name: str, steps: int, init: Path | None) -> Path:
+        (tmp_path / name).mkdir()
+        spec = {"steps": steps, "init_checkpoint": None if init is None else str(init)}
+        (tmp_path / name / "spec.json").write_text(json.dumps(spec))
+        return tmp_path / name
+
+    v0 = run("v0", 40, None)
+    control = run("i1-control", 40, v0 / "checkpoints" / "last.pt")
+    restarted = run("i1-k1", 40, v0 / "checkpoints" / "start.pt")  # a rollback: v0's 40 steps are not behind it
+    later = run("i2-control", 40, restarted / "checkpoints" / "last.pt")
+    assert [rs.policy_lineage_steps(r) for r in (v0, control, restarted, later)] == [40, 80, 40, 80]

@@ -1,0 +1,60 @@
+"""Rollback: test fixes from the incumbent's starting policy when its own run damaged the policy.
+
+Pilots normally start from the incumbent's final checkpoint. When the incumbent's own run made held-out
+accuracy clearly worse (a collapse under a destabilising optimiser, a leak the policy learned to copy), every
+candidate tested from that checkpoint starts from a damaged policy, and a fix that would have prevented the
+damage cannot show it within one pilot. Then the candidates restart from the checkpoint the incumbent itself
+started from (v0: the warm start), while the control still continues the incumbent: the comparison is "the
+fixed harness from before the damage" against "the status quo", and the winner's lineage is the shorter one.
+
+"Clearly worse" is the decision rule's own bar: the held-out drop over the incumbent's run is at least
+`min_effect` and its paired bootstrap CI lies below zero.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from agent.evidence import paired
+from agent.state import VersionInfo
+from diagnostics.schema import read_run_rollouts
+from diagnostics.stats import paired_bootstrap
+
+START_CHECKPOINT_FILE = "checkpoints/start.pt"  # a root run's step-0 policy and optimizer (local backend)
+
+
+def strict_by_step(run_dir: Path) -> dict[int, dict[str, float]]:
+    """Mean held-out strict score per prompt, per validation step of one run."""
+    sums: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in read_run_rollouts(run_dir, ["val"]).rollouts:
+        if r.strict_score is not None:
+            sums[r.step][r.prompt_id].append(float(r.strict_score))
+    return {step: {pid: sum(v) / len(v) for pid, v in by.items()} for step, by in sums.items()}
+
+
+def rollback_point(version: VersionInfo, min_effect: float) -> dict[str, Any]:
+    """Where candidates should start: `{}` (the incumbent's checkpoint) or the incumbent's own start.
+
+    Returns `{"checkpoint", "steps", "reason"}` when the incumbent's run lowered held-out accuracy by at
+    least `min_effect` with a CI below zero and its starting checkpoint is still on disk.
+    """
+    start = version.get("start_checkpoint") or ""
+    if not start or not Path(start).is_file():
+        return {}
+    scores = strict_by_step(Path(version["run_dir"]))
+    if len(scores) < 2 or 0 not in scores:
+        return {}
+    before, after = paired(scores[0], scores[max(scores)])
+    if not before:
+        return {}
+    cmp = paired_bootstrap(before, after)
+    if cmp.delta > -min_effect or cmp.ci_high >= 0:
+        return {}
+    reason = (
+        f"held-out strict fell {sum(before) / len(before):.3f} -> {sum(after) / len(after):.3f} "
+        f"({cmp.delta:+.3f} [{cmp.ci_low:+.3f}, {cmp.ci_high:+.3f}]) during {version['run_id']}: candidates restart "
+        f"from the policy it started from (lineage step {version.get('start_steps', 0)}); the control continues it"
+    )
+    return {"checkpoint": start, "steps": int(version.get("start_steps", 0)), "reason": reason}
