@@ -164,11 +164,16 @@ def _add_leak_level(root: Path) -> None:
 
 
 def train_leak(root: Path) -> None:
-    """Half of each training batch comes from annotated prompts that contain their own answer."""
+    """80% of each training batch comes from annotated prompts that contain their own answer.
+
+    (At 50% the leak cost nothing at the benchmark's 160 steps: static 0.833 vs oracle 0.820, so the scenario
+    could not tell a fix from noise. At 80% the policy learns to copy the stated result after made-up
+    working, and held-out accuracy falls below where it started.)
+    """
     _add_leak_level(root)
     (root / "harness" / "data.yaml").write_text(
         "# Training-data selection: sampling weight per level of data/train.jsonl (6: annotated prompts).\n"
-        f"level_weights: {{1: 0.0, 2: 0.15, 3: 0.15, 4: 0.2, 5: 0.0, {LEAK_LEVEL}: 0.5}}\n"
+        f"level_weights: {{1: 0.0, 2: 0.05, 3: 0.05, 4: 0.1, 5: 0.0, {LEAK_LEVEL}: 0.8}}\n"
     )
 
 
@@ -237,9 +242,10 @@ SCENARIOS: tuple[tuple[Scenario, Callable[[Path], None], Callable[[Path], None] 
     (
         Scenario(
             "train-leak", "data",
-            "half of each training batch is drawn from annotated prompts that state their own result "
+            "80% of each training batch is drawn from annotated prompts that state their own result "
             "(e.g. '12+9=21=>'); held-out prompts never do",
-            "training reward is far above strict held-out accuracy; the policy learns to copy, not to add",
+            "on annotated prompts the policy learns to copy the stated result after made-up working; held-out "
+            "strict accuracy falls below its starting point; most groups are dead",
             "weight 0 on the annotated level (the oracle keeps the same training pool)", "learnable-data-mix",
         ),
         train_leak, train_leak_oracle,
