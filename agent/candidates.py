@@ -77,11 +77,12 @@ def finalise_candidate(ctx: Context, state: State, harness: Harness, cand: OpenC
     from pathlib import Path
 
     from sandboxes import git_worktree as gw
+    from sandboxes import worktree_files as wf
 
     info, path = cand.info, Path(cand.info["worktree"])
     check = check_candidate(
-        gw.changed_files(path, cand.base_sha),
-        gw.diff(path, cand.base_sha),
+        wf.changed_files(path, cand.base_sha),
+        wf.diff(path, cand.base_sha),
         harness,
         declared_factors=tuple(info["factors"]),
         justification=info["justification"],

@@ -215,8 +215,8 @@ def check_candidate(
     """Classify a candidate's changes and decide whether it respects the surface and the single-factor rule.
 
     Args:
-        changed: paths changed against the candidate's base (``git_worktree.changed_files``).
-        diff: the unified diff against the base (``git_worktree.diff``); its paths are checked too.
+        changed: paths changed against the candidate's base (``worktree_files.changed_files``).
+        diff: the unified diff against the base (``worktree_files.diff``); its paths are checked too.
         harness: the loaded harness (manifest surface and entry points).
         declared_factors: the factors the proposal says it changes.
         justification: why a bundle is needed (required when more than one factor is touched).

@@ -261,19 +261,19 @@ class Toolbox:
 
     def write_file(self, a: WriteFileArgs) -> str:
         """Replace a file in the open candidate's worktree."""
-        from sandboxes import git_worktree as gw
+        from sandboxes import worktree_files as wf
 
         cand = self._require_open(editing=True)
         rel = self._surface(a.path)
-        gw.write_file(Path(cand.info["worktree"]), rel, a.content, self.harness)
+        wf.write_file(Path(cand.info["worktree"]), rel, a.content, self.harness)
         return f"wrote {rel} ({len(a.content)} chars) in candidate {cand.info['id']}"
 
     def apply_patch(self, a: ApplyPatchArgs) -> str:
         """Apply a unified diff to the open candidate's worktree (checked against the surface first)."""
-        from sandboxes import git_worktree as gw
+        from sandboxes import worktree_files as wf
 
         cand = self._require_open(editing=True)
-        paths = gw.apply_patch(Path(cand.info["worktree"]), a.diff, self.harness)
+        paths = wf.apply_patch(Path(cand.info["worktree"]), a.diff, self.harness)
         return f"patch applied to {paths} in candidate {cand.info['id']}"
 
     # --- candidates -------------------------------------------------------------------------------------
@@ -322,13 +322,13 @@ class Toolbox:
 
     def request_backtest(self, _: NoArgs) -> str:
         """Backtest the open candidate (as edited now) on the incumbent's cached rollouts."""
-        from sandboxes import git_worktree as gw
+        from sandboxes import worktree_files as wf
         from sandboxes.backtest import run_backtest
 
         cand = self._require_open()
         self._spend("backtest", "_backtests", self.max_backtests)
         worktree = Path(cand.info["worktree"])
-        digest = hashlib.sha256(gw.diff(worktree, cand.base_sha).encode()).hexdigest()[:12]
+        digest = hashlib.sha256(wf.diff(worktree, cand.base_sha).encode()).hexdigest()[:12]
         out_dir = self._scratch("backtests") / cand.info["id"] / digest
         result = run_backtest(worktree, Path(self.state["version"]["run_dir"]), out_dir, mode=self.ctx.sandbox)
         metrics = result.to_json().get("metrics")
@@ -360,12 +360,12 @@ class Toolbox:
     def propose_diagnostic(self, a: ProposeDiagnosticArgs) -> str:
         """Write `<diagnostics folder>/<name>.py` in the open candidate and run it once on the incumbent."""
         from diagnostics.analyzers import AnalyzerOutputError, parse_analyzer_output
-        from sandboxes import git_worktree as gw
+        from sandboxes import worktree_files as wf
 
         cand = self._require_open(editing=True)
         folder = self.harness.manifest.diagnostics or _first_editable_folder(self.harness) + "diagnostics/"
         rel = folder.rstrip("/") + f"/{a.name}.py"
-        target = gw.write_file(Path(cand.info["worktree"]), rel, a.script, self.harness)
+        target = wf.write_file(Path(cand.info["worktree"]), rel, a.script, self.harness)
         self._spend("analysis", "_analyses", self.max_analyses)
         result = self._run_script(target, all_steps=False)
         try:
@@ -511,10 +511,10 @@ class Toolbox:
     def _settle(self, info: CandidateInfo, base_sha: str) -> None:
         """Mark the lookups this submitted candidate references as used; count its skills' uses."""
         from agent.nodes.propose import trigger_metrics
-        from sandboxes import git_worktree as gw
+        from sandboxes import worktree_files as wf
         from skills.repository import evidence, get_skill, record_use
 
-        changed = set(gw.changed_files(Path(info["worktree"]), base_sha))
+        changed = set(wf.changed_files(Path(info["worktree"]), base_sha))
         refs = self._evidence | changed
         text = f"{info['hypothesis']} {info['justification']} {info['success_criterion']}"
         used = [lk.trace_id for lk in self._lookups if lk.refs & refs or any(r in text for r in lk.refs if len(r) > 3)]

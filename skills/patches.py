@@ -1,6 +1,6 @@
-"""Apply a skill's patch to a candidate worktree (adapter: reads and writes files through ``git_worktree``).
+"""Apply a skill's patch to a candidate worktree (adapter: reads and writes files through ``worktree_files``).
 
-``patch_kind == "diff"``: the unified diff goes through ``git_worktree.apply_patch`` with the harness,
+``patch_kind == "diff"``: the unified diff goes through ``worktree_files.apply_patch`` with the harness,
 so git checks that it applies and every path it touches is on the editable surface.
 
 ``patch_kind == "template"``: a JSON list of edit operations that work on any harness following the
@@ -29,7 +29,7 @@ over ``current`` and the skill's ``params`` (overridable per call). Operations:
   and ``N`` may be ``{{ expressions }}`` over the skill's params;
 - ``{"op": "guard", "rule": TEXT}``: a guard skill's refusal rule; applying it is an error.
 
-Every write goes through ``git_worktree.write_file``, which refuses paths off the editable surface.
+Every write goes through ``worktree_files.write_file``, which refuses paths off the editable surface.
 The whole template is computed before anything is written, so a failing op leaves the worktree as it was.
 """
 
@@ -45,7 +45,7 @@ from typing import Any
 import yaml
 
 from diagnostics.sources import DEAD_SOURCE_AT, MIN_SOURCE_GROUPS, SOURCE_DEAD_RATIO, SOURCE_GROUPS, per_source
-from sandboxes import git_worktree
+from sandboxes import worktree_files
 from skills.models import SkillSpec, template_ops
 from skills.templates import TemplateError, as_variables, get_yaml_value, render_value, set_yaml_key, set_yaml_mapping
 from trainer_backend.harness import Harness
@@ -127,7 +127,7 @@ def apply_skill(
     if spec.is_guard:
         raise GuardSkillError(f"skill {spec.name} is a guard: it warns and refuses, it has no patch to apply")
     if spec.patch_kind == "diff":
-        paths = git_worktree.apply_patch(worktree, spec.patch, harness=harness)
+        paths = worktree_files.apply_patch(worktree, spec.patch, harness=harness)
         return AppliedPatch(spec.name, tuple(paths), (f"applied diff touching {', '.join(paths)}",))
     variables = {**spec.params, **(params or {})}
     writes: dict[str, str] = {}
@@ -141,9 +141,9 @@ def apply_skill(
             writes[rel] = content
         notes.append(note)
     for rel in writes:  # surface check for every file before the first write
-        git_worktree.check_surface(worktree, rel, harness)
+        worktree_files.check_surface(worktree, rel, harness)
     for rel, content in writes.items():
-        git_worktree.write_file(worktree, rel, content, harness)
+        worktree_files.write_file(worktree, rel, content, harness)
     return AppliedPatch(spec.name, tuple(writes), tuple(notes))
 
 
@@ -158,7 +158,7 @@ def _plan(
     """Compute one op's effect: (file, new content or None for no write, note)."""
     kind = op["op"]
     rel = resolve_file(str(op["file"]), harness, worktree)
-    git_worktree.check_surface(worktree, rel, harness)
+    worktree_files.check_surface(worktree, rel, harness)
     path = worktree / rel
     if kind == "set_yaml_key":
         _only(op, {"op", "file", "key", "value", "create", "default"})

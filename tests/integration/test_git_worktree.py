@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from sandboxes import git_worktree as gw
+from sandboxes import worktree_files as wf
 from trainer_backend.harness import load_harness
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "arithmetic"
@@ -63,7 +64,7 @@ def test_create_candidate_is_idempotent_and_remembers_its_base(session) -> None:
     assert gw.create_candidate(repo, "s1", 0, 1, "strict-reward", main, wt) == first
     # main moves on (another candidate merged); the candidate keeps its original base
     other = gw.create_candidate(repo, "s1", 0, 2, "budget", main, wt)
-    gw.write_file(other.path, "harness/trainer.yaml", "lr: 1.0\n", harness)
+    wf.write_file(other.path, "harness/trainer.yaml", "lr: 1.0\n", harness)
     gw.commit_candidate(other.path, "edit")
     gw.merge_candidate(repo, main, other.branch, "v1: merge budget")
     # worktree removed (e.g. after a crash): re-creating re-attaches the branch, same base
@@ -85,11 +86,11 @@ def test_write_file_refuses_paths_off_the_editable_surface(session) -> None:  # 
         ("/etc/passwd", "not a relative path"),
     ]:
         with pytest.raises(gw.SurfaceError, match=words) as info:
-            gw.write_file(cand.path, rel, "x", harness)
+            wf.write_file(cand.path, rel, "x", harness)
         assert rel in str(info.value) and "harness/" in str(info.value)
     assert _git(cand.path, "status", "--porcelain") == ""
-    gw.write_file(cand.path, "harness/new_helper.py", "X = 1\n", harness)
-    assert gw.changed_files(cand.path, cand.base_sha) == ["harness/new_helper.py"]
+    wf.write_file(cand.path, "harness/new_helper.py", "X = 1\n", harness)
+    assert wf.changed_files(cand.path, cand.base_sha) == ["harness/new_helper.py"]
 
 
 def test_patch_that_does_not_apply_raises_patch_error_with_gits_reason(session) -> None:  # type: ignore[no-untyped-def]
@@ -101,27 +102,27 @@ def test_patch_that_does_not_apply_raises_patch_error_with_gits_reason(session) 
         "@@ -5 +5 @@\n-max_new_tokens: 999\n+max_new_tokens: 64\n"
     )
     with pytest.raises(gw.PatchError, match="patch does not apply") as info:
-        gw.apply_patch(cand.path, stale)
+        wf.apply_patch(cand.path, stale)
     assert "harness/trainer.yaml" in info.value.detail
     with pytest.raises(gw.PatchError, match="empty patch"):
-        gw.apply_patch(cand.path, "  \n")
-    assert gw.changed_files(cand.path, cand.base_sha) == []
+        wf.apply_patch(cand.path, "  \n")
+    assert wf.changed_files(cand.path, cand.base_sha) == []
 
 
 def test_patch_roundtrip_and_surface_check_on_patches(session) -> None:  # type: ignore[no-untyped-def]
     repo, main, harness, wt = session
     a = gw.create_candidate(repo, "s1", 0, 1, "a", main, wt)
     text = (a.path / "harness/trainer.yaml").read_text().replace("max_new_tokens: 16", "max_new_tokens: 48")
-    gw.write_file(a.path, "harness/trainer.yaml", text, harness)
-    patch = gw.diff(a.path, a.base_sha)
+    wf.write_file(a.path, "harness/trainer.yaml", text, harness)
+    patch = wf.diff(a.path, a.base_sha)
     assert "+max_new_tokens: 48" in patch
     b = gw.create_candidate(repo, "s1", 0, 2, "b", main, wt)
-    assert gw.apply_patch(b.path, patch, harness=harness) == ["harness/trainer.yaml"]
+    assert wf.apply_patch(b.path, patch, harness=harness) == ["harness/trainer.yaml"]
     assert "max_new_tokens: 48" in (b.path / "harness/trainer.yaml").read_text()
     c = gw.create_candidate(repo, "s1", 0, 3, "c", main, wt)
     evil = patch.replace("harness/trainer.yaml", "eval/strict.py")
     with pytest.raises(gw.SurfaceError, match=r"eval/strict\.py"):
-        gw.apply_patch(c.path, evil, harness=harness)
+        wf.apply_patch(c.path, evil, harness=harness)
 
 
 def test_commit_message_carries_structured_trailers(session) -> None:  # type: ignore[no-untyped-def]
@@ -129,7 +130,7 @@ def test_commit_message_carries_structured_trailers(session) -> None:  # type: i
     cand = gw.create_candidate(repo, "s1", 0, 1, "x", main, wt)
     with pytest.raises(gw.NothingToCommitError):
         gw.commit_candidate(cand.path, "nothing")
-    gw.write_file(cand.path, "harness/reward.py", "def compute_score(*a, **k):\n    return 0.0\n", harness)
+    wf.write_file(cand.path, "harness/reward.py", "def compute_score(*a, **k):\n    return 0.0\n", harness)
     msg = gw.InterventionMessage(
         title="strict reward",
         hypothesis="If the reward only credits the final tagged answer,\nstrict_acc rises because spam stops paying",
@@ -145,7 +146,7 @@ def test_commit_message_carries_structured_trailers(session) -> None:  # type: i
     assert trailers["Hypothesis"].startswith("If the reward only credits the final tagged answer, strict_acc")
     assert trailers["Success-Criterion"] == "strict_acc_delta > 0 and reward_hacking == 0"
     assert trailers["Skill"] == "strict-answer-extraction"
-    assert gw.changed_files(cand.path, cand.base_sha) == ["harness/reward.py"]
+    assert wf.changed_files(cand.path, cand.base_sha) == ["harness/reward.py"]
 
 
 def test_decision_note_merge_and_branch_kept_after_worktree_removal(session) -> None:  # type: ignore[no-untyped-def]
@@ -153,9 +154,9 @@ def test_decision_note_merge_and_branch_kept_after_worktree_removal(session) -> 
     root = Path(repo.working_tree_dir or "")
     win = gw.create_candidate(repo, "s1", 0, 1, "win", main, wt)
     lose = gw.create_candidate(repo, "s1", 0, 2, "lose", main, wt)
-    gw.write_file(win.path, "harness/data.yaml", "level_weights: {2: 0.5, 3: 0.5}\n", harness)
+    wf.write_file(win.path, "harness/data.yaml", "level_weights: {2: 0.5, 3: 0.5}\n", harness)
     gw.commit_candidate(win.path, "data mix")
-    gw.write_file(lose.path, "harness/trainer.yaml", "lr: 9.0\n", harness)
+    wf.write_file(lose.path, "harness/trainer.yaml", "lr: 9.0\n", harness)
     lose_sha = gw.commit_candidate(lose.path, "huge lr")
 
     note = gw.amend_decision_note(repo, lose.branch, "prune: strict_acc -0.08\nloss diverged", decision="prune")
@@ -182,12 +183,12 @@ def test_merge_conflict_is_typed_and_dirty_worktree_is_protected(session) -> Non
     a = gw.create_candidate(repo, "s1", 0, 1, "a", main, wt)
     b = gw.create_candidate(repo, "s1", 0, 2, "b", main, wt)
     for cand, lr in ((a, "1.0"), (b, "2.0")):
-        gw.write_file(cand.path, "harness/trainer.yaml", f"lr: {lr}\n", harness)
+        wf.write_file(cand.path, "harness/trainer.yaml", f"lr: {lr}\n", harness)
         gw.commit_candidate(cand.path, f"lr {lr}")
     gw.merge_candidate(repo, main, a.branch, "v1")
     with pytest.raises(gw.MergeConflictError, match=r"harness/trainer\.yaml"):
         gw.merge_candidate(repo, main, b.branch, "v2")
-    gw.write_file(b.path, "harness/reward.py", "x = 1\n", harness)
+    wf.write_file(b.path, "harness/reward.py", "x = 1\n", harness)
     with pytest.raises(gw.WorktreeDirtyError):
         gw.remove_worktree(repo, b.path)
     gw.remove_worktree(repo, b.path, force=True)
@@ -197,6 +198,6 @@ def test_merge_conflict_is_typed_and_dirty_worktree_is_protected(session) -> Non
 def test_fast_forward_merge_when_requested(session) -> None:  # type: ignore[no-untyped-def]
     repo, main, harness, wt = session
     a = gw.create_candidate(repo, "s1", 0, 1, "a", main, wt)
-    gw.write_file(a.path, "harness/trainer.yaml", "lr: 1.0\n", harness)
+    wf.write_file(a.path, "harness/trainer.yaml", "lr: 1.0\n", harness)
     sha = gw.commit_candidate(a.path, "lr")
     assert gw.merge_candidate(repo, main, a.branch, "unused", no_ff=False) == sha

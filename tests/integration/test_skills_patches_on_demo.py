@@ -9,6 +9,7 @@ import pytest
 
 from agent.factors import check_candidate
 from sandboxes import git_worktree as gw
+from sandboxes import worktree_files as wf
 from skills.context import filter_is_noop, length_terms, trigger_context
 from skills.models import SkillSpec
 from skills.patches import GuardSkillError, SkillPatchError, apply_skill
@@ -51,8 +52,8 @@ def test_seed_patch_applies_as_a_single_factor_candidate(cand, name: str, factor
     c, harness = cand
     applied = apply_skill(SEEDS[name], c.path, harness)
     assert list(applied.files) == files
-    changed = gw.changed_files(c.path, c.base_sha)
-    check = check_candidate(changed, gw.diff(c.path, c.base_sha), harness, [factor], "")
+    changed = wf.changed_files(c.path, c.base_sha)
+    check = check_candidate(changed, wf.diff(c.path, c.base_sha), harness, [factor], "")
     assert changed == files and check.ok and check.factors == (factor,), check.reason
 
 
@@ -62,7 +63,7 @@ def test_length_budget_template_doubles_to_the_floor(cand) -> None:  # type: ign
     assert applied.notes == ("harness/trainer.yaml: max_new_tokens 16 -> 64",)
     text = (c.path / "harness/trainer.yaml").read_text()
     assert "max_new_tokens: 64  # DEFECT" in text
-    check = check_candidate(["harness/trainer.yaml"], gw.diff(c.path, c.base_sha), harness)
+    check = check_candidate(["harness/trainer.yaml"], wf.diff(c.path, c.base_sha), harness)
     assert check.trainer_keys == ("max_new_tokens",) and check.length_budget
     apply_skill(SEEDS["raise-length-budget"], c.path, harness, params={"max_tokens": 100})
     assert "max_new_tokens: 100" in (c.path / "harness/trainer.yaml").read_text()  # min(128, 100)
@@ -116,8 +117,8 @@ for _n, (_groups, _dead) in enumerate([(73.0, 0.53), (17.0, 0.65), (21.0, 0.19),
 def test_data_mix_skill_is_a_single_data_factor_the_trainer_loads(cand) -> None:  # type: ignore[no-untyped-def]
     c, harness = cand
     applied = apply_skill(SEEDS["learnable-data-mix"], c.path, harness, metrics=SOURCE_METRICS)
-    changed = gw.changed_files(c.path, c.base_sha)
-    check = check_candidate(changed, gw.diff(c.path, c.base_sha), harness, ["data"], "")
+    changed = wf.changed_files(c.path, c.base_sha)
+    check = check_candidate(changed, wf.diff(c.path, c.base_sha), harness, ["data"], "")
     assert changed == list(applied.files) == ["harness/data.yaml"]
     assert check.ok and check.factors == ("data",), check.reason
     cfg = load_trainer_config(c.path / harness.manifest.trainer.config)
@@ -161,7 +162,7 @@ def test_guard_and_off_surface_templates_are_refused_before_writing(cand) -> Non
     )
     with pytest.raises(gw.SurfaceError, match=r"eval/strict\.py"):
         apply_skill(evil, c.path, harness)
-    assert gw.changed_files(c.path, c.base_sha) == []  # nothing was written, not even the reward
+    assert wf.changed_files(c.path, c.base_sha) == []  # nothing was written, not even the reward
     missing_key = SEEDS["raise-length-budget"].model_copy(
         update={"patch": json.dumps([{"op": "set_yaml_key", "file": "@trainer_config", "key": "nope", "value": 1}])}
     )
@@ -180,8 +181,8 @@ def test_stabilise_updates_cuts_the_lr_and_restores_the_clip_range_of_the_unstab
     after = load_trainer_config(c.path / "harness" / "trainer.yaml")
     assert after.lr == pytest.approx(before.lr / 10)
     assert (after.clip_low, after.clip_high) == (0.2, 0.28) and (before.clip_low, before.clip_high) == (0.9, 10.0)
-    changed = gw.changed_files(c.path, c.base_sha)
-    check = check_candidate(changed, gw.diff(c.path, c.base_sha), harness, ["trainer"], "")
+    changed = wf.changed_files(c.path, c.base_sha)
+    check = check_candidate(changed, wf.diff(c.path, c.base_sha), harness, ["trainer"], "")
     assert changed == ["harness/trainer.yaml"] and check.ok and check.factors == ("trainer",), check.reason
 
 
