@@ -97,7 +97,8 @@ def build_model(shape: ModelShape, vocab_size: int, seed: int) -> LlamaForCausal
     )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
-    return model.float()
+    model.float()  # in place: fp32 weights
+    return model
 
 
 def left_pad(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:

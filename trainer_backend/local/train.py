@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from diagnostics.schema import Outcome, Rollout, StopReason, append_metrics, write_rollouts
+from diagnostics.schema import Outcome, Rollout, Split, StopReason, append_metrics, write_rollouts
 from sandboxes.failures import CandidateCodeError
 from trainer_backend.base import CONFIG_FILE, METRICS_FILE, RunSpec
 from trainer_backend.harness import Harness, HarnessError, load_harness
@@ -48,7 +48,9 @@ def log(msg: str) -> None:
     print(msg, flush=True)
 
 
-def score_batch(calls: Any, strict: Any, harness: Harness, rows: list[dict[str, Any]], texts: list[str], split: str):
+def score_batch(
+    calls: Any, strict: Any, harness: Harness, rows: list[dict[str, Any]], texts: list[str], split: str
+) -> tuple[list[float], list[dict[str, float]], list[float]]:
     """Return rewards `[N]`, reward components per sample and strict scores `[N]` for decoded responses."""
     batch = [
         {
@@ -67,17 +69,17 @@ def score_batch(calls: Any, strict: Any, harness: Harness, rows: list[dict[str, 
 def make_rollouts(
     spec: RunSpec,
     step: int,
-    split: str,
-    rows,
-    texts,
-    resp_mask,
-    finished,
-    rewards,
-    comps,
-    strict,
-    group_ids,
-    sample_idx,
-    mean_logp=None,
+    split: Split,
+    rows: list[dict[str, Any]],
+    texts: list[str],
+    resp_mask: torch.Tensor,
+    finished: torch.Tensor,
+    rewards: list[float],
+    comps: list[dict[str, float]],
+    strict: list[float],
+    group_ids: list[str] | list[int],
+    sample_idx: list[int],
+    mean_logp: list[float] | None = None,
 ) -> list[Rollout]:
     """Build neutral rollout records for one batch."""
     lengths = resp_mask.sum(-1).tolist()
@@ -87,7 +89,7 @@ def make_rollouts(
             step=step,
             split=split,
             prompt_id=r["prompt_id"],
-            group_id=group_ids[i],  # type: ignore[arg-type]
+            group_id=str(group_ids[i]),
             sample_index=sample_idx[i],
             prompt=r["prompt"],
             response=texts[i],
@@ -105,17 +107,29 @@ def make_rollouts(
     ]
 
 
-def sequence_logits(model, prompt_ids, prompt_mask, resp, resp_mask):
+def sequence_logits(
+    model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, resp: torch.Tensor, resp_mask: torch.Tensor
+) -> torch.Tensor:
     """Return response-position logits `[B, T, V]` for prompts `[B, Lp]` followed by responses `[B, T]`."""
     ids = torch.cat([prompt_ids, resp], dim=1)
     attn = torch.cat([prompt_mask, resp_mask], dim=1)
     positions = (attn.cumsum(-1) - 1).clamp(min=0)
-    logits = model(input_ids=ids, attention_mask=attn, position_ids=positions).logits
+    logits: torch.Tensor = model(input_ids=ids, attention_mask=attn, position_ids=positions).logits
     lp = prompt_ids.shape[1]
     return logits[:, lp - 1 : lp - 1 + resp.shape[1]]
 
 
-def validate(model, tok, spec, harness, calls, strict, val_rows, cfg, step) -> dict[str, float]:
+def validate(
+    model: Any,
+    tok: CharTokenizer,
+    spec: RunSpec,
+    harness: Harness,
+    calls: Any,
+    strict: Any,
+    val_rows: list[dict[str, Any]],
+    cfg: LocalTrainerConfig,
+    step: int,
+) -> dict[str, float]:
     """Evaluate the whole held-out set; write the greedy val rollouts; return `val/*` metrics.
 
     `val/strict_acc` is greedy; `val/strict_acc_avg4` is the mean over VAL_SAMPLES samples per prompt at the
@@ -150,7 +164,21 @@ def validate(model, tok, spec, harness, calls, strict, val_rows, cfg, step) -> d
     }
 
 
-def train_step(model, ref_model, opt, tok, spec, harness, calls, strict, cfg, rows, state, gen, step):
+def train_step(
+    model: Any,
+    ref_model: Any,
+    opt: torch.optim.Optimizer,
+    tok: CharTokenizer,
+    spec: RunSpec,
+    harness: Harness,
+    calls: Any,
+    strict: Any,
+    cfg: LocalTrainerConfig,
+    rows: list[dict[str, Any]],
+    state: dict[str, Any],
+    gen: torch.Generator,
+    step: int,
+) -> dict[str, float]:
     """Sample, score, filter, and update once; return the step's metrics."""
     t0 = time.time()
     group = cfg.group_size
@@ -244,7 +272,9 @@ def train_step(model, ref_model, opt, tok, spec, harness, calls, strict, cfg, ro
     return metrics
 
 
-def training_state(model: Any, opt: Any, gen: torch.Generator, rng: random.Random, state: dict[str, Any]) -> dict:
+def training_state(
+    model: Any, opt: torch.optim.Optimizer, gen: torch.Generator, rng: random.Random, state: dict[str, Any]
+) -> dict[str, Any]:
     """Everything a resume or an exact continuation needs: weights, AdamW moments, random streams, counters."""
     return {
         "model": model.state_dict(),
@@ -325,7 +355,7 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
                 spec.init_checkpoint, spec.init_state, opt, gen, rng, cfg.lr, state["filter_key"], log
             )
         art.reset_after(spec.out_dir, state["step"] if ckpt is not None else -1)
-        summary = state["summary"]
+        summary: dict[str, Any] = state["summary"]
         summary.setdefault("warmstart_cache_hit", float(cache_hit))
         if ckpt is None:
             metrics = validate(model, tok, spec, harness, calls, strict, val_rows, cfg, 0)
