@@ -191,3 +191,28 @@ def test_exact_continuation_in_segments_trains_like_one_run(harness: Path, tmp_p
         )
         other = weights(out)
         assert not all(torch.equal(weights(tmp_path / "seg1")[k], other[k]) for k in other), mode
+
+
+def test_a_run_whose_handle_was_never_written_is_adopted_not_launched_twice(harness: Path, tmp_path: Path) -> None:
+    """A controller killed between launching a trainer and writing handle.json: the resumed one waits for it."""
+    from agent.runs import HANDLE_FILE, ensure_run
+
+    backend = BACKENDS["local"]
+    spec = _spec(harness, tmp_path / "run", steps=4, seed=2)
+    orphan = backend.submit(spec)  # launched, but no handle.json was recorded
+    assert not (spec.out_dir / HANDLE_FILE).exists()
+    again = backend.submit(spec)
+    assert again.pid == orphan.pid and backend.poll(again) is RunStatus.RUNNING  # adopted, nothing launched
+    result = ensure_run(spec, "local")
+    assert result.outcome is Outcome.OK and result.steps_done == 4
+    log = (spec.out_dir / "train.log").read_text()
+    assert log.count("step 0 |") == 1, log
+    assert backend.poll(again) is RunStatus.FINISHED
+    from trainer_backend.local import _lock_held
+
+    deadline = time.time() + 60
+    while _lock_held(spec.out_dir) and time.time() < deadline:  # the summary is written just before it exits
+        time.sleep(0.05)
+    relaunched = backend.submit(spec.model_copy(update={"resume": True}))  # the lock is free once it exited
+    assert relaunched.pid != orphan.pid
+    backend.wait(relaunched, timeout_s=300)

@@ -4,10 +4,17 @@ Implements the backend protocol of `trainer_backend/base.py` with module-level f
 writes ``<out_dir>/spec.json`` and launches ``python -m trainer_backend.local.train`` in its own process
 group (stdout/stderr to ``train.log``); `poll` and `collect` read only the artefact folder and the pid, so
 another process can pick up a handle. This module imports no torch: the trainer process does.
+
+One trainer per folder: `submit` takes an exclusive lock on ``<out_dir>/trainer.lock`` *before* it launches
+and hands the locked descriptor to the trainer, which holds it until it exits (a kill included). A second
+`submit` on a folder whose lock is held adopts the running trainer instead of launching another one, so a
+controller killed between the launch and writing its handle cannot start the run twice on resume; `poll`
+reads the lock as the liveness test.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -21,22 +28,58 @@ from trainer_backend.base import LOG_FILE, SUMMARY_FILE, Handle, RunResult, RunS
 
 NAME = "local"
 SPEC_FILE = "spec.json"
+LOCK_FILE = "trainer.lock"  # flock-ed by the run's trainer for its whole life; holds its pid as text
 
 
 def submit(spec: RunSpec) -> Handle:
-    """Launch the trainer for `spec` in its own process group and return its handle."""
+    """Launch the trainer for `spec` in its own process group and return its handle.
+
+    When a trainer already holds the folder's lock, return a handle to that trainer instead (see above).
+    """
     spec.out_dir.mkdir(parents=True, exist_ok=True)
-    spec_path = spec.out_dir / SPEC_FILE
-    spec_path.write_text(spec.model_dump_json(indent=2))
-    cmd = [sys.executable, "-m", "trainer_backend.local.train", "--spec", str(spec_path)]
-    if spec.resume:
-        cmd.append("--resume")
-    root = Path(__file__).resolve().parents[2]  # the checkout holding trainer_backend/, for `-m`
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
-    with open(spec.out_dir / LOG_FILE, "ab") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, process_group=0)
+    fd = os.open(spec.out_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # a live trainer owns this folder (launched by a controller that died)
+            return Handle(backend=NAME, run_id=spec.run_id, out_dir=spec.out_dir, pid=_pid_in(fd))
+        spec_path = spec.out_dir / SPEC_FILE
+        spec_path.write_text(spec.model_dump_json(indent=2))
+        cmd = [sys.executable, "-m", "trainer_backend.local.train", "--spec", str(spec_path)]
+        if spec.resume:
+            cmd.append("--resume")
+        root = Path(__file__).resolve().parents[2]  # the checkout holding trainer_backend/, for `-m`
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
+        with open(spec.out_dir / LOG_FILE, "ab") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, process_group=0, pass_fds=(fd,))
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(proc.pid).encode(), 0)
+    finally:
+        os.close(fd)  # the trainer keeps its inherited copy, and with it the lock
     return Handle(backend=NAME, run_id=spec.run_id, out_dir=spec.out_dir, pid=proc.pid)
+
+
+def _pid_in(fd: int) -> int | None:
+    text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+    return int(text) if text.isdigit() else None
+
+
+def _lock_held(out_dir: Path) -> bool | None:
+    """True while a trainer holds the folder's lock; None for a folder without one (launched before locks)."""
+    try:
+        fd = os.open(out_dir / LOCK_FILE, os.O_RDWR)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
 
 
 def _alive(pid: int) -> bool:
@@ -63,10 +106,13 @@ def _zombie(pid: int) -> bool:
 
 
 def poll(handle: Handle) -> RunStatus:
-    """Return FINISHED when summary.json exists, RUNNING while the process lives, LOST otherwise."""
+    """FINISHED when summary.json exists; RUNNING while a trainer holds the folder's lock (a folder from before
+    the lock: while its process lives); LOST otherwise."""
     if (handle.out_dir / SUMMARY_FILE).is_file():
         return RunStatus.FINISHED
-    if handle.pid is not None and _alive(handle.pid):
+    alive = handle.pid is not None and _alive(handle.pid)  # also reaps our own exited child
+    held = _lock_held(handle.out_dir)
+    if held or (held is None and alive):
         return RunStatus.RUNNING
     return RunStatus.FINISHED if (handle.out_dir / SUMMARY_FILE).is_file() else RunStatus.LOST
 
