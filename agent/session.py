@@ -132,7 +132,16 @@ def run_graph(ctx: Context, session_id: str, graph_input: Any, on_update: Callab
 
 
 def reap_sandboxes(ctx: Context) -> None:
-    """Remove sandbox containers left behind by dead controllers (kill -9 skips their cleanup), best effort."""
+    """Remove sandbox containers and scratch folders left by dead processes (kill -9 skips their cleanup)."""
+    from sandboxes.owners import reap_orphan_dirs
+
+    try:
+        dirs = reap_orphan_dirs()
+    except OSError as exc:
+        log.warning("could not look for orphaned sandbox scratch folders: %s", exc)
+    else:
+        if dirs:
+            log.warning("removed %d sandbox scratch folder(s) left by a dead process", len(dirs))
     if ctx.sandbox != "docker":
         return
     from sandboxes.docker import engine_client, reap_orphans

@@ -34,9 +34,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import stat
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +42,7 @@ from typing import Any
 
 from diagnostics.schema import Outcome
 from sandboxes.failures import InfraError
+from sandboxes.owners import owner_gone, owner_token, scratch_dir
 
 OUTPUT_CAP_BYTES = 64 * 1024
 RESULTS_MAX_FILES = 64
@@ -239,7 +238,7 @@ def run_in_container(
     config = config or SandboxConfig()
     t0 = time.monotonic()
     container = None
-    with tempfile.TemporaryDirectory(prefix="evotrainer-results-") as tmp:
+    with scratch_dir("results") as tmp:
         results_dir = Path(tmp) if want_results else None
         if results_dir is not None:
             results_dir.chmod(0o777)  # the sandbox user (65534) writes here
@@ -288,45 +287,6 @@ def remove_container(container: Any) -> None:
 
     with contextlib.suppress(docker.errors.NotFound):
         container.remove(force=True)
-
-
-def _proc_stat(pid: int) -> tuple[str, str] | None:
-    """(state, start time in clock ticks since boot) of `pid` from /proc, or None where there is none."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text.rpartition(")")[2].split()  # the command name in parentheses may hold spaces
-    return (fields[0], fields[19]) if len(fields) > 19 else None
-
-
-def owner_token(pid: int | None = None) -> str:
-    """Name a process uniquely on this host: `hostname/pid/start time` (start time empty without /proc)."""
-    pid = os.getpid() if pid is None else pid
-    stat = _proc_stat(pid)
-    return f"{socket.gethostname()}/{pid}/{stat[1] if stat else ''}"
-
-
-def owner_gone(token: str) -> bool:
-    """Say whether the process named by `owner_token` is known to be dead (a reused pid counts as dead).
-
-    A token from another host (or malformed) is never "gone": its process cannot be checked from here.
-    """
-    host, _, rest = token.partition("/")
-    pid_text, _, started = rest.partition("/")
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return False
-    pid = int(pid_text)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        pass  # alive, owned by another user
-    if not started:
-        return False
-    stat = _proc_stat(pid)
-    return stat is None or stat[0] == "Z" or stat[1] != started
 
 
 def reap_orphans(client: Any) -> list[str]:

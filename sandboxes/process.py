@@ -19,7 +19,6 @@ import os
 import resource
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any, BinaryIO
 
 from diagnostics.schema import Outcome
 from sandboxes.docker import BASE_ENV, SandboxConfig, SandboxResult, failure_reason, read_results, tail
+from sandboxes.owners import scratch_dir
 
 WEAKER = "weaker isolation (process fallback: no network or file-system isolation)"
 FILE_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
@@ -107,7 +107,7 @@ def run_process(
     """Run `argv` under rlimits in a scratch dir; `EVOTRAINER_RESULTS_DIR` names the results dir if wanted."""
     config = config or SandboxConfig()
     t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="evotrainer-proc-") as tmp:
+    with scratch_dir("proc") as tmp:
         scratch, results = Path(tmp) / "scratch", Path(tmp) / "results"
         scratch.mkdir()
         extra = dict(env or {})

@@ -23,7 +23,6 @@ import select
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
@@ -44,6 +43,7 @@ from sandboxes.docker import (
 )
 from sandboxes.failures import CandidateCodeError, InfraError
 from sandboxes.image import WORKER_PATH_IN_IMAGE, WORKER_SOURCE
+from sandboxes.owners import scratch_dir
 from sandboxes.process import WEAKER, kill_group, run_process, spawn
 
 log = logging.getLogger(__name__)
@@ -76,7 +76,7 @@ class _DockerChannel:
         self.config = config
         # A snapshot, not the live folder: world-readable for the sandbox user, frozen for the session,
         # without `exclude` (e.g. the protected surface).
-        self.staging = tempfile.TemporaryDirectory(prefix="evotrainer-harness-")
+        self.staging = scratch_dir("harness")
         snapshot = stage_copy(harness_root, Path(self.staging.name), (*exclude, ".git", ".venv", "__pycache__"))
         opts = container_options(config, {snapshot: "/harness"})
         try:
@@ -142,7 +142,7 @@ class _ProcessChannel:
 
     def __init__(self, config: SandboxConfig) -> None:
         self.config = config
-        self.tmp = tempfile.TemporaryDirectory(prefix="evotrainer-worker-")
+        self.tmp = scratch_dir("worker")
         self.err = open(Path(self.tmp.name) / "stderr", "w+b")  # noqa: SIM115 - lives as long as the worker
         argv = [sys.executable, "-I", "-B", str(WORKER_SOURCE)]
         pipe = subprocess.PIPE
@@ -366,7 +366,7 @@ def run_script(
     script_path = Path(script_path).resolve()
     kind, client = resolve_mode(mode, client)
     if kind == "docker":
-        with tempfile.TemporaryDirectory(prefix="evotrainer-stage-") as tmp:
+        with scratch_dir("stage") as tmp:
             mounts = {stage_copy(script_path, Path(tmp)): f"/code/{script_path.name}"}
             for name, src in inputs.items():
                 src = Path(src).resolve()
@@ -380,7 +380,7 @@ def run_script(
             argv = ["python3", "-I", "-B", f"/code/{script_path.name}"]
             result = run_in_container(client, argv, config=config, ro_mounts=mounts, env=env, want_results=True)
     else:
-        with tempfile.TemporaryDirectory(prefix="evotrainer-inputs-") as tmp:
+        with scratch_dir("inputs") as tmp:
             for name, src in inputs.items():
                 (Path(tmp) / name).symlink_to(Path(src).resolve())
             argv = [sys.executable, "-I", "-B", str(script_path)]

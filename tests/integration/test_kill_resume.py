@@ -46,7 +46,8 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from sandboxes.docker import LABEL, OWNER_LABEL, SandboxConfig, container_options, owner_token, reap_orphans
+from sandboxes.docker import LABEL, OWNER_LABEL, SandboxConfig, container_options, reap_orphans
+from sandboxes.owners import owner_token
 from store import models
 from store.engine import make_engine, session_scope
 
@@ -374,6 +375,8 @@ def test_kill_nine_mid_backtest_and_between_nodes_then_resume(tmp_path: Path, do
         assert not set(pending) & set(before.backtests)
         orphans = {c["Id"] for c in _ours(docker_client, s.tmpdir)}
         assert orphans, "kill -9 mid-backtest should leave the backtest's sandbox container behind"
+        scratch = {p for p in s.tmpdir.iterdir() if p.name.startswith("evotrainer-")}
+        assert scratch, "kill -9 mid-backtest should leave the sandbox's scratch folder (harness snapshot) behind"
 
         # 2. mid-training: the pilots' trainers live in their own process groups and outlive the kill.
         proc = s.start("resume", s.session_id)
@@ -393,6 +396,7 @@ def test_kill_nine_mid_backtest_and_between_nodes_then_resume(tmp_path: Path, do
         _assert_launched_once(s)
         left = _ours(docker_client, s.tmpdir)
         assert left == [], f"resume did not reap the killed controller's containers: {_describe(left)}"
+        assert not scratch & set(s.tmpdir.iterdir()), "resume did not remove the killed controller's scratch folders"
 
         # 4. between iterations: the checkpoint after `record` is written (same iteration).
         proc = s.start("resume", s.session_id)
