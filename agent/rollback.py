@@ -1,14 +1,17 @@
 """Rollback: test fixes from the incumbent's starting policy when its own run damaged the policy.
 
-Pilots normally start from the incumbent's final checkpoint. When the incumbent's own run made held-out
-accuracy clearly worse (a collapse under a destabilising optimiser, a leak the policy learned to copy), every
-candidate tested from that checkpoint starts from a damaged policy, and a fix that would have prevented the
-damage cannot show it within one pilot. Then the candidates restart from the checkpoint the incumbent itself
-started from (v0: the warm start), while the control still continues the incumbent: the comparison is "the
-fixed harness from before the damage" against "the status quo", and the winner's lineage is the shorter one.
+Pilots normally start from the incumbent's final checkpoint. When the incumbent's own run collapsed the
+policy on held-out prompts (a destabilising optimiser: 0.70 -> 0.00 in 40 steps), every candidate tested
+from that checkpoint starts from a broken policy, and a fix that would have prevented the collapse cannot
+show it within one pilot. Then the candidates restart from the checkpoint the incumbent itself started from
+(v0: the warm start), while the control still continues the incumbent: the comparison is "the fixed harness
+from before the collapse" against "the status quo", and the winner's lineage is the shorter one.
 
-"Clearly worse" is the decision rule's own bar: the held-out drop over the incumbent's run is at least
-`min_effect` and its paired bootstrap CI lies below zero.
+"Collapsed" means the held-out strict accuracy lost at least half of its starting value over the run
+(`COLLAPSE_FRACTION`, the same bar as the training-score collapse alert in diagnostics/updates.py), the drop
+is at least `min_effect` and its paired bootstrap CI lies below zero. A milder drop (a hackable reward's
+number spam, a leak: 0.70 -> 0.63) is not rolled back: the fixes recover from there, and restarting would
+throw away the steps the policy did learn from.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from agent.state import VersionInfo
 from diagnostics.schema import read_run_rollouts
 from diagnostics.stats import paired_bootstrap
 
+COLLAPSE_FRACTION = 0.5  # held-out strict lost at least half of its starting value
 START_CHECKPOINT_FILE = "checkpoints/start.pt"  # a root run's step-0 policy and optimizer (local backend)
 
 
@@ -37,8 +41,8 @@ def strict_by_step(run_dir: Path) -> dict[int, dict[str, float]]:
 def rollback_point(version: VersionInfo, min_effect: float) -> dict[str, Any]:
     """Where candidates should start: `{}` (the incumbent's checkpoint) or the incumbent's own start.
 
-    Returns `{"checkpoint", "steps", "reason"}` when the incumbent's run lowered held-out accuracy by at
-    least `min_effect` with a CI below zero and its starting checkpoint is still on disk.
+    Returns `{"checkpoint", "steps", "reason"}` when the incumbent's run collapsed held-out accuracy (see
+    above) and its starting checkpoint is still on disk.
     """
     start = version.get("start_checkpoint") or ""
     if not start or not Path(start).is_file():
@@ -50,10 +54,11 @@ def rollback_point(version: VersionInfo, min_effect: float) -> dict[str, Any]:
     if not before:
         return {}
     cmp = paired_bootstrap(before, after)
-    if cmp.delta > -min_effect or cmp.ci_high >= 0:
+    start_acc, end_acc = sum(before) / len(before), sum(after) / len(after)
+    if cmp.delta > -min_effect or cmp.ci_high >= 0 or end_acc > (1 - COLLAPSE_FRACTION) * start_acc:
         return {}
     reason = (
-        f"held-out strict fell {sum(before) / len(before):.3f} -> {sum(after) / len(after):.3f} "
+        f"held-out strict collapsed {start_acc:.3f} -> {end_acc:.3f} "
         f"({cmp.delta:+.3f} [{cmp.ci_low:+.3f}, {cmp.ci_high:+.3f}]) during {version['run_id']}: candidates restart "
         f"from the policy it started from (lineage step {version.get('start_steps', 0)}); the control continues it"
     )

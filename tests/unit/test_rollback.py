@@ -1,4 +1,4 @@
-"""agent/rollback.py: candidates restart from the incumbent's start only after its run clearly hurt held-out."""
+"""agent/rollback.py: candidates restart from the incumbent's start only after its run collapsed held-out."""
 
 from __future__ import annotations
 
@@ -39,14 +39,15 @@ def start(tmp_path: Path) -> str:
     return str(path)
 
 
-def test_a_clear_held_out_drop_restarts_candidates_from_the_start(tmp_path: Path, start: str) -> None:
+def test_a_held_out_collapse_restarts_candidates_from_the_start(tmp_path: Path, start: str) -> None:
     point = rollback_point(_version(_run(tmp_path, 0.70, 0.05), start), min_effect=0.05)
     assert point["checkpoint"] == start and point["steps"] == 0
-    assert "held-out strict fell 0.700 -> 0.050" in point["reason"] and "s-v0" in point["reason"]
+    assert "held-out strict collapsed 0.700 -> 0.050" in point["reason"] and "s-v0" in point["reason"]
+    assert rollback_point(_version(_run(tmp_path, 0.70, 0.35), start), min_effect=0.05)  # half lost: collapsed
 
 
-@pytest.mark.parametrize(("before", "after"), [(0.70, 0.80), (0.70, 0.67), (0.70, 0.70)])
-def test_no_rollback_when_held_out_rose_or_fell_by_less_than_the_effect(
+@pytest.mark.parametrize(("before", "after"), [(0.70, 0.80), (0.70, 0.67), (0.70, 0.70), (0.70, 0.60), (0.70, 0.36)])
+def test_no_rollback_when_held_out_rose_fell_by_less_than_the_effect_or_did_not_collapse(
     tmp_path: Path, start: str, before: float, after: float
 ) -> None:
     assert rollback_point(_version(_run(tmp_path, before, after), start), min_effect=0.05) == {}
