@@ -78,7 +78,8 @@ def load_checkpoint(out_dir: Path) -> dict[str, Any] | None:
 
 
 def continue_from(
-    init_checkpoint: Path,
+    parent: dict[str, Any],
+    where: str,
     mode: str,
     opt: torch.optim.Optimizer,
     gen: torch.Generator,
@@ -87,18 +88,19 @@ def continue_from(
     filter_key: str,
     log: Callable[[str], None],
 ) -> Any:
-    """Carry the parent run's optimizer moments (and, for ``exact``, its random streams) into this run.
+    """Carry the parent checkpoint's optimizer moments (and, for ``exact``, its random streams) into this run.
+
+    `parent` is the loaded checkpoint (`where` names its file in log lines).
 
     The learning rate stays this run's own (`lr`): a candidate may change it. The group filter's state is
     carried only when the filter code is the parent's (`filter_key`); a changed filter starts fresh.
     Returns the filter state to start from. A parent checkpoint without optimizer state (or with one for a
     different model shape) leaves a fresh optimizer and says so in the log.
     """
-    parent = torch.load(init_checkpoint, map_location="cpu", weights_only=False)
     try:
         opt.load_state_dict(parent["optimizer"])
     except (KeyError, ValueError, RuntimeError) as exc:
-        log(f"continuing {init_checkpoint}: optimizer state not carried ({type(exc).__name__}: {exc})")
+        log(f"continuing {where}: optimizer state not carried ({type(exc).__name__}: {exc})")
         return {}
     for group in opt.param_groups:
         group["lr"] = lr
@@ -108,7 +110,7 @@ def continue_from(
     parent_state = parent.get("state", {})
     same_filter = parent_state.get("filter_key") == filter_key
     log(
-        f"continuing {init_checkpoint}: optimizer{' and random streams' if mode == 'exact' else ''} carried;"
+        f"continuing {where}: optimizer{' and random streams' if mode == 'exact' else ''} carried;"
         f" filter state {'carried' if same_filter else 'fresh (filter code changed)'}"
     )
     return parent_state.get("filter", {}) if same_filter else {}

@@ -327,9 +327,11 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
         )
     )
 
+    parent: dict[str, Any] | None = None
     if spec.init_checkpoint is not None:  # a pilot continues its parent's policy: no warm start needed
         model, cache_hit, ws_path = build_model(cfg.shape(), len(tok), spec.seed), True, spec.init_checkpoint
-        model.load_state_dict(torch.load(spec.init_checkpoint, map_location="cpu", weights_only=False)["model"])
+        parent = torch.load(spec.init_checkpoint, map_location="cpu", weights_only=False)
+        model.load_state_dict(parent["model"])
     else:
         model, cache_hit, ws_path = warm_start(
             harness.path(cfg.warmstart_data), cfg.shape(), tok, cfg.warmstart_steps, spec.seed, log
@@ -350,9 +352,9 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
             rng.setstate(ckpt["py_rng"])
             state = ckpt["state"]
             log(f"resumed from {spec.out_dir / art.CHECKPOINT} at step {state['step']}")
-        elif spec.init_checkpoint is not None and spec.init_state != "weights":
+        elif parent is not None and spec.init_state != "weights":
             state["filter"] = art.continue_from(
-                spec.init_checkpoint, spec.init_state, opt, gen, rng, cfg.lr, state["filter_key"], log
+                parent, str(spec.init_checkpoint), spec.init_state, opt, gen, rng, cfg.lr, state["filter_key"], log
             )
         art.reset_after(spec.out_dir, state["step"] if ckpt is not None else -1)
         summary: dict[str, Any] = state["summary"]
