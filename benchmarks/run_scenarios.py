@@ -46,6 +46,7 @@ import orjson
 from sqlalchemy import select
 
 from agent.evidence import final_strict_scores, paired
+from agent.rollback import START_CHECKPOINT_FILE
 from diagnostics.schema import read_run_rollouts
 from diagnostics.stats import HACK_ALERT_IDS, paired_bootstrap
 from store import models
@@ -176,7 +177,7 @@ def policy_lineage_steps(run_dir: Path) -> int:
         spec = json.loads((current / "spec.json").read_text())
         steps += int(spec["steps"])
         init = spec.get("init_checkpoint")
-        current = Path(init).parent.parent if init and Path(init).name != "start.pt" else None
+        current = Path(init).parent.parent if init and Path(init).name != Path(START_CHECKPOINT_FILE).name else None
     return steps
 
 
