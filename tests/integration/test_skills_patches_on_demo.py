@@ -24,13 +24,17 @@ SEEDS = {s.name: s for s in SEED_SKILLS}
 pytestmark = pytest.mark.usefixtures("git_available")
 
 
-@pytest.fixture
-def cand(tmp_path: Path):  # type: ignore[no-untyped-def]
-    repo = gw.init_session_repo(DEMO, tmp_path / "repo")
+def _candidate(source: Path, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A session repo of `source` with one open candidate worktree; returns (candidate, harness)."""
+    repo = gw.init_session_repo(source, tmp_path / "repo")
     main = gw.create_session_branch(repo, "s1")
     harness = load_harness(tmp_path / "repo")
-    c = gw.create_candidate(repo, "s1", 0, 1, "skill", main, tmp_path / "wt")
-    return c, harness
+    return gw.create_candidate(repo, "s1", 0, 1, "skill", main, tmp_path / "wt"), harness
+
+
+@pytest.fixture
+def cand(tmp_path: Path):  # type: ignore[no-untyped-def]
+    return _candidate(DEMO, tmp_path)
 
 
 def _load(path: Path) -> dict:  # type: ignore[type-arg]
@@ -172,10 +176,7 @@ def test_guard_and_off_surface_templates_are_refused_before_writing(cand) -> Non
 
 def test_stabilise_updates_cuts_the_lr_and_restores_the_clip_range_of_the_unstable_scenario(tmp_path: Path) -> None:
     source = ROOT / "benchmarks" / "scenarios" / "unstable-optimiser" / "defective"
-    repo = gw.init_session_repo(source, tmp_path / "repo")
-    main = gw.create_session_branch(repo, "s1")
-    harness = load_harness(tmp_path / "repo")
-    c = gw.create_candidate(repo, "s1", 0, 1, "skill", main, tmp_path / "wt")
+    c, harness = _candidate(source, tmp_path)
     before = load_trainer_config(c.path / "harness" / "trainer.yaml")
     apply_skill(SEEDS["stabilise-policy-updates"], c.path, harness)
     after = load_trainer_config(c.path / "harness" / "trainer.yaml")
@@ -189,10 +190,7 @@ def test_stabilise_updates_cuts_the_lr_and_restores_the_clip_range_of_the_unstab
 def test_data_mix_finds_a_leaked_level_through_the_training_file_not_its_name(tmp_path: Path) -> None:
     """train-leak scenario: level 6 draws `arithmetic/annotated`; its groups are mostly dead (copied answers)."""
     source = ROOT / "benchmarks" / "scenarios" / "train-leak" / "defective"
-    repo = gw.init_session_repo(source, tmp_path / "repo")
-    main = gw.create_session_branch(repo, "s1")
-    harness = load_harness(tmp_path / "repo")
-    c = gw.create_candidate(repo, "s1", 0, 1, "skill", main, tmp_path / "wt")
+    c, harness = _candidate(source, tmp_path)
     # The v0 report of benchmarks/run_scenarios.py's train-leak session (40 steps, seed 0).
     metrics = {"source_dead_ratio/arithmetic/annotated": 0.759, "source_groups/arithmetic/annotated": 315.0}
     for level, ratio, n in ((2, 0.47, 100), (3, 0.163, 98), (4, 0.283, 127)):
