@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from diagnostics.analyzers import AnalyzerOutputError, parse_analyzer_output, validate_metric_retrospectively
 from diagnostics.schema import rollout_files
-from trainer_backend.harness import load_harness
+from harness.manifest import load_harness
 
 ANALYZER_TIMEOUT_S = 60.0
 

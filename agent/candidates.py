@@ -14,9 +14,8 @@ from typing import Any
 from agent import ledger
 from agent.context import Context
 from agent.factors import check_candidate
-from agent.nodes.common import store_url
 from agent.state import CandidateInfo, State
-from trainer_backend.harness import Harness
+from harness.manifest import Harness
 
 FACTORS = ("reward", "filter", "data", "trainer", "diagnostic")  # the store's factor values
 
@@ -105,7 +104,7 @@ def finalise_candidate(ctx: Context, state: State, harness: Harness, cand: OpenC
         )
         head = gw.commit_candidate(path, message)
     info["commit"] = head or _repo(state).commit(info["branch"]).hexsha
-    with ledger.db(store_url(ctx)) as db:
+    with ledger.db(ledger.store_url(ctx)) as db:
         _ensure_row(db, state, info)
     return info
 
@@ -115,7 +114,7 @@ def refuse_candidate(ctx: Context, state: State, info: CandidateInfo, reason: st
     from store.repository import update_candidate_status
 
     info["status"], info["reason"] = "refused", reason
-    with ledger.db(store_url(ctx)) as db:
+    with ledger.db(ledger.store_url(ctx)) as db:
         _ensure_row(db, state, info)
         update_candidate_status(db, info["id"], "refused", refusal_reason=reason)
     return info

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Literal, get_args
 
-from trainer_backend.harness import Harness
+from harness.manifest import Harness
 
 Factor = Literal["reward", "filter", "data", "trainer", "diagnostic", "other"]
 FACTORS: tuple[Factor, ...] = get_args(Factor)

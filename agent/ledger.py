@@ -11,7 +11,7 @@ import functools
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
@@ -19,6 +19,9 @@ from sqlalchemy.orm import Session
 
 from store import models, repository
 from store.engine import make_engine, resolve_db_url, session_scope
+
+if TYPE_CHECKING:
+    from agent.context import Context
 
 
 @functools.cache
@@ -30,6 +33,11 @@ def engine_for(url: str) -> Engine:
 def db_url(explicit: str, workdir: str) -> str:
     """Resolve the store URL from the context (explicit value > EVOTRAINER_DB > default SQLite)."""
     return resolve_db_url(explicit or None, Path(workdir).resolve())
+
+
+def store_url(ctx: Context) -> str:
+    """The store URL of a session's settings."""
+    return db_url(ctx.db_url, ctx.workdir)
 
 
 @contextmanager

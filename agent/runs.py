@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
-from diagnostics.schema import Outcome
+from harness.failures import Outcome
 from trainer_backend.base import SUMMARY_FILE, Backend, Handle, RunResult, RunSpec, RunStatus
 
 HANDLE_FILE = "handle.json"

@@ -41,12 +41,12 @@ def start_session(ctx: Context, harness_src: Path, repo_dir: Path, session_id: s
     Returns:
         (session id, harness repo path) to pass as the graph input.
     """
+    from harness.manifest import load_harness
     from sandboxes import git_worktree as gw
     from skills.repository import list_skills, seed_skills
     from skills.seeds import SEED_SKILLS
     from store.engine import upgrade
     from store.repository import create_session
-    from trainer_backend.harness import load_harness
 
     session_id = session_id or new_session_id()
     repo = gw.init_session_repo(harness_src, repo_dir)

@@ -26,7 +26,6 @@ from pydantic import ValidationError
 from agent import accounting
 from agent.candidates import FACTORS, OpenCandidate, finalise_candidate, open_candidate, refuse_candidate
 from agent.context import Context
-from agent.nodes.common import store_url
 from agent.state import CandidateInfo, State
 from agent.tool_args import (
     ApplyPatchArgs,
@@ -43,7 +42,7 @@ from agent.tool_args import (
     ToolArgs,
     WriteFileArgs,
 )
-from trainer_backend.harness import Harness
+from harness.manifest import Harness
 
 MAX_RESULT_CHARS = 4000
 MAX_FILE_CHARS = 6000
@@ -103,7 +102,9 @@ class Toolbox:
 
     def __post_init__(self) -> None:
         self.max_backtests = self.max_backtests or 2 * self.ctx.max_candidates
-        self.url = store_url(self.ctx)
+        from agent import ledger
+
+        self.url = ledger.store_url(self.ctx)
         self.tools = {
             t.name: t
             for t in (
@@ -385,7 +386,7 @@ class Toolbox:
 
     def search_skills(self, a: SearchArgs) -> str:
         """Skills the current health metrics trigger (ranked), or every skill matching the query words."""
-        from agent.nodes.propose import trigger_metrics
+        from agent.triggers import trigger_metrics
         from skills.models import SkillRecord
         from skills.repository import list_skills, rank
 
@@ -400,7 +401,9 @@ class Toolbox:
                 ]  # fmt: skip
                 rows = [(r, "text match", ()) for r in records]
             else:
-                matches = rank(db, trigger_metrics(self.state, self.harness), self.harness.manifest.domain)
+                matches = rank(
+                    db, trigger_metrics(self.state["report"]["metrics"], self.harness), self.harness.manifest.domain
+                )
                 rows = [(m.record, f"{m.tier}{' (guard: a warning)' if m.is_warning else ''}", m.matched_terms)
                         for m in matches]  # fmt: skip
         names = [r.spec.name for r, _, _ in rows]
@@ -510,7 +513,7 @@ class Toolbox:
 
     def _settle(self, info: CandidateInfo, base_sha: str) -> None:
         """Mark the lookups this submitted candidate references as used; count its skills' uses."""
-        from agent.nodes.propose import trigger_metrics
+        from agent.triggers import trigger_metrics
         from sandboxes import worktree_files as wf
         from skills.repository import evidence, get_skill, record_use
 
@@ -521,7 +524,7 @@ class Toolbox:
         accounting.mark_used(self.url, used)
         names = [n for n in info["skill"].split(",") if n]
         if names:
-            metrics = trigger_metrics(self.state, self.harness)
+            metrics = trigger_metrics(self.state["report"]["metrics"], self.harness)
             with _db(self.url) as db:
                 for name in names:
                     record_use(

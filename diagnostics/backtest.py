@@ -22,9 +22,10 @@ from typing import Any
 import numpy as np
 
 from diagnostics.hack_corpus import HackCorpusScore
-from diagnostics.schema import Outcome, Rollout
+from diagnostics.schema import Rollout
 from diagnostics.score import STRICT_CORRECT
 from diagnostics.signal import DEAD_STD, GroupKey, group_rollouts
+from harness.failures import Outcome
 
 MIN_GROUPS = 8
 KEPT_RATIO_MIN = 0.5

@@ -1,7 +1,7 @@
 """The framework-neutral rollout record, metric rows and the outcome classes every result carries.
 
 This module owns the typed records that cross package boundaries: `Rollout` (one sampled response),
-`MetricRow` (one step of metrics, verl's FileLogger line format) and `Outcome`. It also owns reading
+`MetricRow` (one step of metrics, verl's FileLogger line format). It also owns reading
 and writing them as JSONL. It must not import torch, docker, git, SQL or LangGraph.
 
 Readers are tolerant by design (issue #4): a corrupt or half-written line becomes a `ReadProblem`
@@ -21,16 +21,6 @@ import orjson
 
 Split = Literal["train", "val"]
 SPLITS: tuple[Split, ...] = ("train", "val")
-
-
-class Outcome(enum.StrEnum):
-    """How a run, backtest or sandboxed call ended. Never replaced by a fake score."""
-
-    OK = "ok"
-    CANDIDATE_ERROR = "candidate_error"
-    INFRA_ERROR = "infra_error"
-    TIMEOUT = "timeout"
-    SPOOF_DETECTED = "spoof_detected"
 
 
 class StopReason(enum.StrEnum):

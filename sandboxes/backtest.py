@@ -3,7 +3,7 @@
 `run_backtest(candidate_dir, rollouts_run_dir, out_dir, mode)` loads the candidate harness manifest, reads the
 cached rollouts of a finished run (train split by default), calls the candidate's reward on every cached
 rollout plus every hack-corpus exemplar (and its filter on every step's groups) through
-`sandboxes.worker.SandboxCalls` (Docker or child process) or `trainer_backend.harness_calls.InProcessCalls`
+`sandboxes.worker.SandboxCalls` (Docker or child process) or `harness.calls.InProcessCalls`
 (mode "none", trusted code), grades the numbers with the pure `diagnostics.backtest.grade_backtest`, and
 writes `out_dir/report.json`.
 
@@ -26,11 +26,12 @@ import yaml
 
 from diagnostics.backtest import BacktestResult, failed_backtest, grade_backtest, step_batches
 from diagnostics.hack_corpus import corpus_batch, load_hack_corpus, score_hack_corpus
-from diagnostics.schema import Outcome, Rollout, Split, read_run_rollouts
+from diagnostics.schema import Rollout, Split, read_run_rollouts
 from diagnostics.signal import GroupKey
-from sandboxes.failures import CandidateCodeError, InfraError
-from trainer_backend.harness import MANIFEST_NAME, Harness, HarnessError, load_harness
-from trainer_backend.harness_calls import HarnessCalls, RewardContractError, open_calls, validate_reward
+from harness.calls import HarnessCalls, RewardContractError, validate_reward
+from harness.failures import CandidateCodeError, InfraError, Outcome
+from harness.manifest import MANIFEST_NAME, Harness, HarnessError, load_harness
+from sandboxes.calls import open_calls
 
 REPORT_FILE = "report.json"
 SandboxMode = Literal["docker", "process", "none"]

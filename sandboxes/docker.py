@@ -40,8 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from diagnostics.schema import Outcome
-from sandboxes.failures import InfraError
+from harness.failures import InfraError, Outcome
 from sandboxes.owners import owner_gone, owner_token, scratch_dir
 
 OUTPUT_CAP_BYTES = 64 * 1024

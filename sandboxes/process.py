@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from diagnostics.schema import Outcome
+from harness.failures import Outcome
 from sandboxes.docker import BASE_ENV, SandboxConfig, SandboxResult, failure_reason, read_results, tail
 from sandboxes.owners import scratch_dir
 

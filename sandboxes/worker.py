@@ -28,7 +28,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, NoReturn
 
-from diagnostics.schema import Outcome
+from harness.failures import CandidateCodeError, InfraError, Outcome
 from sandboxes.docker import (
     SandboxConfig,
     SandboxResult,
@@ -41,7 +41,6 @@ from sandboxes.docker import (
     stage_copy,
     tail,
 )
-from sandboxes.failures import CandidateCodeError, InfraError
 from sandboxes.image import WORKER_PATH_IN_IMAGE, WORKER_SOURCE
 from sandboxes.owners import scratch_dir
 from sandboxes.process import WEAKER, kill_group, run_process, spawn

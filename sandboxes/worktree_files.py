@@ -13,8 +13,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from harness.manifest import Harness
 from sandboxes.git_worktree import GitWorktreeError, PatchError, SurfaceError, _git
-from trainer_backend.harness import Harness
 
 
 def write_file(worktree: Path, rel: str, content: str, harness: Harness) -> Path:

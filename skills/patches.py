@@ -4,7 +4,7 @@
 so git checks that it applies and every path it touches is on the editable surface.
 
 ``patch_kind == "template"``: a JSON list of edit operations that work on any harness following the
-contract (``trainer_backend/harness.py``). Values may be ``{{ expressions }}`` (``skills/templates.py``)
+contract (``harness/manifest.py``). Values may be ``{{ expressions }}`` (``skills/templates.py``)
 over ``current`` and the skill's ``params`` (overridable per call). Operations:
 
 - ``{"op": "set_yaml_key", "file": F, "key": "a.b", "value": V, "create": false, "default": D}``:
@@ -45,10 +45,10 @@ from typing import Any
 import yaml
 
 from diagnostics.sources import DEAD_SOURCE_AT, MIN_SOURCE_GROUPS, SOURCE_DEAD_RATIO, SOURCE_GROUPS, per_source
+from harness.manifest import Harness
 from sandboxes import worktree_files
 from skills.models import SkillSpec, template_ops
 from skills.templates import TemplateError, as_variables, get_yaml_value, render_value, set_yaml_key, set_yaml_mapping
-from trainer_backend.harness import Harness
 
 
 class SkillPatchError(ValueError):

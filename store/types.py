@@ -17,7 +17,7 @@ from typing import Any, Literal, get_args
 from sqlalchemy import JSON, DateTime, Dialect, Enum
 from sqlalchemy.types import TypeDecorator
 
-from diagnostics.schema import Outcome
+from harness.failures import Outcome
 
 SessionMode = Literal["evotrainer", "score-only"]
 PolicyKind = Literal["heuristic", "llm"]

@@ -88,7 +88,8 @@ def fake_session(tmp_path: Path, **context: Any) -> tuple[Any, dict[str, Any]]:
     """Start a real session on a copy of the demo harness with a fabricated v0; return (Context, State)."""
     from agent import ledger
     from agent.context import Context
-    from agent.nodes.common import session_main_commit, store_url
+    from agent.ledger import store_url
+    from agent.nodes.common import session_main_commit
     from agent.session import start_session
     from diagnostics.report import build_report
 

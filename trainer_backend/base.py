@@ -21,7 +21,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from diagnostics.schema import Outcome
+from harness.failures import Outcome
 
 SUMMARY_FILE = "summary.json"
 CONFIG_FILE = "config.json"

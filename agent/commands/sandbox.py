@@ -18,8 +18,8 @@ def register(app: typer.Typer) -> None:
 
         from rich.console import Console
 
+        from harness.failures import InfraError
         from sandboxes.docker import engine_client
-        from sandboxes.failures import InfraError
         from sandboxes.image import build_image
 
         console = Console()
@@ -41,8 +41,8 @@ def register(app: typer.Typer) -> None:
         """Say whether a Docker engine is reachable and whether the sandbox image is present."""
         from rich.console import Console
 
+        from harness.failures import InfraError
         from sandboxes.docker import engine_client
-        from sandboxes.failures import InfraError
         from sandboxes.image import CACHE_DIR, image_tag, rootfs_key
 
         console = Console()

@@ -33,8 +33,8 @@ def train(
     from rich.console import Console
 
     import trainer_backend
+    from harness.manifest import HarnessError, load_harness
     from trainer_backend.base import RunSpec, RunStatus
-    from trainer_backend.harness import HarnessError, load_harness
 
     console = Console()
     if backend not in ("local", "verl"):

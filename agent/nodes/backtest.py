@@ -11,7 +11,6 @@ from sqlalchemy import select
 
 from agent import ledger
 from agent.context import Context
-from agent.nodes.common import store_url
 from agent.state import BacktestInfo, CandidateInfo
 
 
@@ -58,7 +57,7 @@ def _record(ctx: Context, candidate_id: str, run_id: str, out_dir: str, result: 
     from store.types import CandidateStatus
 
     m = result.metrics
-    with ledger.db(store_url(ctx)) as db:
+    with ledger.db(ledger.store_url(ctx)) as db:
         if db.scalars(select(models.Backtest).where(models.Backtest.candidate_id == candidate_id)).first():
             return
         add_backtest(

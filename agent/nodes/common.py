@@ -16,11 +16,6 @@ CHECKPOINT_FILE = "checkpoints/last.pt"
 REPORT_FILE = "health_report.json"  # a run's health report, written once next to its artefacts
 
 
-def store_url(ctx: Context) -> str:
-    """The store URL for this context."""
-    return ledger.db_url(ctx.db_url, ctx.workdir)
-
-
 def run_training(
     ctx: Context,
     session_id: str,
@@ -47,7 +42,7 @@ def run_training(
         init_state=init_state,
         sandbox=ctx.sandbox,
     )
-    with ledger.db(store_url(ctx)) as db:
+    with ledger.db(ledger.store_url(ctx)) as db:
         ledger.ensure_run(
             db,
             run_id=run_id,
@@ -60,7 +55,7 @@ def run_training(
             candidate_id=candidate_id,
         )
     result = ensure_run(spec, ctx.backend)
-    with ledger.db(store_url(ctx)) as db:
+    with ledger.db(ledger.store_url(ctx)) as db:
         ledger.finish_run(
             db,
             run_id,

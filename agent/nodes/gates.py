@@ -14,7 +14,6 @@ from langgraph.types import interrupt
 
 from agent import ledger
 from agent.context import Context
-from agent.nodes.common import store_url
 from agent.routing import current, passing_candidates
 from agent.state import State
 from store import models
@@ -109,7 +108,7 @@ def _ask(ctx: Context, state: State, gate: str, pack: dict[str, Any]) -> dict[st
 
     from store.repository import add_gate_request, answer_gate
 
-    with ledger.db(store_url(ctx)) as db:
+    with ledger.db(ledger.store_url(ctx)) as db:
         rows = db.scalars(
             select(models.GateRequest).where(
                 models.GateRequest.session_id == state["session_id"], models.GateRequest.gate == gate
@@ -124,7 +123,7 @@ def _ask(ctx: Context, state: State, gate: str, pack: dict[str, Any]) -> dict[st
     answer = interrupt({**pack, "gate_id": gate_id})
     if not isinstance(answer, dict):
         answer = {"approve": bool(answer)}
-    with ledger.db(store_url(ctx)) as db:
+    with ledger.db(ledger.store_url(ctx)) as db:
         if db.get(models.GateRequest, gate_id).status == "pending":  # type: ignore[union-attr]
             answer_gate(db, gate_id, approved=bool(answer.get("approve")), note=answer.get("note"))
     return answer
@@ -142,7 +141,7 @@ def _prune_rejected(ctx: Context, state: State, rejected: set[str], note: str) -
 
     reason = f"rejected at the launch gate: {note or '(no note)'}"
     candidates = [dict(c) for c in state.get("candidates", [])]
-    with ledger.db(store_url(ctx)) as db:
+    with ledger.db(ledger.store_url(ctx)) as db:
         for c in candidates:
             if c["id"] in rejected:
                 c["status"], c["reason"] = "pruned", reason
@@ -184,7 +183,7 @@ def _diagnostic_delta(report_path: str) -> dict[str, Any]:
 
 def _wall_s_per_step(ctx: Context, state: State) -> float | None:
     """Seconds per training step of the incumbent's run, if recorded (basis of the predicted wall time)."""
-    with ledger.db(store_url(ctx)) as db:
+    with ledger.db(ledger.store_url(ctx)) as db:
         run = db.get(models.Run, state["version"]["run_id"])
         if run is None or not run.wall_time_s or not run.steps:
             return None

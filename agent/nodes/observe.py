@@ -10,7 +10,7 @@ from langgraph.runtime import Runtime
 
 from agent import ledger
 from agent.context import Context
-from agent.nodes.common import pilot_from_result, run_training, session_main_commit, store_url
+from agent.nodes.common import pilot_from_result, run_training, session_main_commit
 from agent.rollback import START_CHECKPOINT_FILE
 from agent.state import State, VersionInfo
 
@@ -29,7 +29,7 @@ def observe(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     pilot = pilot_from_result(result, iteration=0, candidate_id="v0", steps=ctx.base_steps)
     if pilot["outcome"] != "ok":
         return {"status": "finished", "stop_reason": f"v0 training failed ({pilot['outcome']}): {pilot['message']}"}
-    with ledger.db(store_url(ctx)) as db:
+    with ledger.db(ledger.store_url(ctx)) as db:
         row = ledger.ensure_version(
             db,
             session_id=session_id,

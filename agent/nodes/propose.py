@@ -10,10 +10,10 @@ from langgraph.runtime import Runtime
 from agent import ledger
 from agent.candidates import finalise_candidate, open_candidate, refuse_candidate
 from agent.context import Context
-from agent.nodes.common import store_url
 from agent.policies.heuristic import Proposal, propose_from_skills, propose_score_only
 from agent.state import CandidateInfo, State
-from trainer_backend.harness import Harness, load_harness
+from agent.triggers import trigger_metrics
+from harness.manifest import Harness, load_harness
 
 # When a skill may be proposed again in a session: never after it was merged, refused or failed its
 # backtest; after a regression ("reverted") only once the harness changed (a merge since its last try),
@@ -37,7 +37,7 @@ def propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         outcome = propose_with_llm(ctx, state, harness)
         made = [*state.get("candidates", []), *outcome.candidates]
         return {"candidates": made, "llm_stop_reason": outcome.budget_stop}
-    metrics = trigger_metrics(state, harness)
+    metrics = trigger_metrics(state["report"]["metrics"], harness)
     if ctx.mode == "score-only":
         proposals = propose_score_only(tried, ctx.max_candidates)
     else:
@@ -61,25 +61,10 @@ def settled_skills(candidates: list[CandidateInfo]) -> set[str]:
     return settled | {name for name, n in tries.items() if n >= MAX_TRIES}
 
 
-def trigger_metrics(state: State, harness: Harness) -> dict[str, Any]:
-    """The health metrics plus the context variables skill triggers read (domain, filter present, ...)."""
-    from skills.context import trigger_context
-
-    metrics = {k: v for k, v in state["report"]["metrics"].items() if v is not None}
-    gf = harness.group_filter
-    extra = trigger_context(
-        harness.manifest.domain,
-        harness.path(harness.reward.path).read_text(),
-        harness.path(gf.path).read_text() if gf else None,
-        filter_function=gf.function if gf else "filter_groups",
-    )
-    return {**metrics, **extra}
-
-
 def _skill_proposals(ctx: Context, harness: Harness, metrics: dict[str, Any], tried: set[str]) -> list[Proposal]:
     from skills.repository import rank
 
-    with ledger.db(store_url(ctx)) as db:
+    with ledger.db(ledger.store_url(ctx)) as db:
         matches = rank(db, metrics, harness.manifest.domain)
     return propose_from_skills(matches, metrics, tried, ctx.max_candidates)
 
@@ -112,7 +97,7 @@ def _materialise(
             return refuse_candidate(ctx, state, cand.info, f"patch did not apply: {exc}")
     info = finalise_candidate(ctx, state, harness, cand, f"{proposal.slug}: {proposal.skill.expected_outcome}")
     if info["status"] != "refused" and proposal.from_skill:
-        with ledger.db(store_url(ctx)) as db:
+        with ledger.db(ledger.store_url(ctx)) as db:
             for spec in proposal.skills:
                 record_use(db, spec.name, state["session_id"], info["id"], evidence(spec, metrics))
     return info

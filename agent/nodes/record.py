@@ -14,7 +14,7 @@ from langgraph.runtime import Runtime
 
 from agent import ledger
 from agent.context import Context
-from agent.nodes.common import session_main_commit, store_url
+from agent.nodes.common import session_main_commit
 from agent.routing import CONTROL_ID, current
 from agent.state import CandidateInfo, DecisionInfo, State, VersionInfo
 
@@ -139,7 +139,7 @@ def _store(
 
     session_id = state["session_id"]
     domain = _domain(state)
-    with ledger.db(store_url(ctx)) as db:
+    with ledger.db(ledger.store_url(ctx)) as db:
         for cand in mine.values():
             if cand["status"] != "refused" and db.get(models.Candidate, cand["id"]) is not None:
                 repository.update_candidate_status(db, cand["id"], cand["status"])  # type: ignore[arg-type]
@@ -194,7 +194,7 @@ def _store_budget(ctx: Context, state: State, steps_used: int) -> None:
     """Write the absolute budget use (idempotent, unlike an increment, when the node re-runs)."""
     from store import models
 
-    with ledger.db(store_url(ctx)) as db:
+    with ledger.db(ledger.store_url(ctx)) as db:
         row = db.get(models.EvoSession, state["session_id"])
         if row is not None:
             row.steps_used = steps_used
@@ -215,7 +215,7 @@ def _diff_stat(repo_dir: str, a: str, b: str) -> tuple[int, int, int]:
 
 
 def _domain(state: State) -> str:
-    from trainer_backend.harness import load_harness
+    from harness.manifest import load_harness
 
     return load_harness(Path(state["harness_dir"])).manifest.domain
 
@@ -238,6 +238,6 @@ def finish(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Mark the session finished in the store."""
     from store.repository import set_session_status
 
-    with ledger.db(store_url(runtime.context)) as db:
+    with ledger.db(ledger.store_url(runtime.context)) as db:
         set_session_status(db, state["session_id"], "finished")
     return {"status": "finished"}

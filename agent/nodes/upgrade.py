@@ -14,7 +14,6 @@ from langgraph.runtime import Runtime
 
 from agent import ledger
 from agent.context import Context
-from agent.nodes.common import store_url
 from agent.state import State
 
 KEPT, REJECTED = ("merged", "kept"), ("pruned", "reverted")
@@ -34,7 +33,7 @@ def upgrade_diagnostics(state: State, runtime: Runtime[Context]) -> dict[str, An
     }
     run_dir = Path(state["version"]["run_dir"])
     metrics, validations = run_harness_analyzers(Path(state["harness_dir"]), run_dir, labelled, ctx.sandbox)
-    with ledger.db(store_url(ctx)) as db:
+    with ledger.db(ledger.store_url(ctx)) as db:
         for name, validation in validations.items():
             add_diagnostic_metric(
                 db,

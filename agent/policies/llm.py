@@ -18,11 +18,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent import accounting, prompts
+from agent import accounting, ledger, prompts
 from agent.context import Context
-from agent.nodes.common import store_url
 from agent.state import CandidateInfo, State
-from trainer_backend.harness import Harness
+from harness.manifest import Harness
 
 NODE = "propose"
 MAX_CONTEXT_CHARS = 40_000  # above this, older tool results are elided
@@ -64,7 +63,7 @@ def propose_with_llm(ctx: Context, state: State, harness: Harness, model: Any = 
 
     from agent.tools import Toolbox
 
-    url = store_url(ctx)
+    url = ledger.store_url(ctx)
     outcome = LLMOutcome()
     outcome.budget_stop = accounting.budget_stop(
         accounting.session_usage(url, state["session_id"]), ctx.max_llm_tokens, ctx.max_cost_usd

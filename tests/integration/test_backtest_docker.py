@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from diagnostics.backtest import Verdict
-from diagnostics.schema import Outcome
+from harness.failures import Outcome
 from sandboxes.backtest import run_backtest
 from sandboxes.image import ensure_image
 

@@ -21,7 +21,7 @@ from sqlalchemy import select
 
 from agent import ledger
 from agent.commands.run import _save_context
-from agent.nodes.common import store_url
+from agent.ledger import store_url
 from store import models
 
 EVOTRAINER = [str(Path(sys.executable).parent / "evotrainer")]

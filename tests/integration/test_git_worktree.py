@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.manifest import load_harness
 from sandboxes import git_worktree as gw
 from sandboxes import worktree_files as wf
-from trainer_backend.harness import load_harness
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "arithmetic"
 pytestmark = pytest.mark.usefixtures("git_available")

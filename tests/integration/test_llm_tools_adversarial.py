@@ -16,11 +16,11 @@ from mock_openai import MockOpenAI, load_script
 from sqlalchemy import select
 
 from agent import ledger
-from agent.nodes.common import store_url
+from agent.ledger import store_url
 from agent.nodes.propose import propose
 from agent.policies.llm import propose_with_llm
+from harness.manifest import load_harness
 from store import models
-from trainer_backend.harness import load_harness
 
 pytestmark = pytest.mark.llm
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "llm"

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from diagnostics.schema import Outcome, read_metrics, read_run_rollouts
+from diagnostics.schema import read_metrics, read_run_rollouts
+from harness.failures import Outcome
 from trainer_backend import BACKENDS
 from trainer_backend.base import RunSpec, RunStatus
 

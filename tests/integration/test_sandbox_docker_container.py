@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from diagnostics.schema import Outcome
+from harness.failures import Outcome
 from sandboxes.docker import LABEL, SandboxConfig, run_in_container
 from sandboxes.image import WORKER_PATH_IN_IMAGE, WORKER_SOURCE, ensure_image, image_tag
 

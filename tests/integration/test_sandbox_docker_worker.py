@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 
-from diagnostics.schema import Outcome
+from harness.failures import CandidateCodeError, Outcome
 from sandboxes.docker import LABEL, SandboxConfig
-from sandboxes.failures import CandidateCodeError
 from sandboxes.image import ensure_image
 from sandboxes.worker import SandboxCalls, run_script
 

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from agent.factors import check_candidate
+from harness.manifest import load_harness
 from sandboxes import git_worktree as gw
 from sandboxes import worktree_files as wf
 from skills.context import filter_is_noop, length_terms, trigger_context
 from skills.models import SkillSpec
 from skills.patches import GuardSkillError, SkillPatchError, apply_skill
 from skills.seeds import SEED_SKILLS
-from trainer_backend.harness import load_harness
 from trainer_backend.local.config import load_level_weights, load_trainer_config
 
 ROOT = Path(__file__).resolve().parents[2]

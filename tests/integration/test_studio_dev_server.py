@@ -22,7 +22,7 @@ from llm_session import fake_session
 from sqlalchemy import select
 
 from agent import ledger
-from agent.nodes.common import store_url
+from agent.ledger import store_url
 from store import models
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from diagnostics.schema import Outcome, read_metrics
+from diagnostics.schema import read_metrics
+from harness.failures import Outcome
 from trainer_backend.base import RunSpec, RunStatus
 from trainer_backend.verl import collect, poll
 from trainer_backend.verl.run import RunState, launch, ray_client

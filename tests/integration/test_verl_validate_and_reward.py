@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.manifest import load_harness
 from trainer_backend.base import RunSpec
-from trainer_backend.harness import load_harness
 from trainer_backend.verl import VerlConfigError, dry_run, prepare
 from trainer_backend.verl.validate import check_overrides, compose
 

@@ -9,7 +9,8 @@ import pytest
 
 from diagnostics.backtest import BacktestResult, Verdict, failed_backtest, grade_backtest, step_batches
 from diagnostics.hack_corpus import corpus_batch, load_hack_corpus, score_hack_corpus
-from diagnostics.schema import Outcome, Rollout
+from diagnostics.schema import Rollout
+from harness.failures import Outcome
 
 ANS = re.compile(r"<ans>(.*?)</ans>")
 RESPONSES = [

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from diagnostics.backtest import Verdict
-from diagnostics.schema import Outcome, Rollout, write_rollouts
+from diagnostics.schema import Rollout, write_rollouts
+from harness.failures import Outcome
 from sandboxes.backtest import REPORT_FILE, find_length_budget, run_backtest
 
 STRICT_REWARD = """

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent.factors import check_candidate, classify_path, parse_diff
-from trainer_backend.harness import Harness, load_harness
+from harness.manifest import Harness, load_harness
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "arithmetic"
 

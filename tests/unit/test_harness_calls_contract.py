@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from diagnostics.schema import Outcome
-from sandboxes.failures import CandidateCodeError
-from trainer_backend.harness import HarnessError, load_harness
-from trainer_backend.harness_calls import InProcessCalls, RewardContractError, open_calls, validate_reward
+from harness.calls import InProcessCalls, RewardContractError, validate_reward
+from harness.failures import CandidateCodeError, Outcome
+from harness.manifest import HarnessError, load_harness
+from sandboxes.calls import open_calls
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ENTRY = "harness/reward.py:compute_score"

@@ -9,10 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from agent.cli import app
+from harness.failures import InfraError
 from sandboxes import docker as sandbox_docker
 from sandboxes import image
 from sandboxes.docker import SandboxConfig, read_results, readable_by_sandbox, stage_copy
-from sandboxes.failures import InfraError
 
 
 def test_image_tag_covers_the_baked_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

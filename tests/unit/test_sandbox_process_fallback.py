@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from diagnostics.schema import Outcome
+from harness.failures import CandidateCodeError, InfraError, Outcome
 from sandboxes import worker
 from sandboxes.docker import SandboxConfig
-from sandboxes.failures import CandidateCodeError, InfraError
 from sandboxes.process import run_process
 from sandboxes.worker import SandboxCalls, resolve_mode, run_script
 

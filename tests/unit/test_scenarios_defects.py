@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trainer_backend.harness import load_harness
-from trainer_backend.harness_calls import load_function
+from harness.calls import load_function
+from harness.manifest import load_harness
 from trainer_backend.local.model import CharTokenizer
 
 ROOT = Path(__file__).resolve().parents[2]

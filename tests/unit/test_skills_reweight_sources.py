@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.manifest import load_harness
 from skills.patches import SkillPatchError, apply_skill, resolve_file, reweight
 from skills.seeds import SEED_SKILLS
 from skills.templates import TemplateError, set_yaml_mapping
 from skills.triggers import evaluate, unknown_names
-from trainer_backend.harness import load_harness
 from trainer_backend.local.config import load_level_weights
 
 ROOT = Path(__file__).resolve().parents[2]

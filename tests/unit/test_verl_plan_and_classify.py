@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from diagnostics.schema import Outcome
+from harness.failures import Outcome
+from harness.manifest import load_harness
 from trainer_backend.base import RunSpec
-from trainer_backend.harness import load_harness
 from trainer_backend.verl.classify import classify
 from trainer_backend.verl.config import (
     VerlConfigError,

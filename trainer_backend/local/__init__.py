@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from diagnostics.schema import Outcome
+from harness.failures import Outcome
 from trainer_backend.base import LOG_FILE, SUMMARY_FILE, Handle, RunResult, RunSpec, RunStatus
 
 NAME = "local"

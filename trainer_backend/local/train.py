@@ -27,11 +27,12 @@ from typing import Any
 
 import torch
 
-from diagnostics.schema import Outcome, Rollout, Split, StopReason, append_metrics, write_rollouts
-from sandboxes.failures import CandidateCodeError
+from diagnostics.schema import Rollout, Split, StopReason, append_metrics, write_rollouts
+from harness.calls import RewardContractError, load_function, validate_reward
+from harness.failures import CandidateCodeError, Outcome
+from harness.manifest import Harness, HarnessError, load_harness
+from sandboxes.calls import open_calls
 from trainer_backend.base import CONFIG_FILE, METRICS_FILE, RunSpec
-from trainer_backend.harness import Harness, HarnessError, load_harness
-from trainer_backend.harness_calls import RewardContractError, load_function, open_calls, validate_reward
 from trainer_backend.local import artifacts as art
 from trainer_backend.local import grpo
 from trainer_backend.local.config import LocalTrainerConfig, load_level_weights, load_trainer_config

@@ -18,8 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from harness.manifest import Harness, load_harness
 from trainer_backend.base import SUMMARY_FILE, Handle, RunResult, RunSpec, RunStatus
-from trainer_backend.harness import Harness, load_harness
 from trainer_backend.verl.config import Plan, VerlConfigError, VerlTrainerConfig, build_plan, load_verl_config
 from trainer_backend.verl.run import RunState, load_state, stop
 from trainer_backend.verl.run import collect as _collect

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from diagnostics.schema import Outcome
+from harness.failures import Outcome
 
 INFRA_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"Total available GPUs \d+ is less than total desired GPUs \d+", "not enough GPUs for the requested layout"),

@@ -26,8 +26,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from harness.manifest import Harness
 from trainer_backend.base import RunSpec
-from trainer_backend.harness import Harness
 
 CHECKPOINT_DIR = "checkpoints"
 DATA_DIR = "verl_data"

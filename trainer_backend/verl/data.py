@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from trainer_backend.harness import Harness
+from harness.manifest import Harness
 from trainer_backend.verl.config import DATA_DIR, VerlConfigError
 
 _TOP_LEVEL = ("prompt", "ground_truth", "data_source", "ability")

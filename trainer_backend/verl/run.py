@@ -26,9 +26,10 @@ from pathlib import Path
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-from diagnostics.schema import Outcome, ReadProblem, iter_jsonl, write_rollouts
+import trainer_backend.verl.readers as readers
+from diagnostics.schema import ReadProblem, iter_jsonl, write_rollouts
+from harness.failures import Outcome
 from trainer_backend.base import LOG_FILE, METRICS_FILE, SUMMARY_FILE, Handle, RunResult, RunSpec, RunStatus
-from trainer_backend.verl import readers
 from trainer_backend.verl.classify import classify
 from trainer_backend.verl.config import TRAIN_DUMP_DIR as TRAIN_DUMPS
 from trainer_backend.verl.config import VAL_DUMP_DIR as VAL_DUMPS

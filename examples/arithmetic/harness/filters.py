@@ -1,4 +1,4 @@
-"""Group filter of the arithmetic demo harness (contract: trainer_backend/harness.py).
+"""Group filter of the arithmetic demo harness (contract: harness/manifest.py).
 
 DEFECT (no group filter, documented in README.md): every group is kept, including groups whose samples
 all got the same reward. Those carry zero GRPO advantage and only dilute the token-mean loss. Fixed form:

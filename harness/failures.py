@@ -1,4 +1,4 @@
-"""Exceptions raised by the sandbox adapters: candidate code at fault versus infrastructure at fault.
+"""The failure classes every result carries (`Outcome`), and who is at fault: candidate code or our side.
 
 A `CandidateCodeError` is the harness's fault (it raised, hung, ran out of memory, returned garbage or
 tried to forge the channel); its `outcome` says which class (`candidate_error`, `timeout`,
@@ -8,7 +8,17 @@ counted against a candidate (style principle 7).
 
 from __future__ import annotations
 
-from diagnostics.schema import Outcome
+import enum
+
+
+class Outcome(enum.StrEnum):
+    """How a run, backtest or sandboxed call ended. Never replaced by a fake score."""
+
+    OK = "ok"
+    CANDIDATE_ERROR = "candidate_error"
+    INFRA_ERROR = "infra_error"
+    TIMEOUT = "timeout"
+    SPOOF_DETECTED = "spoof_detected"
 
 
 class CandidateCodeError(Exception):

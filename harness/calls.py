@@ -4,8 +4,9 @@ The trainer never calls candidate functions directly: it goes through a calls ob
 ``compute_rewards(batch) -> list[object]``, ``filter_groups(group_rewards, state) -> (keep, state)`` and
 ``close()``. `InProcessCalls` imports the harness files by path (``spec.sandbox == "none"``: trusted
 harnesses, tests, the demo); `sandboxes.worker.SandboxCalls` (Docker container or child process) has the
-same methods. Either raises `sandboxes.failures.CandidateCodeError` when candidate code fails, so the run
-ends with a classified outcome naming the harness file, never a traceback or a silent zero.
+same methods, and `sandboxes.calls.open_calls` picks one by sandbox mode. Either raises
+`harness.failures.CandidateCodeError` when candidate code fails, so the run ends with a classified outcome
+naming the harness file, never a traceback or a silent zero.
 
 `validate_reward` is the pure reward contract check (verl's: a float, or a dict with ``"score"`` plus
 numeric extras).
@@ -20,9 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from diagnostics.schema import Outcome
-from sandboxes.failures import CandidateCodeError
-from trainer_backend.harness import EntryPoint, Harness
+from harness.failures import CandidateCodeError, Outcome
+from harness.manifest import EntryPoint, Harness
 
 
 class RewardContractError(ValueError):
@@ -169,21 +169,3 @@ class InProcessCalls:
 
     def close(self) -> None:
         """Nothing to release in-process."""
-
-
-def open_calls(harness: Harness, mode: str) -> HarnessCalls:
-    """Return the calls object for `mode`: ``none`` (in-process), ``docker`` or ``process`` (sandboxed).
-
-    Raises:
-        ValueError: unknown mode.
-    """
-    if mode == "none":
-        return InProcessCalls(harness)
-    if mode in ("docker", "process"):
-        from sandboxes.worker import SandboxCalls  # lazy: the sandbox adapter pulls in docker
-
-        filter_entry = None if harness.group_filter is None else str(harness.group_filter)
-        # Protected paths (strict evaluator, held-out data, manifest) stay out of the sandbox's copy.
-        exclude = tuple(harness.manifest.surface.protected)
-        return SandboxCalls(harness.root, str(harness.reward), filter_entry, mode, exclude=exclude)  # type: ignore[arg-type]
-    raise ValueError(f"unknown sandbox mode {mode!r}; use none, docker or process")

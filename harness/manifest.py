@@ -194,7 +194,7 @@ def load_harness(root: Path) -> Harness:
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        hint = "remove it" if err["type"] == "extra_forbidden" else "see the example in trainer_backend/harness.py"
+        hint = "remove it" if err["type"] == "extra_forbidden" else "see the example in harness/manifest.py"
         raise HarnessError(f"{manifest_path}: field '{where}': {err['msg']}; {hint}") from None
     harness = Harness(root=root.resolve(), manifest=manifest)
     files = {

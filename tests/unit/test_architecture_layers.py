@@ -1,0 +1,155 @@
+"""Issue #14: the packages form floors, and no module imports itself back through others.
+
+Every import is read with `ast`, including imports inside functions and under `TYPE_CHECKING`, because a
+lazy import is still a dependency. Two rules:
+
+- a package imports only packages on a lower floor (`LAYERS`); `harness/` is the ground floor and imports
+  none of the others;
+- the module graph has no circle (two modules that reach each other through imports).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Lower number = lower floor. Packages on the same floor do not import each other.
+LAYERS = {
+    "harness": 0,
+    "diagnostics": 1,
+    "sandboxes": 2,
+    "store": 2,
+    "trainer_backend": 3,
+    "migrations": 3,
+    "skills": 4,
+    "agent": 5,
+}
+
+
+def module_files(root: Path) -> dict[str, Path]:
+    """Map dotted module names of the project packages to their files."""
+    out: dict[str, Path] = {}
+    for package in LAYERS:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join(parts)] = path
+    return out
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Return the project modules `name` imports anywhere in its file (a package for `from pkg import x`)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        candidates: list[str] = []
+        if isinstance(node, ast.Import):
+            candidates = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".")
+                if path.name != "__init__.py":
+                    base = base[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                module = node.module or ""
+            subs = [f"{module}.{alias.name}" for alias in node.names if f"{module}.{alias.name}" in modules]
+            candidates = subs if len(subs) == len(node.names) else [module, *subs]
+        for target in candidates:
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """The module-level import graph of the project packages under `root`."""
+    modules = module_files(root)
+    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Imports from a package to one on the same or a higher floor."""
+    bad = []
+    for src, targets in graph.items():
+        a = src.split(".")[0]
+        for dst in targets:
+            b = dst.split(".")[0]
+            if a != b and LAYERS[b] >= LAYERS[a]:
+                bad.append(f"{src} -> {dst} ({a} is floor {LAYERS[a]}, {b} is floor {LAYERS[b]})")
+    return sorted(bad)
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    edges = defaultdict(set, graph)
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(edges[start])))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_every_package_imports_only_lower_floors() -> None:
+    graph = import_graph(ROOT)
+    assert "harness.manifest" in graph and "agent.graph" in graph, "the scanner must see the project"
+    bad = upward_imports(graph)
+    assert not bad, "imports that go up (move the shared code down a floor):\n" + "\n".join(bad)
+
+
+def test_no_import_circle() -> None:
+    found = circles(import_graph(ROOT))
+    assert not found, f"import circles (move the shared helper to a module both can import): {found}"
+
+
+def test_the_checks_see_lazy_upward_imports_and_circles(tmp_path: Path) -> None:
+    for package in LAYERS:
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "harness" / "m.py").write_text("def f():\n    from agent import x\n")
+    (tmp_path / "agent" / "x.py").write_text("from agent.y import g\n")
+    (tmp_path / "agent" / "y.py").write_text("def g():\n    from agent import x  # noqa\n")
+    graph = import_graph(tmp_path)
+    assert upward_imports(graph) == ["harness.m -> agent.x (harness is floor 0, agent is floor 5)"]
+    assert circles(graph) == [["agent.x", "agent.y"]]
