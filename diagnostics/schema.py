@@ -24,11 +24,46 @@ SPLITS: tuple[Split, ...] = ("train", "val")
 
 
 class StopReason(enum.StrEnum):
-    """Why generation of one response stopped."""
+    """Why one response (single-turn) or one trajectory (agentic episode) stopped."""
 
-    EOS = "eos"  # the policy emitted end-of-sequence
-    LENGTH = "length"  # hit max_new_tokens: the response is truncated
-    ABORT = "abort"  # rollout aborted (agentic: abandonment, tool failure)
+    EOS = "eos"  # the policy emitted end-of-sequence (single-turn)
+    LENGTH = "length"  # hit the token cap (max_new_tokens, or an episode's per-turn budget): truncated
+    ABORT = "abort"  # rollout aborted for another reason (eval failure, backend abort)
+    ANSWER = "answer"  # agentic: the policy gave its final answer
+    MAX_TURNS = "max_turns"  # agentic: the episode hit max_turns without a final answer
+    ABANDON = "abandon"  # agentic: the policy stopped early without acting (no tool call, no answer)
+    TOOL_ERROR = "tool_error"  # agentic: the environment ended the episode on a failed tool call
+    ECHO_TRAP = "echo_trap"  # agentic: the policy repeated itself until the episode was cut
+
+
+class RawTurn(TypedDict, total=False):
+    """One turn of a trajectory in a rollout file, before validation."""
+
+    text: str
+    tool: str | None
+    arguments: str
+    result: str
+    success: bool | None
+    policy_tokens: int
+    observation_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One turn of an agentic episode: what the policy wrote, the tool it called and what came back.
+
+    `tool` is None for a turn without a tool call (the final answer, or text with no call); `success` is
+    None when no tool ran. `policy_tokens` are the tokens the policy generated this turn (trained on);
+    `observation_tokens` those the environment appended (context only, masked from the loss).
+    """
+
+    text: str
+    tool: str | None = None
+    arguments: str = ""
+    result: str = ""
+    success: bool | None = None
+    policy_tokens: int = 0
+    observation_tokens: int = 0
 
 
 class RawRolloutRow(TypedDict, total=False):
@@ -53,6 +88,7 @@ class RawRolloutRow(TypedDict, total=False):
     tool_calls: int
     mean_logprob: float | None
     data_source: str
+    turns: list[RawTurn]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +97,9 @@ class Rollout:
 
     `group_id` identifies the GRPO group (all samples of one prompt at one step); `reward` is the
     training reward the harness gave; `strict_score` comes from the protected evaluator where it was
-    computed (validation rollouts always, training rollouts when the backend computes it).
+    computed (validation rollouts always, training rollouts when the backend computes it). An agentic
+    episode carries its trajectory in `turns` (empty for single-turn responses); `response` then holds the
+    whole trajectory text and `num_turns` / `tool_calls` summarise it.
     """
 
     run_id: str
@@ -83,12 +121,17 @@ class Rollout:
     tool_calls: int = 0
     mean_logprob: float | None = None
     data_source: str = ""
+    turns: tuple[Turn, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        """Return the JSON-ready dict (the `RawRolloutRow` shape)."""
+        """Return the JSON-ready dict (the `RawRolloutRow` shape; `turns` only when there are some)."""
         row = asdict(self)
         row["stop_reason"] = self.stop_reason.value
         row["reward_components"] = dict(self.reward_components)
+        if self.turns:
+            row["turns"] = [asdict(t) for t in self.turns]
+        else:
+            del row["turns"]
         return row
 
 
@@ -139,6 +182,7 @@ def rollout_from_row(row: Mapping[str, Any]) -> Rollout:
         raise RolloutFormatError(f"field 'stop_reason': {exc}") from None
     strict = row.get("strict_score")
     logprob = row.get("mean_logprob")
+    turns = _turns_from_row(row.get("turns"))
     gt = row.get("ground_truth")
     return Rollout(
         run_id=row["run_id"],
@@ -160,7 +204,35 @@ def rollout_from_row(row: Mapping[str, Any]) -> Rollout:
         tool_calls=int(row.get("tool_calls", 0)),
         mean_logprob=None if logprob is None else float(logprob),
         data_source=str(row.get("data_source", "")),
+        turns=turns,
     )
+
+
+def _turns_from_row(raw: Any) -> tuple[Turn, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise RolloutFormatError("field 'turns' must be a list of turn objects")
+    turns = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, Mapping) or not isinstance(item.get("text", ""), str):
+            raise RolloutFormatError(f"field 'turns[{i}]' must be an object with 'text' (str)")
+        tool = item.get("tool")
+        success = item.get("success")
+        if (tool is not None and not isinstance(tool, str)) or (success is not None and not isinstance(success, bool)):
+            raise RolloutFormatError(f"field 'turns[{i}]': 'tool' must be a string or null, 'success' a bool or null")
+        turns.append(
+            Turn(
+                text=item.get("text", ""),
+                tool=tool,
+                arguments=str(item.get("arguments", "")),
+                result=str(item.get("result", "")),
+                success=success,
+                policy_tokens=int(item.get("policy_tokens", 0)),
+                observation_tokens=int(item.get("observation_tokens", 0)),
+            )
+        )
+    return tuple(turns)
 
 
 @dataclass(frozen=True, slots=True)

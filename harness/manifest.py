@@ -15,6 +15,7 @@ Example manifest::
     eval: {strict: eval/strict.py:score}
     trainer: {backend: local, config: harness/trainer.yaml}
     surface: {editable: [harness/], protected: [eval/, data/val.jsonl, evotrainer.yaml]}
+    answer: {pattern: '<ans>(.*?)</ans>', compare: integer}   # optional (harness/answers.py)
 
 Callable contracts (verl-compatible where verl has one):
 
@@ -33,6 +34,8 @@ from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from harness.answers import AnswerProtocol
 
 MANIFEST_NAME = "evotrainer.yaml"
 
@@ -117,6 +120,7 @@ class Manifest(BaseModel):
     eval: EvalSpec
     trainer: TrainerSpec
     surface: Surface
+    answer: AnswerProtocol | None = None  # where the answer sits in a response (harness/answers.py)
 
     @field_validator("reward")
     @classmethod
