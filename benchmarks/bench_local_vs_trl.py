@@ -1,13 +1,19 @@
-"""Throughput: one local GRPO step versus one TRL `GRPOTrainer` step, same model, task and batch shape.
+"""Throughput: the local trainer's own GRPO step versus one TRL `GRPOTrainer` step, same model, task and batch.
 
-Both run on CPU in fp32, without gradient checkpointing, on the same randomly initialised tiny Llama and
-the same character tokenizer (wrapped as a `PreTrainedTokenizerFast` for TRL), with the same settings:
-P prompts x G samples, max_new_tokens, temperature 1, clip 0.2/0.28, no KL, token-mean loss. Rounds are
-interleaved (local, TRL, local, ...) so machine load hits both alike. Reports samples/s of each, their
-ratio, and each one's achieved FLOP/s as a fraction of the CPU's measured fp32 matmul throughput.
+The local side is the product's code path: `trainer_backend.local.train.train_step` on the
+`examples/arithmetic-oracle` harness (its reward through `InProcessCalls`, its strict evaluator, its
+rollout files written to a temp run folder), exactly as a training run calls it. The TRL side is
+`GRPOTrainer.train()` on the same randomly initialised tiny Llama, the same character tokenizer (wrapped as
+a `PreTrainedTokenizerFast`), the same reward function (loaded from the harness) and matched settings:
+P prompts x G samples, max_new_tokens, temperature, clip low/high, no KL, token-mean (`loss_type="dapo"`),
+one generation feeding the same number of optimizer minibatches, fp32, no gradient checkpointing, CPU.
+The local step does strictly more work (strict scoring, rollout files).
 
-Run: ``.venv/bin/python benchmarks/bench_local_vs_trl.py [--rounds 3 --steps-per-round 2]``
-(needs ``pip install trl torch==2.13.0``; not a timed test).
+Rounds are interleaved (local steps, then TRL steps, ...) so machine load hits both alike; the report gives
+the median and the spread of the per-round ratio, and the library versions. Not a timed test.
+
+Run: ``.venv/bin/python benchmarks/bench_local_vs_trl.py --rounds 10 --steps-per-round 2 --threads 1``
+(needs ``pip install trl==1.16.0``, which installs nothing else into the project's virtualenv).
 """
 
 from __future__ import annotations
@@ -23,72 +29,47 @@ from typing import Any
 
 import torch
 
-from trainer_backend.local import grpo
-from trainer_backend.local.artifacts import read_rows
-from trainer_backend.local.config import LocalTrainerConfig
-from trainer_backend.local.model import CharTokenizer, build_model, generate, left_pad
-from trainer_backend.local.train import PPO_MINIBATCHES, sequence_logits
+from harness.calls import InProcessCalls, load_function, validate_reward
+from harness.manifest import load_harness
+from trainer_backend.base import RunSpec
+from trainer_backend.local import artifacts as art
+from trainer_backend.local.config import load_trainer_config
+from trainer_backend.local.model import CharTokenizer, build_model
+from trainer_backend.local.train import PPO_MINIBATCHES, train_step
 
-DATA = Path(__file__).resolve().parents[1] / "examples" / "arithmetic-oracle" / "data" / "train.jsonl"
-
-
-def matmul_gflops(n: int = 512, reps: int = 20) -> float:
-    """Return the measured fp32 matmul throughput of this CPU (GFLOP/s, current thread setting)."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    a @ b
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        a @ b
-    return 2 * n**3 * reps / (time.perf_counter() - t0) / 1e9
-
-
-def reward(texts: list[str], truths: list[str]) -> list[float]:
-    """Strict tagged answer (the oracle harness's reward, inlined)."""
-    pairs = zip(texts, truths, strict=True)
-    return [float(t.strip().endswith(f"<ans>{g}</ans>") and t.count("<ans>") == 1) for t, g in pairs]
-
-
-def local_step(model, opt, tok, cfg, rows, gen) -> int:  # type: ignore[no-untyped-def]
-    """Run one local GRPO step (generate, score, advantages, two clipped minibatch updates); return tokens."""
-    prompts = [[tok.bos_id, *tok.encode(r["prompt"])] for r in rows for _ in range(cfg.group_size)]
-    resp, mask, _ = generate(model, prompts, cfg.max_new_tokens, tok.eos_id, tok.pad_id, cfg.temperature, gen)
-    texts = [tok.decode(x.tolist()) for x in resp]
-    rewards = reward(texts, [str(r["ground_truth"]) for r in rows for _ in range(cfg.group_size)])
-    adv = grpo.group_advantages(torch.tensor(rewards), torch.arange(len(rows)).repeat_interleave(cfg.group_size))
-    pids, pmask = left_pad(prompts, tok.pad_id)
-    with torch.no_grad():
-        old = grpo.token_logprobs(sequence_logits(model, pids, pmask, resp, mask), resp, cfg.temperature)
-    for sel in torch.arange(len(prompts)).chunk(PPO_MINIBATCHES):
-        logp = grpo.token_logprobs(sequence_logits(model, pids[sel], pmask[sel], resp[sel], mask[sel]), resp[sel], 1.0)
-        loss, _ = grpo.policy_loss(logp, old[sel], adv[sel], mask[sel], cfg.clip_low, cfg.clip_high)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-    return int(mask.sum()) + int(pmask.sum())
+HARNESS = Path(__file__).resolve().parents[1] / "examples" / "arithmetic-oracle"
 
 
 def hf_tokenizer(tok: CharTokenizer):  # type: ignore[no-untyped-def]
     """Wrap the char tokenizer as a `PreTrainedTokenizerFast` (same ids) for TRL."""
+    import re
+
     from tokenizers import Regex, Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     core = Tokenizer(models.WordLevel({t: i for i, t in enumerate(tok.vocab)}, unk_token="<pad>"))
-    core.pre_tokenizer = pre_tokenizers.Split(Regex("<ans>|</ans>|."), behavior="isolated")
+    tags = "|".join(re.escape(t) for t in tok.tags)
+    core.pre_tokenizer = pre_tokenizers.Split(Regex(f"{tags}|." if tags else "."), behavior="isolated")
     fast = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", bos_token="<bos>", eos_token="<eos>")
     fast.padding_side = "left"
     return fast
 
 
-def trl_trainer(model, tok, cfg, rows, steps: int, out: Path):  # type: ignore[no-untyped-def]
-    """Build a TRL GRPOTrainer with settings matched to the local step."""
+def trl_trainer(model, tok, cfg, rows, reward_fn, steps: int, out: Path):  # type: ignore[no-untyped-def]
+    """Build a TRL GRPOTrainer with settings matched to the local trainer's step."""
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    def trl_reward(completions: list[str], ground_truth: list[str], **_: Any) -> list[float]:
-        return reward(completions, [str(g) for g in ground_truth])
+    def trl_reward(completions: list[str], ground_truth: list[str], data_source: list[str], **_: Any) -> list[float]:
+        raw = [reward_fn(s, c, g, {}) for s, c, g in zip(data_source, completions, ground_truth, strict=True)]
+        return [validate_reward(v, "harness/reward.py")[0] for v in raw]
 
-    data = Dataset.from_list([{"prompt": "<bos>" + r["prompt"], "ground_truth": str(r["ground_truth"])} for r in rows])
+    data = Dataset.from_list(
+        [
+            {"prompt": "<bos>" + r["prompt"], "ground_truth": str(r["ground_truth"]), "data_source": r["data_source"]}
+            for r in rows
+        ]
+    )
     batch = cfg.prompts_per_step * cfg.group_size
     args = GRPOConfig(
         output_dir=str(out),
@@ -124,53 +105,68 @@ def trl_trainer(model, tok, cfg, rows, steps: int, out: Path):  # type: ignore[n
 
 def main() -> None:
     """Interleave local and TRL rounds and print a JSON report."""
+    import transformers
+    import trl
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--steps-per-round", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "bench_local_vs_trl")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    cfg = LocalTrainerConfig()
+    harness = load_harness(HARNESS)
+    cfg = load_trainer_config(harness.path(harness.manifest.trainer.config))
     tok = CharTokenizer()
-    rows = [r for r in read_rows(DATA) if r.get("level") in (2, 3, 4)]
+    rows = art.read_rows(harness.path(harness.manifest.data.train))
+    calls = InProcessCalls(harness)
+    strict = load_function(harness.root, harness.strict_eval)
+    reward_fn = load_function(harness.root, harness.reward)
     local_model = build_model(cfg.shape(), len(tok), seed=0)
     trl_model = build_model(cfg.shape(), len(tok), seed=0)
     trl_model.generation_config.pad_token_id = tok.pad_id
     trl_model.generation_config.eos_token_id = tok.eos_id
-    opt = torch.optim.AdamW(local_model.parameters(), lr=cfg.lr)
+    opt = torch.optim.AdamW(local_model.parameters(), lr=cfg.lr, weight_decay=0.0, betas=(0.9, 0.99))
     gen = torch.Generator().manual_seed(0)
     rng = random.Random(0)
-    n_params = sum(p.numel() for p in local_model.parameters())
-    samples = cfg.prompts_per_step * cfg.group_size
-    local_s, trl_s, local_tokens = [], [], []
+    run_dir = Path(tempfile.mkdtemp(prefix="bench-local-"))
+    spec = RunSpec(run_id="bench", harness_dir=harness.root, out_dir=run_dir, steps=10**6)
+    state: dict[str, Any] = {"filter": {}}
+    step = 0
+    local_s, trl_s, ratios, local_tokens = [], [], [], []
     for _ in range(args.rounds):
+        round_local = []
         for _ in range(args.steps_per_round):
+            step += 1
+            batch = art.sample_rows(rows, None, cfg.prompts_per_step, rng)
             t0 = time.perf_counter()
-            local_tokens.append(local_step(local_model, opt, tok, cfg, rng.sample(rows, cfg.prompts_per_step), gen))
-            local_s.append(time.perf_counter() - t0)
-        trainer = trl_trainer(trl_model, tok, cfg, rng.sample(rows, 64), args.steps_per_round, args.out)
+            metrics = train_step(local_model, None, opt, tok, spec, harness, calls, strict, cfg, batch, state, gen, step)
+            round_local.append(time.perf_counter() - t0)
+            local_tokens.append(metrics["response_length/mean"])
+        trainer = trl_trainer(trl_model, tok, cfg, rng.sample(rows, 64), reward_fn, args.steps_per_round, args.out)
         t0 = time.perf_counter()
         trainer.train()
-        trl_s.append((time.perf_counter() - t0) / args.steps_per_round)
-    peak = matmul_gflops()
-    # forward for sampling + old logp (2 flops/param/token each) + forward/backward of the update (6)
-    flops = (2 + 2 + 6) * n_params * statistics.fmean(local_tokens)
-    local_step_s, trl_step_s = statistics.median(local_s), statistics.median(trl_s)
+        round_trl = (time.perf_counter() - t0) / args.steps_per_round
+        local_s += round_local
+        trl_s.append(round_trl)
+        ratios.append(round_trl / statistics.fmean(round_local))
+    samples = cfg.prompts_per_step * cfg.group_size
+    quartiles = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else [ratios[0]] * 3
     report = {
-        "params": n_params,
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__, "trl": trl.__version__},
+        "threads": args.threads,
+        "rounds": args.rounds,
+        "steps_per_round": args.steps_per_round,
         "samples_per_step": samples,
         "max_new_tokens": cfg.max_new_tokens,
-        "threads": args.threads,
-        "local_step_s": local_step_s,
-        "trl_step_s": trl_step_s,
-        "local_samples_per_s": samples / local_step_s,
-        "trl_samples_per_s": samples / trl_step_s,
-        "speedup_local_over_trl": trl_step_s / local_step_s,
-        "cpu_matmul_gflops": peak,
-        "local_fraction_of_matmul_peak": flops / local_step_s / 1e9 / peak,
-        "trl_fraction_of_matmul_peak_same_flops": flops / trl_step_s / 1e9 / peak,
-        "note": "TRL step timed with trainer.train() wall time / steps (includes its per-call setup)",
+        "local_mean_response_tokens": statistics.fmean(local_tokens),
+        "local_step_s_median": statistics.median(local_s),
+        "trl_step_s_median": statistics.median(trl_s),
+        "speedup_local_over_trl_median": statistics.median(ratios),
+        "speedup_quartiles": quartiles,
+        "speedup_min_max": [min(ratios), max(ratios)],
+        "speedup_per_round": ratios,
+        "note": "TRL step = trainer.train() wall time / steps (includes its per-call setup); local step = train_step",
     }
     print(json.dumps(report, indent=2))
 

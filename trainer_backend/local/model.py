@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from trainer_backend.local import decode
+
 DEFAULT_ALPHABET = "0123456789+-*=;> "
 DEFAULT_TAGS = ("<ans>", "</ans>")
 PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
@@ -112,7 +114,6 @@ def left_pad(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Te
     return ids, mask
 
 
-@torch.no_grad()
 def generate(
     model: LlamaForCausalLM,
     prompts: list[list[int]],
@@ -121,47 +122,25 @@ def generate(
     pad_id: int,
     temperature: float,
     generator: torch.Generator | None,
+    stop_ids: tuple[int, ...] = (),
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Sample responses for a batch of prompts with a KV cache (greedy when `temperature` == 0).
 
     Args:
         prompts: B token lists (each starting with BOS).
+        stop_ids: token ids besides EOS that end a response (kept as its last token), e.g. the end of a tool call.
 
     Returns:
-        `response[B, T]` token ids (PAD after EOS), `response_mask[B, T]` (1 for generated tokens up to
-        and including EOS) and `finished[B]` (True when the response ended with EOS; False = truncated).
+        `response[B, T]` token ids (PAD after the stop), `response_mask[B, T]` (1 for generated tokens up to
+        and including the stop token) and `finished[B]` (True when the response ended with EOS or a stop id;
+        False = truncated at `max_new_tokens`). Decoding runs in `trainer_backend.local.decode` (the same
+        maths as the model's forward, without its per-token overhead).
     """
+    assert decode.supports(model), "generate expects a model from build_model"
     was_training = model.training
     model.eval()
     ids, mask = left_pad(prompts, pad_id)
-    batch = ids.shape[0]
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
-    cache, logits = out.past_key_values, out.logits[:, -1, :]
-    next_pos = positions[:, -1] + 1
-    finished = torch.zeros(batch, dtype=torch.bool)
-    tokens, alive_mask = [], []
-    for _ in range(max_new_tokens):
-        if temperature > 0:
-            probs = torch.softmax(logits / temperature, dim=-1)
-            tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-        else:
-            tok = logits.argmax(-1)
-        tok = torch.where(finished, torch.full_like(tok, pad_id), tok)
-        alive_mask.append((~finished).long())
-        tokens.append(tok)
-        finished = finished | (tok == eos_id)
-        if bool(finished.all()):
-            break
-        mask = torch.cat([mask, torch.ones((batch, 1), dtype=torch.long)], dim=-1)
-        out = model(
-            input_ids=tok[:, None],
-            attention_mask=mask,
-            position_ids=next_pos[:, None],
-            past_key_values=cache,
-            use_cache=True,
-        )
-        cache, logits = out.past_key_values, out.logits[:, -1, :]
-        next_pos = next_pos + 1
-    model.train(was_training)
-    return torch.stack(tokens, dim=1), torch.stack(alive_mask, dim=1), finished
+    try:
+        return decode.sample(model, ids, mask, max_new_tokens, eos_id, pad_id, temperature, generator, stop_ids)
+    finally:
+        model.train(was_training)
