@@ -113,6 +113,7 @@ def main() -> None:
     parser.add_argument("--steps-per-round", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "bench_local_vs_trl")
+    parser.add_argument("--json-out", type=Path, help="also write the report here (TRL logs to stdout too)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     harness = load_harness(HARNESS)
@@ -169,6 +170,8 @@ def main() -> None:
         "note": "TRL step = trainer.train() wall time / steps (includes its per-call setup); local step = train_step",
     }
     print(json.dumps(report, indent=2))
+    if args.json_out is not None:
+        args.json_out.write_text(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":
