@@ -1,7 +1,10 @@
 """record: apply the iteration's decisions to git and the store, advance the incumbent, check the budget.
 
-Idempotent: decision commits and merges are no-ops when already done, ledger rows are keyed by run id,
-cases by candidate id, skill results settle a use once.
+Every new version is one commit on the session's main line, tagged `evo/<session>/v<n>`: the merge of the
+winner, or an empty commit when the incumbent harness trained on (the control run is adopted). Subjects
+name the version and the candidate (`v2: merge v2.1-raise-length-budget`); the evidence is in the body.
+Idempotent: decision commits, merges, continuation commits and tags are no-ops when already done, ledger
+rows are keyed by run id, cases by candidate id, skill results settle a use once.
 """
 
 from __future__ import annotations
