@@ -171,7 +171,8 @@ def _store(
                     candidate_id=cand["id"],
                     kind="negative_evidence",
                     domain=domain,
-                    summary=f"{cand['slug']}: {d['decision']} ({d['outcome']}): {d['rationale']}",
+                    summary=f"{candidate_name(session_id, cand['id'])}: {d['decision']} ({d['outcome']}): "
+                    f"{d['rationale']}",
                     signature=dict(state["report"]["metrics"]),
                     outcome=d["outcome"],
                 )
@@ -179,7 +180,7 @@ def _store(
         if new["run_id"] != old["run_id"]:
             parent = ledger.version_for_run(db, session_id, old["run_id"])
             rationale = (
-                f"merged {winner['candidate_id']}: {winner['rationale']}"
+                f"merged {candidate_name(session_id, winner['candidate_id'])}: {winner['rationale']}"
                 if winner
                 else "no candidate beat the control: the incumbent harness continues (control run adopted)"
                 if decisions
