@@ -1,12 +1,13 @@
 """Git adapter: the session repository, candidate branches in worktrees, patches, commits and merges.
 
 Git runs only through this module's command wrapper (`_git`; `sandboxes/worktree_files.py` holds the
-surface-checked file writes, patches and diffs and calls the same wrapper). Everything it does is
+surface-checked file writes, patches and diffs, `sandboxes/git_versions.py` the version commits and tags;
+both call the same wrapper). Everything it does is
 recorded in the repository itself, so `git log --graph --all` shows the lineage of a session:
 
 - ``evo/<session>/main`` is the session's main line: one commit per version (``v0``, a merge of the
-  winning candidate, or an empty ``continue`` commit when the incumbent harness trained on), each tagged
-  ``evo/<session>/v<n>`` (``tag_version``).
+  winning candidate, or an empty commit when the incumbent harness trained on), each tagged
+  ``evo/<session>/v<n>`` (the last two in ``sandboxes/git_versions.py``).
 - ``evo/<session>/v<i>.<k>-<slug>`` is candidate k of iteration i (a proposal for version i, branched from
   the incumbent), checked out in its own worktree under ``worktrees_root/<session>/v<i>.<k>-<slug>``. Its
   base commit is remembered in the repository config (``branch.<branch>.evobase``) so that a crashed
@@ -456,54 +457,6 @@ def merge_candidate(
     new = _git(root, "commit-tree", tree.splitlines()[0], "-p", main_sha, "-p", cand_sha, "-m", message, env=dated)
     _git(root, "update-ref", f"refs/heads/{session_main_branch}", new, main_sha)
     return new
-
-
-def continue_main(repo: Repo, session_main_branch: str, message: str) -> str:
-    """Record a version that keeps the incumbent harness as an empty commit on the main line; return its sha.
-
-    A control continuation changes no file but is a new version (the policy trained on), so it gets its own
-    main-line commit carrying the evidence, like a merge does. Built with ``commit-tree`` (the main line need
-    not be checked out) and dated after every branch tip. Idempotent: when the main line's tip already is
-    this exact commit message, its sha is returned.
-
-    Raises:
-        GitWorktreeError: the main line does not exist.
-    """
-    root = _root(repo)
-    if not _branch_exists(root, session_main_branch):
-        raise GitWorktreeError(f"branch {session_main_branch!r} does not exist in {root}")
-    tip, text = _rev(root, f"refs/heads/{session_main_branch}"), commit_text(message)
-    if _git(root, "log", "-1", "--format=%B", tip).strip() == text.strip():
-        return tip
-    new = _git(root, "commit-tree", f"{tip}^{{tree}}", "-p", tip, "-m", text, env=_after_every_tip(root))
-    _git(root, "update-ref", f"refs/heads/{session_main_branch}", new, tip)
-    return new
-
-
-def version_tag(session_id: str, index: int) -> str:
-    """Return the tag name of a session's version, ``evo/<session>/v<index>``."""
-    _check_session(session_id)
-    return f"evo/{session_id}/v{index}"
-
-
-def tag_version(repo: Repo, session_id: str, index: int, rev: str) -> str:
-    """Tag commit ``rev`` as version ``index`` of the session (lightweight tag); return the tag name.
-
-    Idempotent: a tag already on that commit is left as it is.
-
-    Raises:
-        GitWorktreeError: the tag exists on another commit (the version was recorded differently before).
-    """
-    root, name = _root(repo), version_tag(session_id, index)
-    sha = _rev(root, rev)
-    try:
-        tagged = _rev(root, f"refs/tags/{name}")
-    except GitWorktreeError:
-        _git(root, "tag", name, sha)
-        return name
-    if tagged != sha:
-        raise GitWorktreeError(f"tag {name} already marks {tagged[:12]}, not {sha[:12]}; it was recorded before")
-    return name
 
 
 def _after_every_tip(root: Path) -> dict[str, str]:

@@ -87,6 +87,7 @@ def _advance(
     """Write decision commits, merge the winner, and return the new incumbent."""
     from git import Repo
 
+    from sandboxes import git_versions as gv
     from sandboxes import git_worktree as gw
 
     version, session_id = state["version"], state["session_id"]
@@ -112,12 +113,12 @@ def _advance(
         why = "no candidate beat the control" if decisions else "no candidate this iteration"
         evidence = "\n".join(f"{candidate_name(session_id, d['candidate_id'])}: {d['rationale']}" for d in decisions)
         subject = f"v{version['index']} harness trained on ({why})"
-        gw.continue_main(repo, version["branch"], _version_message(n, subject, evidence, pilot))
+        gv.continue_main(repo, version["branch"], _version_message(n, subject, evidence, pilot))
     else:
         return version
     _, commit = session_main_commit(Path(state["harness_dir"]), session_id)
-    gw.tag_version(repo, session_id, version["index"], version["commit"])
-    gw.tag_version(repo, session_id, n, commit)
+    gv.tag_version(repo, session_id, version["index"], version["commit"])
+    gv.tag_version(repo, session_id, n, commit)
     return VersionInfo(
         index=n,
         branch=version["branch"],
@@ -265,9 +266,9 @@ def finish(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         from git import Repo
 
         from agent.nodes.diagnose import diagnose
-        from sandboxes import git_worktree as gw
+        from sandboxes import git_versions as gv
 
-        gw.tag_version(Repo(state["harness_dir"]), state["session_id"], version["index"], version["commit"])
+        gv.tag_version(Repo(state["harness_dir"]), state["session_id"], version["index"], version["commit"])
         update["report"] = diagnose(state, runtime)["report"]  # idempotent: stored once per run
     with ledger.db(ledger.store_url(runtime.context)) as db:
         set_session_status(db, state["session_id"], "finished")

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.manifest import load_harness
+from sandboxes import git_versions as gv
 from sandboxes import git_worktree as gw
 from sandboxes import worktree_files as wf
 
@@ -68,18 +69,18 @@ def test_a_continued_version_is_an_empty_tagged_commit_on_the_main_line(session)
     repo, main, _, _, root = session
     v0 = _git(root, "rev-parse", main)
     message = "v1: v0 harness trained on (no candidate beat the control)\n\nRun: s1-v1.0-control"
-    sha = gw.continue_main(repo, main, message)
-    assert gw.continue_main(repo, main, message) == sha  # idempotent: a re-run of `record` adds nothing
+    sha = gv.continue_main(repo, main, message)
+    assert gv.continue_main(repo, main, message) == sha  # idempotent: a re-run of `record` adds nothing
     assert _git(root, "rev-parse", f"{sha}^") == v0 and _git(root, "rev-parse", main) == sha
     assert _git(root, "diff", "--stat", v0, sha) == ""  # no file changed
     assert _git(root, "status", "--porcelain") == ""  # the checked-out main line stays clean
-    assert gw.tag_version(repo, "s1", 0, v0) == "evo/s1/v0"
-    assert gw.tag_version(repo, "s1", 1, sha) == gw.tag_version(repo, "s1", 1, sha) == "evo/s1/v1"
+    assert gv.tag_version(repo, "s1", 0, v0) == "evo/s1/v0"
+    assert gv.tag_version(repo, "s1", 1, sha) == gv.tag_version(repo, "s1", 1, sha) == "evo/s1/v1"
     assert _git(root, "rev-parse", "evo/s1/v1^{commit}") == sha
     with pytest.raises(gw.GitWorktreeError, match="already marks"):
-        gw.tag_version(repo, "s1", 1, v0)
+        gv.tag_version(repo, "s1", 1, v0)
     with pytest.raises(gw.GitWorktreeError):
-        gw.continue_main(repo, "evo/s1/nope", message)
+        gv.continue_main(repo, "evo/s1/nope", message)
 
 
 def test_main_line_commits_are_dated_after_every_branch_tip(session) -> None:  # type: ignore[no-untyped-def]
@@ -92,7 +93,7 @@ def test_main_line_commits_are_dated_after_every_branch_tip(session) -> None:  #
     note = _git(root, "commit-tree", f"{pruned.branch}^{{tree}}", "-p", pruned.branch, "-m", "decision: prune",
                 env={"GIT_COMMITTER_DATE": f"{ahead} +0000", "GIT_AUTHOR_DATE": f"{ahead} +0000"})  # fmt: skip
     _git(root, "update-ref", f"refs/heads/{pruned.branch}", note)
-    version = gw.continue_main(repo, main, "v1: v0 harness trained on")
+    version = gv.continue_main(repo, main, "v1: v0 harness trained on")
     assert int(_git(root, "log", "-1", "--format=%ct", version)) > int(ahead)
     assert _git(root, "log", "--graph", "--all", "--format=%H").splitlines()[0].endswith(version)
     winner = gw.create_candidate(repo, "s1", 2, 1, "winner", main, wt)
