@@ -75,6 +75,7 @@ def finalise_candidate(ctx: Context, state: State, harness: Harness, cand: OpenC
     """Check the candidate's diff against the surface and the single-factor rule, commit it and record it."""
     from pathlib import Path
 
+    from agent.nodes.train import candidate_name
     from sandboxes import git_worktree as gw
     from sandboxes import worktree_files as wf
 
@@ -95,8 +96,10 @@ def finalise_candidate(ctx: Context, state: State, harness: Harness, cand: OpenC
         extra = {"Skill": info["skill"]} if info["skill"] else {}
         if info["justification"]:
             extra["Justification"] = info["justification"]
+        name = candidate_name(state["session_id"], info["id"])
+        summary = title.strip().removeprefix(f"{info['slug']}:").strip() or info["slug"]
         message = gw.InterventionMessage(
-            title=title,
+            title=f"{name}: {summary}",  # cut to git's subject length; the whole title then opens the body
             hypothesis=info["hypothesis"],
             factor=info["factor"],
             success_criterion=info["success_criterion"],

@@ -227,7 +227,8 @@ def _read_session(db: Any, row: Row, wall: float) -> None:
         if bts:
             start = max(c.created_at for c in mine).timestamp()
             bt_phases.append((start, max(start, max(b.created_at for b in bts).timestamp())))
-        pilots = [r for r in runs.values() if r.kind == "pilot" and r.id.startswith(f"{session.id}-i{it}-")]
+        prefixes = (f"{session.id}-v{it}.", f"{session.id}-i{it}-")  # pilot run ids now, and before issue #18
+        pilots = [r for r in runs.values() if r.kind == "pilot" and r.id.startswith(prefixes)]
         done = [r.finished_at for r in pilots if r.finished_at is not None]
         if pilots and done:
             pilot_s += max(done).timestamp() - min(r.created_at for r in pilots).timestamp()

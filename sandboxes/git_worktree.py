@@ -1,16 +1,24 @@
 """Git adapter: the session repository, candidate branches in worktrees, patches, commits and merges.
 
 Git runs only through this module's command wrapper (`_git`; `sandboxes/worktree_files.py` holds the
-surface-checked file writes, patches and diffs and calls the same wrapper). Everything it does is
+surface-checked file writes, patches and diffs, `sandboxes/git_versions.py` the version commits and tags;
+both call the same wrapper). Everything it does is
 recorded in the repository itself, so `git log --graph --all` shows the lineage of a session:
 
-- ``evo/<session>/main`` is the session's main line; each merge into it is a new version.
-- ``evo/<session>/v<i>.<k>-<slug>`` is candidate k proposed from version i, checked out in its own
-  worktree under ``worktrees_root/<session>/v<i>.<k>-<slug>``. Its base commit is remembered in the
-  repository config (``branch.<branch>.evobase``) so that a crashed controller finds it again.
+- ``evo/<session>/main`` is the session's main line: one commit per version (``v0``, a merge of the
+  winning candidate, or an empty commit when the incumbent harness trained on), each tagged
+  ``evo/<session>/v<n>`` (the last two in ``sandboxes/git_versions.py``).
+- ``evo/<session>/v<i>.<k>-<slug>`` is candidate k of iteration i (a proposal for version i, branched from
+  the incumbent), checked out in its own worktree under ``worktrees_root/<session>/v<i>.<k>-<slug>``. Its
+  base commit is remembered in the repository config (``branch.<branch>.evobase``) so that a crashed
+  controller finds it again. ``v<i>.<k>-<slug>`` is the candidate's one name: branch, run folder, report
+  and CLI all use it.
 - Decisions are recorded as *empty commits* ``decision: ...`` on the candidate branch (not git notes:
   empty commits show in ``git log --graph`` and travel with ordinary clones and pushes).
 - Removing a worktree keeps its branch: a pruned candidate stays as negative evidence.
+- Every commit subject is at most ``SUBJECT_MAX`` characters (``commit_text``): a longer first line is cut at
+  a word and kept whole in the body. Main-line commits are dated after every branch tip, so
+  ``git log --graph --all`` draws the newest version on top, above the decision commits that led to it.
 
 The harness root is the repository root (``init_session_repo`` copies a harness that is a folder inside
 a larger repository into a fresh one), so surface paths from ``evotrainer.yaml`` are repository paths.
@@ -24,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +43,7 @@ from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
 AGENT_NAME = "EvoTrainer"
 AGENT_EMAIL = "evotrainer@localhost"
 INITIAL_COMMIT_MESSAGE = "v0: starting harness"
+SUBJECT_MAX = 72  # git's convention: `git log --oneline` and review tools show this much of a subject
 BASE_CONFIG_KEY = "evobase"
 _IDENTITY = {
     "GIT_AUTHOR_NAME": AGENT_NAME,
@@ -119,11 +129,33 @@ class InterventionMessage:
             if not re.fullmatch(r"[A-Za-z][A-Za-z0-9-]*", key):
                 raise ValueError(f"trailer key {key!r} must be letters, digits and '-'")
             lines.append(f"{key}: {_one_line(value)}")
-        return "\n".join(lines) + "\n"
+        return commit_text("\n".join(lines))
 
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+def commit_text(message: str) -> str:
+    """Return ``message`` with a one-line subject of at most ``SUBJECT_MAX`` characters.
+
+    A longer first line is cut after the last whole word that fits (marked with "…") and kept whole as the
+    body's first paragraph, so no evidence is lost and trailers stay in the last paragraph.
+
+    Raises:
+        ValueError: the message is empty.
+    """
+    first, _, rest = message.strip().partition("\n")
+    subject, body = _one_line(first), rest.strip()
+    if not subject:
+        raise ValueError("empty commit message")
+    if len(subject) > SUBJECT_MAX:
+        cut = subject[: SUBJECT_MAX - 1]
+        if cut.rfind(" ") > SUBJECT_MAX // 2:  # a word boundary not too far back; else cut mid-word
+            cut = cut[: cut.rfind(" ")]
+        body = f"{subject}\n\n{body}" if body else subject
+        subject = cut.rstrip(" ,;:.-") + "…"
+    return subject + (f"\n\n{body}" if body else "") + "\n"
 
 
 def parse_trailers(message: str) -> dict[str, str]:
@@ -142,12 +174,12 @@ def parse_trailers(message: str) -> dict[str, str]:
 # --- low-level runner -------------------------------------------------------------------------------
 
 
-def _git(cwd: Path | str, *args: str, strip: bool = True) -> str:
-    """Run ``git <args>`` in ``cwd``; raise ``GitWorktreeError`` with git's stderr on failure."""
+def _git(cwd: Path | str, *args: str, strip: bool = True, env: Mapping[str, str] | None = None) -> str:
+    """Run ``git <args>`` in ``cwd`` (``env`` added); raise ``GitWorktreeError`` with git's stderr on failure."""
     try:
         out = Git(str(cwd)).execute(
             ["git", *args],
-            env={**_IDENTITY, "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"},
+            env={**_IDENTITY, "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0", **(env or {})},
             strip_newline_in_stdout=strip,
         )
     except GitCommandError as exc:
@@ -333,9 +365,7 @@ def commit_candidate(worktree: Path, message: InterventionMessage | str) -> str:
     Raises:
         NothingToCommitError: the worktree has no change against its HEAD.
     """
-    text = message.render() if isinstance(message, InterventionMessage) else message
-    if not text.strip():
-        raise ValueError("empty commit message")
+    text = message.render() if isinstance(message, InterventionMessage) else commit_text(message)
     _git(worktree, "add", "--all")
     if not _git(worktree, "diff", "--cached", "--name-only", "HEAD"):
         raise NothingToCommitError(f"no change to commit in {worktree}")
@@ -370,7 +400,7 @@ def amend_decision_note(repo: Repo, branch: str, evidence_text: str, *, decision
         lines += [rest.strip(), ""]
     if decision:
         lines.append(f"Decision: {_one_line(decision)}")
-    text = "\n".join(lines).strip() + "\n"
+    text = commit_text("\n".join(lines))
     if _git(root, "log", "-1", "--format=%B", tip).strip() == text.strip():
         return tip
     new = _git(root, "commit-tree", f"{tip}^{{tree}}", "-p", tip, "-m", text)
@@ -399,11 +429,12 @@ def merge_candidate(
     cand_sha = _rev(root, f"refs/heads/{candidate_branch}")
     if _is_ancestor(root, cand_sha, main_sha):
         return main_sha
+    message, dated = commit_text(message), _after_every_tip(root)
     checked_out = [p for p, b in _worktrees(root).items() if b == session_main_branch]
     if checked_out:
         args = ["merge", "--quiet", "--no-verify", "-m", message, "--no-ff" if no_ff else "--ff", cand_sha]
         try:
-            _git(checked_out[0], *args)
+            _git(checked_out[0], *args, env=dated)
         except GitWorktreeError as exc:
             _abort_merge(checked_out[0])
             raise MergeConflictError(f"{candidate_branch} does not merge into {session_main_branch}: {exc}") from None
@@ -423,9 +454,23 @@ def merge_candidate(
             f"{candidate_branch} does not merge into {session_main_branch}: conflicts in {conflicts or _stderr(exc)}"
         ) from None
     assert isinstance(tree, str)
-    new = _git(root, "commit-tree", tree.splitlines()[0], "-p", main_sha, "-p", cand_sha, "-m", message)
+    new = _git(root, "commit-tree", tree.splitlines()[0], "-p", main_sha, "-p", cand_sha, "-m", message, env=dated)
     _git(root, "update-ref", f"refs/heads/{session_main_branch}", new, main_sha)
     return new
+
+
+def _after_every_tip(root: Path) -> dict[str, str]:
+    """Commit dates for a main-line commit: now, or one second after the newest branch tip if that is not older.
+
+    Git dates have one-second resolution and ``git log --graph`` orders tips by date: without this a
+    version committed in the same second as its candidates' decision commits may be drawn below them.
+    """
+    out = _git(root, "for-each-ref", "--format=%(committerdate:unix)", "refs/heads/")
+    newest = max((int(x) for x in out.split() if x.isdigit()), default=0)
+    if time.time() >= newest + 1:
+        return {}
+    stamp = f"{newest + 1} +0000"
+    return {"GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp}
 
 
 def _abort_merge(cwd: Path) -> None:

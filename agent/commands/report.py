@@ -1,7 +1,9 @@
-"""`evotrainer report SESSION --out report.html`: one static HTML file with a session's whole story.
+"""`evotrainer report SESSION [SESSION ...] --out report.html`: one static HTML file with a session's story.
 
-Read-only: opens an existing, migrated store (never creates one), reads run artefacts and the session's
-git repository, and writes one self-contained page (plotly.js inlined; opens offline from disk).
+One session: the whole report (lineage, curves, rollouts, health, decisions, skills, LLM cost). Several:
+a comparison page (outcomes side by side, version curves overlaid, each ledger and verdict).
+Read-only: opens an existing, migrated store (never creates one), reads run artefacts and the sessions'
+git repositories, and writes one self-contained page (plotly.js inlined; opens offline from disk).
 Missing artefacts become notes in the page, not errors.
 """
 
@@ -16,35 +18,47 @@ from agent.commands.db import DbOption, fail, open_store_url
 
 
 def report_cmd(
-    session: Annotated[str, typer.Argument(help="session id (`evotrainer status` lists them)")],
+    sessions: Annotated[
+        list[str], typer.Argument(help="session id(s) (`evotrainer status` lists them); two or more: compare them")
+    ],
     out: Annotated[Path, typer.Option("--out", help="HTML file to write")] = Path("report.html"),
     db: DbOption = None,
 ) -> None:
-    """Write the session report: lineage, curves, health alerts, decisions with evidence and diffs, skills, LLM cost."""
+    """Write a session report (lineage, curves, rollouts, health, decisions, skills, LLM cost), or compare sessions."""
     from agent.commands.db import open_migrated
     from agent.reporting.gather import gather_session
-    from agent.reporting.html import render_html
+    from agent.reporting.html import render_comparison_html, render_html
     from store.engine import session_scope, sqlite_path
     from store.repository import NotFoundError
 
     url = open_store_url(db)
     path = sqlite_path(url)
     if path is not None and not path.exists():
-        fail(f"no session {session!r}: the store {path} does not exist yet")
+        fail(f"no session {sessions[0]!r}: the store {path} does not exist yet")
+    if len(set(sessions)) != len(sessions):
+        fail(f"a session is named twice in {sessions}; name each once")
     engine = open_migrated(url)
+    reports = []
     try:
         with session_scope(engine) as dbs:
-            try:
-                report = gather_session(dbs, session)
-            except NotFoundError:
-                fail(f"no session {session!r} in the store; `evotrainer status` lists them")
+            for session in sessions:
+                try:
+                    reports.append(gather_session(dbs, session))
+                except NotFoundError:
+                    fail(f"no session {session!r} in the store; `evotrainer status` lists them")
     finally:
         engine.dispose()
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_html(report), encoding="utf-8")
+    page = render_html(reports[0]) if len(reports) == 1 else render_comparison_html(reports)
+    out.write_text(page, encoding="utf-8")
+    size = f"{out.stat().st_size / 1e6:.1f} MB"
+    if len(reports) > 1:
+        print(f"wrote {out} ({size}): {len(reports)} sessions compared")
+        return
+    report = reports[0]
     print(
-        f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB): {len(report.versions)} versions, "
-        f"{len(report.candidates)} candidates, {len(report.alerts)} alerts, {len(report.notes)} notes"
+        f"wrote {out} ({size}): {len(report.versions)} versions, {len(report.candidates)} candidates, "
+        f"{len(report.alerts)} alerts, {len(report.notes)} notes"
     )
 
 

@@ -132,6 +132,7 @@ def approve(
 
 
 def _drive(ctx: Any, session_id: str, graph_input: Any) -> None:
+    from agent.reporting.summary import print_summary
     from agent.session import run_graph
 
     console = _console()
@@ -150,7 +151,7 @@ def _drive(ctx: Any, session_id: str, graph_input: Any) -> None:
         )
         console.print_json(json.dumps(pack, default=str))
         return
-    _print_summary(values, time.time() - started)
+    print_summary(ctx, session_id, values.get("stop_reason", ""), time.time() - started, console)
 
 
 def _describe(node: str, update: Any) -> str:
@@ -186,34 +187,6 @@ def _describe(node: str, update: Any) -> str:
         stop = f"  → stop: {update['stop_reason']}" if update.get("stop_reason") else ""
         return f"iteration {h['iteration']}: now v{h['version']} (strict {h['strict_acc']:.3f}){stop}"
     return ""
-
-
-def _print_summary(values: dict[str, Any], wall_s: float) -> None:
-    from rich.table import Table
-
-    console = _console()
-    table = Table(title=f"session {values.get('session_id')}: {values.get('stop_reason', '')}")
-    for col in ("iteration", "version", "merged", "strict acc", "decisions"):
-        table.add_column(col)
-    for h in values.get("history", []):
-        table.add_row(
-            str(h["iteration"]),
-            f"v{h['version']}",
-            str(h["merged"] or "-"),
-            f"{h['strict_acc']:.3f}",
-            ", ".join(f"{k.split('-v')[-1]}={v}" for k, v in h["decisions"].items()),
-        )
-    console.print(table)
-    report = values.get("report") or {}
-    alerts = [f["alert_id"] for f in report.get("findings", []) if f["severity"] != "ok"]
-    version = values.get("version") or {}
-    first = values.get("history", [{}])
-    console.print(
-        f"strict accuracy v0 → final: {values.get('v0_strict', float('nan')):.3f} → "
-        f"{version.get('strict_acc', float('nan')):.3f}; remaining alerts: {', '.join(alerts) or 'none'}; "
-        f"merged skills: {sum(1 for h in first if h.get('merged'))}; steps used "
-        f"{values.get('steps_used', 0)}; wall time {wall_s:.0f} s"
-    )
 
 
 def _print_llm_usage(ctx: Any, session_id: str, values: dict[str, Any]) -> None:

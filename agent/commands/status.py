@@ -69,7 +69,9 @@ def _llm_table(db: Session, session_id: str) -> Table | None:
 
 def _ledger_tables(db: Session, session_id: str) -> list[Table]:
     from rich.table import Table
+    from rich.text import Text
 
+    from agent.nodes.train import candidate_name
     from store.models import EvoSession
     from store.repository import NotFoundError, get, session_candidates, session_ledger
 
@@ -94,12 +96,16 @@ def _ledger_tables(db: Session, session_id: str) -> list[Table]:
             _score(v.strict_score),
             _excerpt(v.rationale),
         )
-    candidates = Table(title="candidates")
-    for name in ("candidate", "iter", "factor", "status", "hypothesis / refusal"):
+    candidates = Table(title="candidates (branch evo/<session>/<name>, run folder <session>-<name>)")
+    for name in ("candidate", "iter", "from", "factor", "status", "hypothesis / refusal"):
         candidates.add_column(name)
     for c in session_candidates(db, session_id):
         note = c.refusal_reason if c.status == "refused" or c.refusal_reason else c.hypothesis
-        candidates.add_row(c.id, str(c.iteration), c.factor, c.status, _excerpt(note))
+        parent = f"v{index_of.get(c.parent_version_id, '?')}"
+        candidates.add_row(
+            *(Text(x) for x in (candidate_name(session_id, c.id), str(c.iteration), parent, c.factor, c.status)),
+            Text(_excerpt(note)),
+        )
     tables = [ledger, candidates] if candidates.row_count else [ledger]
     llm = _llm_table(db, session_id)
     return [*tables, llm] if llm is not None else tables

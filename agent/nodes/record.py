@@ -1,7 +1,10 @@
 """record: apply the iteration's decisions to git and the store, advance the incumbent, check the budget.
 
-Idempotent: decision commits and merges are no-ops when already done, ledger rows are keyed by run id,
-cases by candidate id, skill results settle a use once.
+Every new version is one commit on the session's main line, tagged `evo/<session>/v<n>`: the merge of the
+winner, or an empty commit when the incumbent harness trained on (the control run is adopted). Subjects
+name the version and the candidate (`v2: merge v2.1-raise-length-budget`); the evidence is in the body.
+Idempotent: decision commits, merges, continuation commits and tags are no-ops when already done, ledger
+rows are keyed by run id, cases by candidate id, skill results settle a use once.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from langgraph.runtime import Runtime
 from agent import ledger
 from agent.context import Context
 from agent.nodes.common import session_main_commit
+from agent.nodes.train import candidate_name
 from agent.routing import CONTROL_ID, current
 from agent.state import CandidateInfo, DecisionInfo, State, VersionInfo
 
@@ -83,33 +87,40 @@ def _advance(
     """Write decision commits, merge the winner, and return the new incumbent."""
     from git import Repo
 
+    from sandboxes import git_versions as gv
     from sandboxes import git_worktree as gw
 
-    version = state["version"]
+    version, session_id = state["version"], state["session_id"]
     repo = Repo(state["harness_dir"])
     for d in decisions:
+        name = candidate_name(session_id, d["candidate_id"])
         gw.amend_decision_note(
             repo,
             mine[d["candidate_id"]]["branch"],
-            f"{d['decision']} ({d['outcome']})\n\n{d['rationale']}",
+            f"{d['decision']} {name} ({d['outcome']})\n\n{d['rationale']}",
             decision=d["decision"],
         )
+    n = version["index"] + 1
     if winner is not None:
-        cand = mine[winner["candidate_id"]]
+        cand, pilot = mine[winner["candidate_id"]], pilots[winner["candidate_id"]]
+        name = candidate_name(session_id, cand["id"])
+        evidence = f"{cand['hypothesis']}\n\nEvidence: {winner['rationale']}"
         gw.merge_candidate(
-            repo,
-            version["branch"],
-            cand["branch"],
-            f"v{version['index'] + 1}: merge {cand['slug']}\n\n{cand['hypothesis']}\n\nEvidence: {winner['rationale']}",
+            repo, version["branch"], cand["branch"], _version_message(n, f"merge {name}", evidence, pilot)
         )
-        pilot = pilots[winner["candidate_id"]]
     elif pilots.get(CONTROL_ID, {}).get("outcome") == "ok":
         pilot = pilots[CONTROL_ID]  # nothing beat the control: the incumbent harness continues training
+        why = "no candidate beat the control" if decisions else "no candidate this iteration"
+        evidence = "\n".join(f"{candidate_name(session_id, d['candidate_id'])}: {d['rationale']}" for d in decisions)
+        subject = f"v{version['index']} harness trained on ({why})"
+        gv.continue_main(repo, version["branch"], _version_message(n, subject, evidence, pilot))
     else:
         return version
-    _, commit = session_main_commit(Path(state["harness_dir"]), state["session_id"])
+    _, commit = session_main_commit(Path(state["harness_dir"]), session_id)
+    gv.tag_version(repo, session_id, version["index"], version["commit"])
+    gv.tag_version(repo, session_id, n, commit)
     return VersionInfo(
-        index=version["index"] + 1,
+        index=n,
         branch=version["branch"],
         commit=commit,
         run_id=pilot["run_id"],
@@ -121,6 +132,12 @@ def _advance(
         start_checkpoint=pilot.get("init_checkpoint", version["checkpoint"]),
         start_steps=pilot.get("start_steps", version["steps"]),
     )
+
+
+def _version_message(index: int, subject: str, evidence: str, pilot: dict[str, Any]) -> str:
+    """A main-line commit message: ``v<n>: <subject>``, the evidence, and the run that trained the policy."""
+    run = f"Run: {pilot['run_id']}\nStrict-Acc: {pilot['strict_acc']:.3f}\nTrain-Reward: {pilot['train_reward']:.3f}"
+    return f"v{index}: {subject}\n\n" + (f"{evidence.strip()}\n\n" if evidence.strip() else "") + run
 
 
 def _store(
@@ -155,7 +172,8 @@ def _store(
                     candidate_id=cand["id"],
                     kind="negative_evidence",
                     domain=domain,
-                    summary=f"{cand['slug']}: {d['decision']} ({d['outcome']}): {d['rationale']}",
+                    summary=f"{candidate_name(session_id, cand['id'])}: {d['decision']} ({d['outcome']}): "
+                    f"{d['rationale']}",
                     signature=dict(state["report"]["metrics"]),
                     outcome=d["outcome"],
                 )
@@ -163,7 +181,7 @@ def _store(
         if new["run_id"] != old["run_id"]:
             parent = ledger.version_for_run(db, session_id, old["run_id"])
             rationale = (
-                f"merged {winner['candidate_id']}: {winner['rationale']}"
+                f"merged {candidate_name(session_id, winner['candidate_id'])}: {winner['rationale']}"
                 if winner
                 else "no candidate beat the control: the incumbent harness continues (control run adopted)"
                 if decisions
@@ -235,9 +253,23 @@ def _stop_reason(ctx: Context, state: State, it: int, steps_used: int, trained: 
 
 
 def finish(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Mark the session finished in the store."""
+    """Diagnose and tag the final version, and mark the session finished in the store.
+
+    The final version was trained by the last iteration and never diagnosed (the loop diagnoses the
+    incumbent before proposing): its health report is what the end-of-run summary and the report show.
+    """
     from store.repository import set_session_status
 
+    update: dict[str, Any] = {"status": "finished"}
+    version = state.get("version")
+    if version:
+        from git import Repo
+
+        from agent.nodes.diagnose import diagnose
+        from sandboxes import git_versions as gv
+
+        gv.tag_version(Repo(state["harness_dir"]), state["session_id"], version["index"], version["commit"])
+        update["report"] = diagnose(state, runtime)["report"]  # idempotent: stored once per run
     with ledger.db(ledger.store_url(runtime.context)) as db:
         set_session_status(db, state["session_id"], "finished")
-    return {"status": "finished"}
+    return update

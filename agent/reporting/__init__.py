@@ -1,7 +1,9 @@
-"""The session report (issue #8): gather a session's evidence, then render it as one static HTML file.
+"""The session report (issues #8, #18): gather a session's evidence, then render it as one static HTML file.
 
-`gather.py` reads the store, the run artefact folders and the session's git repository into typed
-records (`SessionReport`); `html.py` turns those records into a self-contained HTML page (plotly.js
-inlined, nothing loaded from the network). Gathering never fails on a missing artefact: it records a
-note that the page shows instead.
+`gather.py` reads the store, the run artefact folders (`artefacts.py`: curves, sampled rollouts, health
+reports) and the session's git repository into typed records (`records.py`); `figures.py` draws them with
+plotly and `html.py` turns them into a self-contained HTML page (plotly.js inlined, nothing loaded from
+the network), for one session or several compared. `summary.py` says which version to use and why; the
+report and the end of `evotrainer run` both print it. Gathering never fails on a missing artefact: it
+records a note that the page shows instead.
 """

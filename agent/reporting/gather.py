@@ -3,7 +3,8 @@
 Plain functions returning frozen records; the HTML assembly (`agent/reporting/html.py`) only reads
 these. Nothing here raises on a missing artefact (a deleted run folder, a pruned branch, a repo that
 moved): the record carries a `note` saying what is missing, and the report shows it. A session that
-does not exist raises `store.repository.NotFoundError`.
+does not exist raises `store.repository.NotFoundError`. Candidates and pilot runs carry the candidate's
+one name `v<i>.<k>-<slug>` (`agent.nodes.train.candidate_name`); the control of iteration i is `v<i>.0-control`.
 
 Decision evidence: the ledger stores decision, outcome class and rationale for promoted versions; for
 candidates the status carries the decision, case memory the outcome and rationale, and the decision
@@ -15,233 +16,48 @@ the decision used whenever the artefacts are still there.
 
 from __future__ import annotations
 
-import datetime as dt
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from agent.evidence import final_strict_scores, paired
-from diagnostics.schema import ReadProblem, read_metrics, read_run_rollouts
-from diagnostics.stats import PairedComparison, paired_bootstrap
+from agent.nodes.common import CHECKPOINT_FILE
+from agent.nodes.train import candidate_name, parse_pilot_run_id
+from agent.reporting.artefacts import (
+    CURVE_METRICS,
+    OPTIM_METRICS,
+    REPORT_FILE,
+    RunCurves,
+    RunHealth,
+    compare_pilot,
+    read_curves,
+    read_health,
+    read_samples,
+)
+from agent.reporting.records import (
+    AlertEntry,
+    BacktestEntry,
+    CandidateEntry,
+    LLMUsageEntry,
+    SessionReport,
+    SkillEntry,
+    SkillUseEntry,
+    VersionEntry,
+    VersionHealth,
+)
+from agent.reporting.summary import session_summary
+from diagnostics.findings import HealthReport
 from store import models
 from store.repository import get, session_candidates, session_ledger
-from trainer_backend.base import METRICS_FILE
 
-# Metric name (verl's) -> label; the curves the report draws for every run.
-CURVE_METRICS: dict[str, str] = {
-    "critic/score/mean": "training reward",
-    "val/strict_acc": "strict held-out accuracy",
-    "rollout/dead_group_ratio": "dead-group ratio",
-    "rollout/truncation_rate": "truncation rate",
-    "response_length/mean": "response length (tokens)",
-}
+__all__ = ["CURVE_METRICS", "OPTIM_METRICS", "CandidateEntry", "RunCurves", "SessionReport", "gather_session"]
 MAX_DIFF_CHARS = 20_000
 GIT_TIMEOUT_S = 30
 
 
-@dataclass(frozen=True, slots=True)
-class RunCurves:
-    """One run's metric series (`{metric: [(step, value), ...]}`) and summary, or a note why it has none."""
-
-    run_id: str
-    label: str
-    kind: str
-    steps: int
-    step_offset: int  # lineage steps before this run (its policy's starting point)
-    outcome: str | None
-    strict_acc: float | None
-    train_reward: float | None
-    wall_time_s: float | None
-    artefact_dir: str
-    series: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
-    note: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class VersionEntry:
-    """One ledger row."""
-
-    index: int
-    parent_index: int | None
-    branch: str
-    commit: str
-    decision: str | None
-    outcome: str | None
-    rationale: str
-    strict_score: float | None
-    train_score: float | None
-    run_id: str | None
-    diff_stat: tuple[int, int, int]
-    lineage_steps: int  # training steps in this version's policy lineage (its run included)
-
-
-@dataclass(frozen=True, slots=True)
-class BacktestEntry:
-    """The latest backtest of a candidate."""
-
-    verdict: str
-    outcome: str
-    dead_group_ratio_before: float | None
-    dead_group_ratio_after: float | None
-    rank_violations_before: int | None
-    rank_violations_after: int | None
-    kept_ratio: float | None
-    hack_max_score: float | None
-    reasons: list[str]
-
-
-@dataclass(frozen=True, slots=True)
-class CandidateEntry:
-    """A candidate branch with its decision, evidence and diff."""
-
-    id: str
-    iteration: int
-    parent_index: int | None
-    slug: str
-    branch: str
-    factor: str
-    hypothesis: str
-    success_criterion: str
-    status: str
-    skill: str | None
-    outcome: str | None
-    rationale: str
-    decision_note: str
-    comparison: PairedComparison | None
-    comparison_note: str
-    backtest: BacktestEntry | None
-    pilot_run_id: str | None
-    diff: str
-    diff_note: str
-
-
-@dataclass(frozen=True, slots=True)
-class AlertEntry:
-    """One health finding, attributed to the run (and version, if any) it was written for."""
-
-    run_label: str
-    run_id: str
-    version_index: int | None
-    alert_id: str
-    layer: str
-    severity: str
-    value: float | None
-    threshold: float | None
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class SkillUseEntry:
-    """One application of a skill in the session."""
-
-    skill: str
-    candidate_id: str | None
-    result: str
-    matched_metrics: dict[str, object]
-
-
-@dataclass(frozen=True, slots=True)
-class SkillEntry:
-    """A skill the session created (its provenance names the session)."""
-
-    name: str
-    factor: str
-    trigger: str
-    expected_outcome: str
-    wins: int
-    losses: int
-    provenance: str
-
-
-@dataclass(frozen=True, slots=True)
-class LLMUsageEntry:
-    """LLM calls aggregated by node and model."""
-
-    node: str
-    model: str
-    calls: int
-    prompt_tokens: int
-    completion_tokens: int
-    cost_usd: float | None  # None when no call of this group reported a cost
-
-
-@dataclass(frozen=True, slots=True)
-class SessionReport:
-    """Everything the HTML report shows about one session."""
-
-    session_id: str
-    created_at: dt.datetime
-    mode: str
-    policy: str
-    llm_model: str | None
-    status: str
-    harness_path: str
-    repo_path: str
-    max_iterations: int
-    max_train_steps: int
-    steps_used: int
-    wall_time_s: float
-    versions: list[VersionEntry]
-    candidates: list[CandidateEntry]
-    version_runs: list[RunCurves]
-    pilot_runs: dict[int, list[RunCurves]]  # iteration -> control + candidate pilots
-    alerts: list[AlertEntry]
-    n_ok_findings: int
-    skill_uses: list[SkillUseEntry]
-    skills_created: list[SkillEntry]
-    llm_usage: list[LLMUsageEntry]
-    notes: list[str]
-
-
-# --- artefacts ----------------------------------------------------------------------------------------
-
-
-def read_curves(run: models.Run, label: str, step_offset: int = 0) -> RunCurves:
-    """Read a run's `metrics.jsonl` into series of the `CURVE_METRICS`; a missing file becomes a note."""
-    base = {
-        "run_id": run.id,
-        "label": label,
-        "kind": run.kind,
-        "steps": run.steps,
-        "step_offset": step_offset,
-        "outcome": run.outcome,
-        "strict_acc": run.strict_acc,
-        "train_reward": run.train_reward,
-        "wall_time_s": run.wall_time_s,
-        "artefact_dir": run.artefact_dir,
-    }
-    path = Path(run.artefact_dir) / METRICS_FILE
-    if not path.is_file():
-        why = "run folder missing" if not Path(run.artefact_dir).exists() else f"no {METRICS_FILE}"
-        return RunCurves(**base, note=f"{why}: {path}")  # type: ignore[arg-type]
-    problems: list[ReadProblem] = []
-    rows = read_metrics(path, problems)
-    series: dict[str, list[tuple[int, float]]] = {}
-    for name in CURVE_METRICS:
-        points = [(r.step, r.data[name]) for r in rows if name in r.data]
-        if points:
-            series[name] = points
-    note = f"{len(problems)} unreadable metric lines in {path}" if problems else ""
-    if not rows:
-        note = f"{path} holds no metric rows"
-    return RunCurves(**base, series=series, note=note)  # type: ignore[arg-type]
-
-
-def compare_pilot(control_dir: str, pilot_dir: str) -> tuple[PairedComparison | None, str]:
-    """Recompute the paired strict comparison of a pilot against its control from their val rollouts."""
-    for what, folder in (("control", control_dir), ("pilot", pilot_dir)):
-        if not Path(folder).is_dir():
-            return None, f"{what} run folder missing: {folder}"
-    a_scores = final_strict_scores(read_run_rollouts(Path(control_dir), ["val"]).rollouts)
-    b_scores = final_strict_scores(read_run_rollouts(Path(pilot_dir), ["val"]).rollouts)
-    a, b = paired(a_scores, b_scores)
-    if not a:
-        return None, "no paired strict validation scores in the control and pilot rollouts"
-    return paired_bootstrap(a, b), ""
+# --- artefacts and git ------------------------------------------------------------------------------------
 
 
 def _git(repo: str, *args: str) -> tuple[str, str]:
@@ -314,38 +130,72 @@ def _backtest(db: Session, candidate_id: str) -> BacktestEntry | None:
     )
 
 
+def _skills_by_candidate(db: Session, session_id: str) -> dict[str, list[str]]:
+    """Skill names applied to each candidate (a candidate may bundle several), from the skill-use records."""
+    names = {s.id: s.name for s in db.scalars(select(models.Skill))}
+    out: dict[str, list[str]] = {}
+    query = select(models.SkillUse).where(models.SkillUse.session_id == session_id).order_by(models.SkillUse.id)
+    for use in db.scalars(query):
+        if use.candidate_id is not None:
+            out.setdefault(use.candidate_id, []).append(names.get(use.skill_id, f"skill #{use.skill_id}"))
+    return out
+
+
+def _pilots(session_id: str, runs: dict[str, models.Run]) -> dict[str, tuple[int, str, int]]:
+    """Pilot run id -> (iteration, name, replicate), for the runs named in either scheme."""
+    out = {}
+    for run in runs.values():
+        if run.kind == "pilot":
+            parsed = parse_pilot_run_id(session_id, run.id, run.candidate_id)
+            if parsed is not None:
+                out[run.id] = parsed
+    return out
+
+
 def _candidate_entries(
-    db: Session, session: models.EvoSession, versions: list[models.Version], runs: dict[str, models.Run]
+    db: Session,
+    session: models.EvoSession,
+    versions: list[models.Version],
+    runs: dict[str, models.Run],
+    pilots: dict[str, tuple[int, str, int]],
 ) -> list[CandidateEntry]:
     by_id = {v.id: v for v in versions}
-    merged_rationale = {v.rationale.split(":", 1)[0].removeprefix("merged "): v for v in versions if v.decision}
+    version_of_run = {v.run_id: v.index for v in versions if v.run_id}
     cases = {
         c.candidate_id: c
         for c in db.scalars(select(models.Case).where(models.Case.session_id == session.id))
         if c.candidate_id
     }
-    skill_names = {s.id: s.name for s in db.scalars(select(models.Skill))}
+    controls = {it: rid for rid, (it, name, r) in pilots.items() if r == 0 and runs[rid].candidate_id is None}
+    skills = _skills_by_candidate(db, session.id)
     out = []
     for cand in session_candidates(db, session.id):
         parent = by_id.get(cand.parent_version_id)
-        pilot = next((r for r in runs.values() if r.candidate_id == cand.id), None)
-        control = runs.get(f"{session.id}-i{cand.iteration}-control")
+        mine = [r for r in runs.values() if r.candidate_id == cand.id]
+        pilot = next((r for r in mine if pilots.get(r.id, (0, "", 0))[2] == 0), mine[0] if mine else None)
+        control = runs.get(controls.get(cand.iteration, ""))
         if pilot is None:
             comparison, cmp_note = None, "no pilot run (refused, failed backtest, or not trained yet)"
         elif control is None:
-            comparison, cmp_note = None, f"no control run {session.id}-i{cand.iteration}-control in the store"
+            comparison, cmp_note = None, f"no control run of iteration {cand.iteration} in the store"
         else:
             comparison, cmp_note = compare_pilot(control.artefact_dir, pilot.artefact_dir)
+        became = version_of_run.get(pilot.id) if pilot else None
+        version = next((v for v in versions if v.index == became), None)
         case = cases.get(cand.id)
-        version = merged_rationale.get(cand.id)
         outcome = case.outcome if case else (version.outcome if version else None)
         rationale = case.summary if case else (version.rationale if version else "")
         if cand.status == "refused":
             rationale = f"refused: {cand.refusal_reason}"
         diff, diff_note = candidate_diff(session.repo_path, parent.commit_sha if parent else None, cand.branch)
+        named = skills.get(cand.id, [])
+        if not named and cand.skill_id is not None:
+            row = db.get(models.Skill, cand.skill_id)
+            named = [row.name] if row else [f"skill #{cand.skill_id}"]
         out.append(
             CandidateEntry(
                 id=cand.id,
+                name=candidate_name(session.id, cand.id),
                 iteration=cand.iteration,
                 parent_index=parent.index if parent else None,
                 slug=cand.slug,
@@ -354,7 +204,7 @@ def _candidate_entries(
                 hypothesis=cand.hypothesis,
                 success_criterion=cand.success_criterion,
                 status=cand.status,
-                skill=skill_names.get(cand.skill_id) if cand.skill_id is not None else None,
+                skills=named,
                 outcome=outcome,
                 rationale=rationale,
                 decision_note=decision_note(session.repo_path, cand.branch),
@@ -364,56 +214,97 @@ def _candidate_entries(
                 pilot_run_id=pilot.id if pilot else None,
                 diff=diff,
                 diff_note=diff_note,
+                became=became,
             )
         )
     return out
 
 
-def _alerts(
-    db: Session, session_id: str, labels: dict[str, str], version_of_run: dict[str, int]
-) -> tuple[list[AlertEntry], int]:
+def _stored_findings(db: Session, session_id: str) -> dict[str, list[models.Finding]]:
     query = select(models.HealthReport).where(models.HealthReport.session_id == session_id)
-    alerts, n_ok = [], 0
+    out: dict[str, list[models.Finding]] = {}
     for report in db.scalars(query.order_by(models.HealthReport.id)):
-        for f in report.findings:
-            if f.severity == "ok":
-                n_ok += 1
-                continue
-            alerts.append(
-                AlertEntry(
-                    run_label=labels.get(report.run_id, report.run_id),
-                    run_id=report.run_id,
-                    version_index=version_of_run.get(report.run_id),
-                    alert_id=f.alert_id,
-                    layer=f.layer,
-                    severity=f.severity,
-                    value=f.value,
-                    threshold=f.threshold,
-                    message=f.message,
-                )
-            )
-    return alerts, n_ok
+        out.setdefault(report.run_id, []).extend(report.findings)
+    return out
 
 
-def _skills(db: Session, session_id: str) -> tuple[list[SkillUseEntry], list[SkillEntry]]:
+def _health(
+    db: Session, session_id: str, versions: list[VersionEntry], labels: dict[str, str]
+) -> tuple[list[VersionHealth], list[AlertEntry]]:
+    """One health row per version: its run's report file, else the store's findings, else built from artefacts."""
+    stored = _stored_findings(db, session_id)
+    rows, alerts = [], []
+    parent: HealthReport | None = None
+    for v in versions:
+        if v.run_id is None or v.artefact_dir is None:
+            rows.append(VersionHealth(v.index, v.run_id or "", "missing", None, None, [], "no run in the store"))
+            continue
+        label = labels.get(v.run_id, f"v{v.index}")
+        found: RunHealth | None = None
+        if (Path(v.artefact_dir) / REPORT_FILE).is_file() or v.run_id not in stored:
+            found = read_health(v.run_id, v.artefact_dir, parent)
+        if found is not None and found.report is not None:
+            parent = found.report
+            fired = [f for f in found.report.findings if f.fired]
+            mine = [
+                AlertEntry(label, v.run_id, v.index, f.alert_id, f.layer.value, f.severity.value,
+                           f.value, f.threshold, f.message)
+                for f in sorted(fired, key=lambda f: -f.severity.rank)
+            ]  # fmt: skip
+            n_checks, n_ok = len(found.report.findings), len(found.report.findings) - len(fired)
+            rows.append(VersionHealth(v.index, v.run_id, found.source, n_checks, n_ok, mine, found.note))
+        elif v.run_id in stored:
+            fired_rows = [f for f in stored[v.run_id] if f.severity != "ok"]
+            mine = [
+                AlertEntry(label, v.run_id, v.index, f.alert_id, f.layer, f.severity, f.value, f.threshold, f.message)
+                for f in fired_rows
+            ]
+            note = "the store keeps fired findings only; the run's health_report.json is missing"
+            rows.append(VersionHealth(v.index, v.run_id, "store", None, None, mine, note))
+        else:
+            note = found.note if found is not None else "not diagnosed"
+            rows.append(VersionHealth(v.index, v.run_id, "missing", None, None, [], note))
+            continue
+        alerts += mine
+    return rows, alerts
+
+
+def _skills(
+    db: Session, session_id: str, candidates: Sequence[CandidateEntry]
+) -> tuple[list[SkillUseEntry], list[SkillEntry]]:
     names = {s.id: s for s in db.scalars(select(models.Skill).order_by(models.Skill.id))}
-    uses = [
-        SkillUseEntry(
-            skill=names[u.skill_id].name if u.skill_id in names else f"skill #{u.skill_id}",
-            candidate_id=u.candidate_id,
-            result=u.result,
-            matched_metrics=dict(u.matched_metrics or {}),
+    by_id = {c.id: c for c in candidates}
+    uses = []
+    for u in db.scalars(
+        select(models.SkillUse).where(models.SkillUse.session_id == session_id).order_by(models.SkillUse.id)
+    ):
+        cand = by_id.get(u.candidate_id or "")
+        uses.append(
+            SkillUseEntry(
+                skill=names[u.skill_id].name if u.skill_id in names else f"skill #{u.skill_id}",
+                candidate_id=u.candidate_id,
+                candidate_name=cand.name if cand else (u.candidate_id or "—"),
+                result=skill_result(u.result, cand),
+                matched_metrics=dict(u.matched_metrics or {}),
+            )
         )
-        for u in db.scalars(
-            select(models.SkillUse).where(models.SkillUse.session_id == session_id).order_by(models.SkillUse.id)
-        )
-    ]
     created = [
         SkillEntry(s.name, s.factor, s.trigger, s.expected_outcome, s.wins, s.losses, s.provenance)
         for s in names.values()
         if session_id in (s.provenance or "")
     ]
     return uses, created
+
+
+def skill_result(result: str, cand: CandidateEntry | None) -> str:
+    """What a skill use counted as: win / loss, or why a decided candidate's use was left uncounted."""
+    if result != "pending" or cand is None:
+        return result
+    if cand.status in ("pruned", "kept", "reverted"):
+        return f"not counted: {cand.status} on {cand.outcome or 'no'} evidence"
+    if cand.status in ("refused", "backtest_failed"):
+        return f"not counted: never trained ({cand.status})"
+    return "pending (not decided yet)"
 
 
 def _llm_usage(db: Session, session_id: str) -> list[LLMUsageEntry]:
@@ -438,21 +329,10 @@ def _llm_usage(db: Session, session_id: str) -> list[LLMUsageEntry]:
     return out
 
 
-def gather_session(db: Session, session_id: str) -> SessionReport:
-    """Collect everything the report shows about `session_id`.
-
-    Raises:
-        store.repository.NotFoundError: no such session.
-    """
-    session = get(db, models.EvoSession, session_id)
-    versions = session_ledger(db, session_id)
-    runs = {
-        r.id: r
-        for r in db.scalars(select(models.Run).where(models.Run.session_id == session_id).order_by(models.Run.id))
-    }
+def _version_entries(versions: list[models.Version], runs: dict[str, models.Run]) -> list[VersionEntry]:
     index_of = {v.id: v.index for v in versions}
     lineage = _lineage_steps(versions, runs)
-    entries = [
+    return [
         VersionEntry(
             index=v.index,
             parent_index=index_of.get(v.parent_id) if v.parent_id is not None else None,
@@ -466,36 +346,79 @@ def gather_session(db: Session, session_id: str) -> SessionReport:
             run_id=v.run_id,
             diff_stat=(v.diff_stat_files, v.diff_stat_insertions, v.diff_stat_deletions),
             lineage_steps=lineage[v.id],
+            artefact_dir=runs[v.run_id].artefact_dir if v.run_id in runs else None,
         )
         for v in versions
     ]
+
+
+def _curves(run: models.Run, label: str, step_offset: int = 0, replicate: int = 0) -> RunCurves:
+    return read_curves(
+        run.id,
+        run.artefact_dir,
+        label,
+        step_offset=step_offset,
+        replicate=replicate,
+        kind=run.kind,
+        steps=run.steps,
+        outcome=run.outcome,
+        strict_acc=run.strict_acc,
+        train_reward=run.train_reward,
+        wall_time_s=run.wall_time_s,
+    )
+
+
+def pilot_label(name: str, replicate: int, became: int | None) -> str:
+    """A pilot's label: its name, `replicate r` for a fresh-seed re-run, `→ v<n>` when it became a version."""
+    return name + (f" replicate {replicate}" if replicate else "") + (f" → v{became}" if became is not None else "")
+
+
+def gather_session(db: Session, session_id: str) -> SessionReport:
+    """Collect everything the report shows about `session_id`.
+
+    Raises:
+        store.repository.NotFoundError: no such session.
+    """
+    session = get(db, models.EvoSession, session_id)
+    versions = session_ledger(db, session_id)
+    runs = {
+        r.id: r
+        for r in db.scalars(select(models.Run).where(models.Run.session_id == session_id).order_by(models.Run.id))
+    }
+    entries = _version_entries(versions, runs)
     notes: list[str] = []
-    version_of_run = {v.run_id: v.index for v in versions if v.run_id}
-    version_runs = []
-    for v in versions:
+    version_of_run = {v.run_id: v.index for v in entries if v.run_id}
+    labels = {rid: f"v{idx}" for rid, idx in version_of_run.items()}
+    version_runs, rollouts = [], []
+    for v in entries:
         if v.run_id is None or v.run_id not in runs:
             notes.append(f"v{v.index} has no run in the store (run id {v.run_id!r})")
             continue
         run = runs[v.run_id]
-        version_runs.append(read_curves(run, f"v{v.index}", lineage[v.id] - run.steps))
-    candidates = _candidate_entries(db, session, versions, runs)
-    labels = {rid: f"v{idx}" for rid, idx in version_of_run.items()}
+        version_runs.append(_curves(run, f"v{v.index}", v.lineage_steps - run.steps))
+    pilots = _pilots(session_id, runs)
+    candidates = _candidate_entries(db, session, versions, runs, pilots)
     pilot_runs: dict[int, list[RunCurves]] = {}
-    for cand in candidates:
-        if cand.pilot_run_id is not None:
-            became = labels.get(cand.pilot_run_id)
-            labels[cand.pilot_run_id] = f"pilot {cand.id.rsplit('-v', 1)[-1]}" + (f" (→ {became})" if became else "")
+    iteration_of = {c.id: c.iteration for c in candidates}
     for run in runs.values():
         if run.kind != "pilot":
             continue
-        iteration = _iteration_of(run, session_id, candidates)
-        label = f"control (i{iteration})" if run.candidate_id is None else labels.get(run.id, run.id)
-        labels.setdefault(run.id, label)
-        pilot_runs.setdefault(iteration, []).append(read_curves(run, label))
-    alerts, n_ok = _alerts(db, session_id, labels, version_of_run)
-    uses, created = _skills(db, session_id)
+        unnamed = (iteration_of.get(run.candidate_id or "", 0), run.id.removeprefix(f"{session_id}-"), 0)
+        iteration, name, replicate = pilots.get(run.id, unnamed)
+        labels[run.id] = label = pilot_label(name, replicate, version_of_run.get(run.id))
+        pilot_runs.setdefault(iteration, []).append(_curves(run, label, replicate=replicate))
+    for group in pilot_runs.values():
+        group.sort(key=lambda c: (c.label.split(" ")[0], c.replicate))
+    health, alerts = _health(db, session_id, entries, labels)
+    for curves in version_runs:
+        rollouts.append(read_samples(curves.run_id, curves.artefact_dir, curves.label))
+    for iteration in sorted(pilot_runs):
+        rollouts += [read_samples(c.run_id, c.artefact_dir, c.label) for c in pilot_runs[iteration]]
+    uses, created = _skills(db, session_id, candidates)
     if not Path(session.repo_path).is_dir():
         notes.append(f"session repository {session.repo_path} is missing: diffs and decision notes are unavailable")
+    final = entries[-1] if entries else None
+    checkpoint = str(Path(final.artefact_dir) / CHECKPOINT_FILE) if final and final.artefact_dir else ""
     return SessionReport(
         session_id=session.id,
         created_at=session.created_at,
@@ -514,19 +437,12 @@ def gather_session(db: Session, session_id: str) -> SessionReport:
         version_runs=version_runs,
         pilot_runs=dict(sorted(pilot_runs.items())),
         alerts=alerts,
-        n_ok_findings=n_ok,
+        health=health,
+        rollouts=rollouts,
         skill_uses=uses,
         skills_created=created,
         llm_usage=_llm_usage(db, session_id),
         notes=notes,
+        summary=session_summary(db, session_id),
+        final_checkpoint=checkpoint,
     )
-
-
-def _iteration_of(run: models.Run, session_id: str, candidates: Sequence[CandidateEntry]) -> int:
-    """The iteration a pilot run belongs to: its candidate's, or the `-i<N>-` in a control run's id."""
-    if run.candidate_id is not None:
-        return next((c.iteration for c in candidates if c.id == run.candidate_id), 0)
-    tail = run.id.removeprefix(f"{session_id}-")
-    if tail.startswith("i") and "-" in tail and tail[1 : tail.index("-")].isdigit():
-        return int(tail[1 : tail.index("-")])
-    return 0

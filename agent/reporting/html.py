@@ -1,33 +1,35 @@
-"""Render a `SessionReport` as one self-contained HTML page.
+"""Render a `SessionReport` (or several, compared) as one self-contained HTML page.
 
 plotly.js is inlined once in the page head (no CDN, no server: the file opens from disk offline);
 each figure is a `div.plotly-graph-div` drawn by that script. Tables are plain HTML with stable ids
-(`lineage-table`, `candidates-table`, `alerts-table`, `decisions-table`, `skills-table`,
-`llm-usage-table`) so tests and readers can find the sections. Every text from the store, git or the
-artefacts is HTML-escaped.
+(`lineage-table`, `candidates-table`, `health-table`, `alerts-table`, `decisions-table`, `skills-table`,
+`llm-usage-table`, `rollout-table-<n>`, `compare-table`) so tests and readers can find the sections. Every
+text from the store, git or the artefacts (model output included) is HTML-escaped; numbers are rounded.
+The rollout viewer is a `<select>` over per-run panels, switched by a few lines of inline script.
 """
 
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Iterable, Sequence
 from typing import cast
 
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
-from plotly.subplots import make_subplots
 
-from agent.reporting.gather import CURVE_METRICS, CandidateEntry, RunCurves, SessionReport
+from agent.reporting.artefacts import RunCurves
+from agent.reporting.figures import (
+    STATUS_MEANING,
+    comparison_figure,
+    curves_figure,
+    lineage_figure,
+    optim_figure,
+    status_colour,
+)
+from agent.reporting.records import CandidateEntry, SessionReport
+from agent.reporting.summary import summary_lines
 
-STATUS_COLOURS = {
-    "merged": "#2ca02c",
-    "kept": "#1f77b4",
-    "pruned": "#7f7f7f",
-    "reverted": "#d62728",
-    "refused": "#111111",
-    "backtest_failed": "#ff7f0e",
-}
-PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 NO_LLM = "heuristic policy: no LLM"
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1400px; }
@@ -38,155 +40,61 @@ pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; font-size: 0.85em; 
 .note { background: #fff4ce; border-left: 4px solid #e0b000; padding: 0.4em 0.8em; margin: 0.4em 0; }
 .critical { color: #b00020; font-weight: bold; } .warning { color: #a36200; }
 .badge { padding: 1px 6px; border-radius: 3px; color: #fff; font-size: 0.85em; }
+.verdict { background: #eef6ee; border-left: 4px solid #2ca02c; padding: 0.4em 0.8em; }
+.rollout-table td.text { white-space: pre-wrap; font-family: monospace; max-width: 520px; }
+.rollout-panel { display: none; } .rollout-panel.shown { display: block; }
+"""
+VIEWER_JS = """
+(function () {
+  var select = document.getElementById("rollout-select");
+  if (!select) { return; }
+  function show() {
+    var panels = document.getElementsByClassName("rollout-panel");
+    for (var i = 0; i < panels.length; i++) {
+      panels[i].classList.toggle("shown", panels[i].id === select.value);
+    }
+  }
+  select.addEventListener("change", show);
+  show();
+  select.setAttribute("data-ready", "1");
+})();
 """
 
 
 def esc(value: object) -> str:
-    """HTML-escape any value (None becomes an em dash)."""
-    return "—" if value is None else html.escape(str(value))
+    """HTML-escape any value (None becomes an em dash; floats are rounded to 4 significant digits)."""
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return "nan" if math.isnan(value) else f"{value:.4g}"
+    return html.escape(str(value))
 
 
 def _num(value: float | None, digits: int = 3) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
-def _table(table_id: str, header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+def _table(table_id: str, header: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "") -> str:
     """A table whose cells are already-escaped HTML."""
     head = "".join(f"<th>{esc(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    klass = f' class="{cls}"' if cls else ""
+    return f'<table id="{table_id}"{klass}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
 def _badge(status: str) -> str:
-    colour = STATUS_COLOURS.get(status, "#aaaaaa")
-    return f'<span class="badge" style="background:{colour}">{esc(status)}</span>'
+    return f'<span class="badge" style="background:{status_colour(status)}">{esc(status)}</span>'
 
 
 def _figure_html(fig: go.Figure, div_id: str, height_px: int) -> str:
-    fig.update_layout(height=height_px, margin={"l": 50, "r": 20, "t": 50, "b": 40})
+    fig.update_layout(height=height_px, margin={"l": 60, "r": 20, "t": 60, "b": 40})
     return cast(
         str, fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, default_height=f"{height_px}px")
     )
 
 
-# --- figures --------------------------------------------------------------------------------------------
-
-
-def lineage_figure(report: SessionReport) -> go.Figure:
-    """Versions on the main line (x = version index), candidates branching off their parent version."""
-    fig = go.Figure()
-    merged_into = {
-        v.rationale.split(":", 1)[0].removeprefix("merged "): v.index
-        for v in report.versions
-        if v.rationale.startswith("merged ")
-    }
-    for v in report.versions:
-        if v.parent_index is not None:
-            fig.add_trace(_edge((v.parent_index, 0), (v.index, 0), "#444", "solid"))
-    by_iteration: dict[int, int] = {}
-    cand_x, cand_y, cand_text, cand_colour, cand_label = [], [], [], [], []
-    for c in report.candidates:
-        k = by_iteration[c.iteration] = by_iteration.get(c.iteration, 0) + 1
-        parent = c.parent_index if c.parent_index is not None else 0
-        x, y = parent + 0.5, ((k + 1) // 2) * (1 if k % 2 else -1) * 0.6  # alternate above/below the line
-        fig.add_trace(_edge((parent, 0), (x, y), STATUS_COLOURS.get(c.status, "#aaa"), "dash"))
-        if c.id in merged_into:
-            fig.add_trace(_edge((x, y), (merged_into[c.id], 0), STATUS_COLOURS["merged"], "dot"))
-        cand_x.append(x)
-        cand_y.append(y)
-        cand_colour.append(STATUS_COLOURS.get(c.status, "#aaaaaa"))
-        cand_label.append(f"v{parent}.{c.id.rsplit('.', 1)[-1]}")
-        cand_text.append(f"{c.branch}<br>factor {c.factor}; {c.status} ({c.outcome or '—'})")
-    fig.add_trace(
-        go.Scatter(
-            x=[v.index for v in report.versions],
-            y=[0] * len(report.versions),
-            mode="markers+text",
-            marker={"size": 22, "color": "#333"},
-            text=[f"v{v.index}" for v in report.versions],
-            textposition="bottom center",
-            hovertext=[f"v{v.index} {v.commit[:10]}<br>strict {_num(v.strict_score)}" for v in report.versions],
-            hoverinfo="text",
-            name="versions",
-        )
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=cand_x,
-            y=cand_y,
-            mode="markers+text",
-            marker={"size": 14, "color": cand_colour, "symbol": "diamond"},
-            text=cand_label,
-            textposition="top center",
-            hovertext=cand_text,
-            hoverinfo="text",
-            name="candidates",
-        )
-    )
-    fig.update_layout(
-        title="Version lineage (main line) and candidate branches, coloured by decision",
-        showlegend=False,
-        xaxis={"title": "version", "dtick": 1},
-        yaxis={"visible": False},
-    )
-    return fig
-
-
-def _edge(a: tuple[float, float], b: tuple[float, float], colour: str, dash: str) -> go.Scatter:
-    return go.Scatter(
-        x=[a[0], b[0]], y=[a[1], b[1]], mode="lines", line={"color": colour, "dash": dash}, hoverinfo="skip"
-    )
-
-
-def curves_figure(runs: Sequence[RunCurves], title: str, lineage_x: bool) -> go.Figure:
-    """A 2x2 grid: training reward (solid) vs strict accuracy (dashed), dead groups, truncation, length.
-
-    With `lineage_x` the x axis is the step in the policy's lineage (each run shifted by the steps of
-    its ancestors), so versions line up one after another.
-    """
-    fig = make_subplots(
-        rows=2,
-        cols=2,
-        subplot_titles=(
-            "training reward (solid) vs strict held-out accuracy (dashed)",
-            CURVE_METRICS["rollout/dead_group_ratio"],
-            CURVE_METRICS["rollout/truncation_rate"],
-            CURVE_METRICS["response_length/mean"],
-        ),
-    )
-    panels = {
-        "critic/score/mean": (1, 1, "solid"),
-        "val/strict_acc": (1, 1, "dash"),
-        "rollout/dead_group_ratio": (1, 2, "solid"),
-        "rollout/truncation_rate": (2, 1, "solid"),
-        "response_length/mean": (2, 2, "solid"),
-    }
-    for i, run in enumerate(runs):
-        colour = PALETTE[i % len(PALETTE)]
-        shift = run.step_offset if lineage_x else 0
-        first = True
-        for name, (row, col, dash) in panels.items():
-            points = run.series.get(name)
-            if not points:
-                continue
-            fig.add_trace(
-                go.Scatter(
-                    x=[s + shift for s, _ in points],
-                    y=[v for _, v in points],
-                    mode="lines+markers" if name == "val/strict_acc" else "lines",
-                    line={"color": colour, "dash": dash},
-                    name=run.label,
-                    legendgroup=run.label,
-                    showlegend=first,
-                    hovertemplate=f"{run.label} {CURVE_METRICS[name]}: %{{y:.3f}} at step %{{x}}<extra></extra>",
-                ),
-                row=row,
-                col=col,
-            )
-            first = False
-    fig.update_layout(title=title)
-    fig.update_xaxes(title_text="lineage step" if lineage_x else "pilot step")
-    return fig
+def _notes(notes: Iterable[str]) -> str:
+    return "".join(f'<div class="note">{esc(n)}</div>' for n in notes)
 
 
 # --- sections ---------------------------------------------------------------------------------------------
@@ -203,28 +111,28 @@ def _summary_section(r: SessionReport) -> str:
         ("harness", r.harness_path),
         ("session repository", r.repo_path),
         ("budget", f"{r.steps_used}/{r.max_train_steps} training steps; {r.max_iterations} iterations"),
-        ("wall time recorded", f"{r.wall_time_s:.0f} s"),
+        ("final checkpoint", r.final_checkpoint or "—"),
     ]
     table = _table("summary-table", ("field", "value"), ((esc(k), esc(v)) for k, v in rows))
-    notes = "".join(f'<div class="note">{esc(n)}</div>' for n in r.notes)
-    return f'<section id="summary"><h1>EvoTrainer session {esc(r.session_id)}</h1>{table}{notes}</section>'
+    verdict = ""
+    if r.summary is not None:
+        lines = "<br>".join(esc(x) for x in summary_lines(r.summary, report_hint=False))
+        verdict = f'<div class="verdict" id="verdict">{lines}</div>'
+    body = f"<h1>EvoTrainer session {esc(r.session_id)}</h1>{table}{verdict}{_notes(r.notes)}"
+    return f'<section id="summary">{body}</section>'
+
+
+def _legend(r: SessionReport) -> str:
+    statuses = sorted({c.status for c in r.candidates})
+    items = "".join(f"<li>{_badge(s)} {esc(STATUS_MEANING.get(s, s))}</li>" for s in statuses)
+    return f'<ul id="lineage-legend">{items}</ul>' if items else ""
 
 
 def _lineage_section(r: SessionReport) -> str:
+    header = ("version", "parent", "commit", "decision", "outcome", "strict", "train reward", "lineage steps")
     versions = _table(
         "lineage-table",
-        (
-            "version",
-            "parent",
-            "commit",
-            "decision",
-            "outcome",
-            "strict",
-            "train reward",
-            "lineage steps",
-            "diff",
-            "rationale",
-        ),
+        (*header, "diff", "rationale"),
         (
             (
                 f"v{v.index}",
@@ -243,29 +151,27 @@ def _lineage_section(r: SessionReport) -> str:
     )
     candidates = _table(
         "candidates-table",
-        ("candidate branch", "iteration", "parent", "factor", "skill", "decision", "hypothesis"),
+        ("candidate", "iteration", "from", "factor", "skill", "decision", "hypothesis"),
         (
             (
-                f"<code>{esc(c.branch)}</code>",
+                f"<code>{esc(c.name)}</code>",
                 str(c.iteration),
                 "—" if c.parent_index is None else f"v{c.parent_index}",
                 esc(c.factor),
-                esc(c.skill),
-                _badge(c.status),
+                esc(", ".join(c.skills)) if c.skills else "— (none)",
+                _badge(c.status) + (f" → v{c.became}" if c.became is not None else ""),
                 esc(c.hypothesis),
             )
             for c in r.candidates
         ),
     )
-    graph = _figure_html(lineage_figure(r), "lineage-graph", 420)
-    body = f"{graph}<h3>Version ledger</h3>{versions}<h3>Candidates</h3>{candidates}"
+    graph = _figure_html(lineage_figure(r), "lineage-graph", 440)
+    body = f"{graph}{_legend(r)}<h3>Version ledger</h3>{versions}<h3>Candidates</h3>{candidates}"
     return f'<section id="lineage"><h2>Lineage</h2>{body}</section>'
 
 
 def _run_notes(runs: Sequence[RunCurves]) -> str:
-    return "".join(
-        f'<div class="note">{esc(run.label)} ({esc(run.run_id)}): {esc(run.note)}</div>' for run in runs if run.note
-    )
+    return _notes(f"{run.label} ({run.run_id}): {run.note}" for run in runs if run.note)
 
 
 def _run_table(table_id: str, runs: Sequence[RunCurves]) -> str:
@@ -291,45 +197,97 @@ def _run_table(table_id: str, runs: Sequence[RunCurves]) -> str:
 def _curves_section(r: SessionReport) -> str:
     parts = ['<section id="curves"><h2>Training curves</h2><h3>Versions (x = step in the policy lineage)</h3>']
     if r.version_runs:
-        parts.append(_figure_html(curves_figure(r.version_runs, "Versions", True), "curves-versions", 620))
+        parts.append(_figure_html(curves_figure(r.version_runs, "Versions: health", True), "curves-versions", 620))
+        optim = optim_figure(r.version_runs, "Versions: optimisation (KL, entropy, loss, lr, grad norm)", True)
+        parts.append(_figure_html(optim, "optim-versions", 620))
     parts.append(_run_notes(r.version_runs))
     parts.append(_run_table("version-runs-table", r.version_runs))
     for iteration, runs in r.pilot_runs.items():
         parts.append(f"<h3>Iteration {iteration}: pilots against the control</h3>")
-        title = f"Iteration {iteration} pilots (same seed and steps as the control)"
-        parts.append(_figure_html(curves_figure(runs, title, False), f"curves-iteration-{iteration}", 620))
+        title = f"Iteration {iteration} pilots (same start and steps as the control)"
+        parts.append(_figure_html(curves_figure(runs, title + ": health", False), f"curves-iteration-{iteration}", 620))
+        optim = optim_figure(runs, title + ": optimisation", False)
+        parts.append(_figure_html(optim, f"optim-iteration-{iteration}", 620))
         parts.append(_run_notes(runs))
         parts.append(_run_table(f"pilot-runs-table-{iteration}", runs))
     parts.append("</section>")
     return "".join(parts)
 
 
-def _alerts_section(r: SessionReport) -> str:
-    if not r.alerts:
-        body = f"<p>No warning or critical findings ({r.n_ok_findings} checks ok).</p>"
-    else:
-        rows = sorted(r.alerts, key=lambda a: (a.version_index is None, a.version_index or 0, a.run_label))
-        body = (
-            _table(
-                "alerts-table",
-                ("version", "run", "alert", "layer", "severity", "value", "threshold", "message"),
-                (
-                    (
-                        "—" if a.version_index is None else f"v{a.version_index}",
-                        esc(a.run_label),
-                        f"<code>{esc(a.alert_id)}</code>",
-                        esc(a.layer),
-                        f'<span class="{esc(a.severity)}">{esc(a.severity)}</span>',
-                        _num(a.value),
-                        _num(a.threshold),
-                        esc(a.message),
-                    )
-                    for a in rows
-                ),
+def _rollouts_section(r: SessionReport) -> str:
+    if not r.rollouts:
+        return '<section id="rollouts"><h2>Rollouts</h2><p>No runs to sample from.</p></section>'
+    options, panels = [], []
+    for n, run in enumerate(r.rollouts):
+        panel_id = f"rollouts-{n}"
+        options.append(f'<option value="{panel_id}">{esc(run.label)} ({len(run.samples)} samples)</option>')
+        rows = (
+            (
+                esc(s.split),
+                str(s.step),
+                f"<code>{esc(s.prompt_id)}</code>#{s.sample_index}",
+                f'<span class="text">{esc(s.prompt)}</span>',
+                f'<span class="text">{esc(s.response)}</span>',
+                _num(s.reward),
+                _num(s.strict_score),
+                esc(s.stop_reason) + (" (truncated)" if s.truncated else ""),
+                str(s.response_tokens),
             )
-            + f"<p>{r.n_ok_findings} further checks were ok.</p>"
+            for s in run.samples
         )
-    return f'<section id="alerts"><h2>Health alerts</h2>{body}</section>'
+        header = ("split", "step", "prompt id", "prompt", "response", "reward", "strict", "stop reason", "tokens")
+        table = _table(f"rollout-table-{n}", header, rows, cls="rollout-table") if run.samples else ""
+        body = f"<h3>{esc(run.label)} <code>{esc(run.run_id)}</code></h3>{_notes([run.note] if run.note else [])}"
+        panels.append(f'<div class="rollout-panel" id="{panel_id}" data-run="{esc(run.run_id)}">{body}{table}</div>')
+    intro = (
+        "<p>Sampled responses of each version and each pilot: from the last validation step (strict score from "
+        "the protected evaluator) and the last training step; rewarded-but-wrong answers first. Texts are cut to "
+        "a few hundred characters.</p>"
+    )
+    select = f'<label>run <select id="rollout-select">{"".join(options)}</select></label>'
+    return f'<section id="rollouts"><h2>Rollouts</h2>{intro}{select}{"".join(panels)}</section>'
+
+
+def _health_section(r: SessionReport) -> str:
+    rows = []
+    for h in r.health:
+        critical = sum(a.severity == "critical" for a in h.alerts)
+        passed = "not recorded" if h.n_ok is None else f"{h.n_ok} of {h.n_checks}"
+        alerts = ", ".join(f"{a.alert_id} ({a.severity})" for a in h.alerts) or "none"
+        rows.append(
+            (
+                f"v{h.index}",
+                f"<code>{esc(h.run_id)}</code>",
+                esc(passed),
+                str(len(h.alerts) - critical),
+                str(critical),
+                esc(alerts if h.source != "missing" else "—"),
+                esc(h.source) + (f": {esc(h.note)}" if h.note else ""),
+            )
+        )
+    header = ("version", "run", "checks passed", "warnings", "critical", "alerts", "source")
+    health = _table("health-table", header, rows)
+    if r.alerts:
+        alerts = _table(
+            "alerts-table",
+            ("version", "run", "alert", "layer", "severity", "value", "threshold", "message"),
+            (
+                (
+                    "—" if a.version_index is None else f"v{a.version_index}",
+                    esc(a.run_label),
+                    f"<code>{esc(a.alert_id)}</code>",
+                    esc(a.layer),
+                    f'<span class="{esc(a.severity)}">{esc(a.severity)}</span>',
+                    esc(a.value),
+                    esc(a.threshold),
+                    esc(a.message),
+                )
+                for a in r.alerts
+            ),
+        )
+    else:
+        alerts = "<p>No warning or critical finding on any version.</p>"
+    return f'<section id="alerts"><h2>Health</h2><h3>Per version</h3>{health}<h3>Alerts</h3>{alerts}</section>'
 
 
 def _ci(c: CandidateEntry) -> str:
@@ -351,6 +309,8 @@ def _backtest(c: CandidateEntry) -> str:
         parts.append(f"DGR {_num(b.dead_group_ratio_before, 2)} → {_num(b.dead_group_ratio_after, 2)}")
     if b.rank_violations_before is not None or b.rank_violations_after is not None:
         parts.append(f"rank violations {esc(b.rank_violations_before)} → {esc(b.rank_violations_after)}")
+    if b.kept_ratio is not None:
+        parts.append(f"kept {b.kept_ratio:.2f}")
     if b.hack_max_score is not None:
         parts.append(f"hack max {b.hack_max_score:.2f}")
     parts += [esc(reason) for reason in b.reasons]
@@ -362,28 +322,25 @@ def _decisions_section(r: SessionReport) -> str:
         "decisions-table",
         ("candidate", "decision", "outcome", "strict vs control (95% CI, recomputed)", "backtest", "rationale"),
         (
-            (
-                f"<code>{esc(c.id)}</code>",
-                _badge(c.status),
-                esc(c.outcome),
-                _ci(c),
-                _backtest(c),
-                esc(c.rationale),
-            )
+            (f"<code>{esc(c.name)}</code>", _badge(c.status), esc(c.outcome), _ci(c), _backtest(c), esc(c.rationale))
             for c in r.candidates
         ),
     )
     details = []
     for c in r.candidates:
-        note = f'<div class="note">{esc(c.diff_note)}</div>' if c.diff_note else ""
+        note = _notes([c.diff_note] if c.diff_note else [])
         decision = f"<pre>{esc(c.decision_note)}</pre>" if c.decision_note else ""
         details.append(
-            f'<details class="candidate-diff" id="diff-{esc(c.id)}"><summary><code>{esc(c.branch)}</code> '
+            f'<details class="candidate-diff" id="diff-{esc(c.name)}"><summary><code>{esc(c.branch)}</code> '
             f"{_badge(c.status)} — success criterion: {esc(c.success_criterion)}</summary>{decision}{note}"
             f'<pre class="diff">{esc(c.diff)}</pre></details>'
         )
     body = table + "".join(details) if r.candidates else "<p>No candidates were proposed.</p>"
     return f'<section id="decisions"><h2>Decisions, evidence and diffs</h2>{body}</section>'
+
+
+def _metrics_text(metrics: dict[str, object]) -> str:
+    return ", ".join(f"{k}={esc(v)}" for k, v in metrics.items())
 
 
 def _skills_section(r: SessionReport) -> str:
@@ -392,12 +349,7 @@ def _skills_section(r: SessionReport) -> str:
             "skills-table",
             ("skill", "candidate", "result", "matched metrics"),
             (
-                (
-                    esc(u.skill),
-                    f"<code>{esc(u.candidate_id)}</code>",
-                    esc(u.result),
-                    esc(", ".join(f"{k}={v}" for k, v in u.matched_metrics.items())),
-                )
+                (esc(u.skill), f"<code>{esc(u.candidate_name)}</code>", esc(u.result), _metrics_text(u.matched_metrics))
                 for u in r.skill_uses
             ),
         )
@@ -452,21 +404,71 @@ def _llm_section(r: SessionReport) -> str:
     return f'<section id="llm-usage"><h2>LLM usage and cost</h2>{table}<p>{esc(total)}</p></section>'
 
 
+def _page(title: str, sections: Iterable[str]) -> str:
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{esc(title)}</title><style>{CSS}</style>"
+        f'<script type="text/javascript">{get_plotlyjs()}</script></head><body>'
+        + "".join(sections)
+        + f'<script type="text/javascript">{VIEWER_JS}</script></body></html>\n'
+    )
+
+
 def render_html(report: SessionReport) -> str:
     """Return the whole report page (self-contained: plotly.js inlined, no network access needed)."""
     sections = (
         _summary_section(report),
         _lineage_section(report),
         _curves_section(report),
-        _alerts_section(report),
+        _rollouts_section(report),
+        _health_section(report),
         _decisions_section(report),
         _skills_section(report),
         _llm_section(report),
     )
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>EvoTrainer report {esc(report.session_id)}</title><style>{CSS}</style>"
-        f'<script type="text/javascript">{get_plotlyjs()}</script></head><body>'
-        + "".join(sections)
-        + "</body></html>\n"
-    )
+    return _page(f"EvoTrainer report {report.session_id}", sections)
+
+
+def render_comparison_html(sessions: Sequence[SessionReport]) -> str:
+    """Return one page comparing sessions: a table of their outcomes, the overlaid version curves, each ledger."""
+    rows = []
+    for r in sessions:
+        final = r.versions[-1] if r.versions else None
+        best = max(r.versions, key=lambda v: (v.strict_score or -1.0, v.index)) if r.versions else None
+        use = f"v{r.summary.choice.use}" if r.summary and r.summary.choice else "—"
+        merged = sum(c.status == "merged" for c in r.candidates)
+        rows.append(
+            (
+                f"<code>{esc(r.session_id)}</code>",
+                esc(f"{r.mode} / {r.policy}"),
+                esc(r.harness_path),
+                str(len(r.versions)),
+                f"{merged} of {len(r.candidates)}",
+                _num(r.versions[0].strict_score) if r.versions else "—",
+                f"v{final.index} {_num(final.strict_score)}" if final else "—",
+                f"v{best.index} {_num(best.strict_score)}" if best else "—",
+                esc(use),
+                f"{r.steps_used}/{r.max_train_steps}",
+                str(len(r.alerts)),
+            )
+        )
+    header = ("session", "mode / policy", "harness", "versions", "merged", "v0 strict", "final", "best", "use")
+    table = _table("compare-table", (*header, "steps", "alerts"), rows)
+    figure = _figure_html(comparison_figure(sessions), "compare-curves", 480)
+    parts = [f'<section id="compare"><h1>EvoTrainer sessions compared</h1>{table}{figure}</section>']
+    for r in sessions:
+        lines = "<br>".join(esc(x) for x in summary_lines(r.summary, report_hint=False)) if r.summary else ""
+        ledger = _table(
+            f"lineage-table-{esc(r.session_id)}",
+            ("version", "decision", "outcome", "strict", "lineage steps", "rationale"),
+            (
+                (f"v{v.index}", esc(v.decision), esc(v.outcome), _num(v.strict_score), str(v.lineage_steps),
+                 esc(v.rationale))
+                for v in r.versions
+            ),
+        )  # fmt: skip
+        parts.append(
+            f'<section id="session-{esc(r.session_id)}"><h2>{esc(r.session_id)}</h2>'
+            f'<div class="verdict">{lines}</div>{ledger}</section>'
+        )
+    return _page("EvoTrainer sessions " + ", ".join(r.session_id for r in sessions), parts)

@@ -285,7 +285,7 @@ def _kill_mid_training(s: Session, proc: subprocess.Popen[bytes], iteration: int
     def pilots_training() -> bool:
         training[:] = [
             d.name
-            for d in runs.glob(f"{s.session_id}-i{iteration}-*")
+            for d in runs.glob(f"{s.session_id}-v{iteration}.*")  # the iteration's pilots: <session>-v<i>.<k>-…
             if (d / "train.log").is_file()
             and "step 0 |" in (d / "train.log").read_text(errors="replace")
             and not (d / "summary.json").exists()
