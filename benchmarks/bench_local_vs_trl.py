@@ -141,7 +141,9 @@ def main() -> None:
             step += 1
             batch = art.sample_rows(rows, None, cfg.prompts_per_step, rng)
             t0 = time.perf_counter()
-            metrics = train_step(local_model, None, opt, tok, spec, harness, calls, strict, cfg, batch, state, gen, step)
+            metrics = train_step(
+                local_model, None, opt, tok, spec, harness, calls, strict, cfg, batch, state, gen, step
+            )
             round_local.append(time.perf_counter() - t0)
             local_tokens.append(metrics["response_length/mean"])
         trainer = trl_trainer(trl_model, tok, cfg, rng.sample(rows, 64), reward_fn, args.steps_per_round, args.out)

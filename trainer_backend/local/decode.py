@@ -129,9 +129,10 @@ def sample(
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Sample continuations of left-padded prompts `ids[B, P]` (`mask[B, P]` 1 = real token).
 
-    One `torch.multinomial` draw per step over the whole batch, as the framework's decode loop makes: returns `response[B, T]`, `response_mask[B, T]` (1 for generated tokens up to and
-    including the one that stopped the row) and `finished[B]` (True when the row ended with EOS or one of
-    `stop_ids`; False = cut at `max_new_tokens`).
+    One `torch.multinomial` draw per step over the whole batch, as the framework's decode loop makes.
+    Returns `response[B, T]`, `response_mask[B, T]` (1 for generated tokens up to and including the one that
+    stopped the row) and `finished[B]` (True when the row ended with EOS or one of `stop_ids`; False = cut
+    at `max_new_tokens`).
     """
     stack = _Stack(model)
     batch, prompt_len = ids.shape
