@@ -6,21 +6,19 @@ FileLogger-format metrics line where the real trainer would (`VERL_FILE_LOGGER_P
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ray_head import ray_head as private_ray_head
 
 from diagnostics.schema import read_metrics
 from harness.failures import Outcome
 from trainer_backend.base import RunSpec, RunStatus
 from trainer_backend.verl import collect, poll
-from trainer_backend.verl.run import RunState, launch, ray_client
+from trainer_backend.verl.run import RunState, launch
 
 pytestmark = [pytest.mark.verl, pytest.mark.slow]
 pytest.importorskip("verl")
@@ -42,51 +40,11 @@ sys.exit(1)
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
-def ray_head(tmp_path_factory: pytest.TempPathFactory):
-    ray_bin = shutil.which("ray", path=str(Path(sys.executable).parent))
-    if ray_bin is None:
-        pytest.skip("ray CLI not installed beside this interpreter")
-    port, dash = _free_port(), _free_port()
-    temp_dir = tmp_path_factory.mktemp("ray")
-    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
-    subprocess.run(
-        [
-            ray_bin,
-            "start",
-            "--head",
-            f"--port={port}",
-            "--num-cpus=2",
-            "--disable-usage-stats",
-            "--dashboard-host=127.0.0.1",
-            f"--dashboard-port={dash}",
-            f"--temp-dir={temp_dir}",
-        ],
-        check=True,
-        capture_output=True,
-        env=env,
-        timeout=120,
-    )
-    try:
-        address = f"http://127.0.0.1:{dash}"
-        deadline = time.time() + 60
-        while True:  # the job API comes up a little after `ray start` returns
-            try:
-                ray_client(address).list_jobs()
-                break
-            except Exception:
-                if time.time() > deadline:
-                    raise
-                time.sleep(1)
+def ray_head() -> Iterator[str]:
+    """A private head on 127.0.0.1 (its own ports and temp dir; stopped by its process group, not `ray stop`)."""
+    with private_ray_head(num_cpus=2) as address:
         yield address
-    finally:
-        subprocess.run([ray_bin, "stop", "--force"], capture_output=True, env=env, timeout=120)
 
 
 def _run(address: str, tmp_path: Path, name: str, code: str):
