@@ -122,9 +122,10 @@ def plan_session(ctx: Context, harness_dir: Path, out: Path | None = None) -> tu
 
 
 def verl_refusal(ctx: Context, payload: dict[str, Any], out_dir: Path) -> BacktestResult | None:
-    """The backtest's verl step: a failed result when verl rejects `payload["candidate"]`'s pilot config.
+    """The backtest's verl step: a failed result when verl rejects `payload["candidate"]`'s pilot config, or
+    when the candidate changes only files verl does not read (its pilot would train exactly like the control).
 
-    A rejected config is a `candidate_error` (the backtest fails: no pilot, no GPU time). The result becomes
+    Either is a `candidate_error` (the backtest fails: no pilot, no GPU time). The result becomes
     the backtest's `report.json`, so a re-run node reads it instead of checking again. None when verl accepts
     the config, when the backtest already has a report, or when the check itself crashed (ours: logged, and
     the sandboxed backtest runs as usual; the pilot's launch validates its config again).
@@ -139,13 +140,15 @@ def verl_refusal(ctx: Context, payload: dict[str, Any], out_dir: Path) -> Backte
         return None
     name = payload["candidate"]["id"]
     try:
-        problems = verl_candidate_problems(ctx, payload, out_dir / "verl_check")
-    except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+        base = load_harness(Path(payload["harness_dir"]))
+        problems = _unread_changes("verl", base, Path(payload["candidate"]["worktree"]))
+        problems += verl_candidate_problems(ctx, payload, out_dir / "verl_check")
+    except (RuntimeError, OSError, subprocess.TimeoutExpired, HarnessError) as exc:
         log.warning("verl config check of %s did not run: %s", name, exc)
         return None
     if not problems:
         return None
-    result = failed_backtest(name, Outcome.CANDIDATE_ERROR, "verl rejects the pilot config: " + "; ".join(problems))
+    result = failed_backtest(name, Outcome.CANDIDATE_ERROR, "not trainable on verl: " + "; ".join(problems))
     out_dir.mkdir(parents=True, exist_ok=True)
     tmp = out_dir / (REPORT_FILE + ".tmp")
     tmp.write_bytes(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2))

@@ -20,6 +20,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -190,3 +191,26 @@ def test_kill_between_submitting_and_writing_the_handle_adopts_the_job(cluster: 
     [job] = ray_jobs.jobs_for(cluster, spec.out_dir)
     assert job.status == "SUCCEEDED"
     assert (spec.out_dir / "train.log").read_text().count("step 0 |") == 1
+
+
+def test_a_job_stopped_mid_run_resumes_from_its_checkpoint_as_the_next_attempt(cluster: str, tmp_path: Path) -> None:
+    """A job that ends without a summary (a node died, `ray job stop`) is the next attempt, with --resume."""
+    spec = _tiny_spec(tmp_path, "stopped", cluster).model_copy(update={"steps": 30})
+    results: list[Any] = []
+    worker = threading.Thread(target=lambda: results.append(ensure_run(spec, "local", poll_s=0.2)))
+    worker.start()
+    log = spec.out_dir / "train.log"
+    deadline = time.monotonic() + WAIT_S
+    while not (spec.out_dir / local.FINAL_CHECKPOINT).is_file():  # saved every 2 steps (the tiny trainer)
+        assert time.monotonic() < deadline and worker.is_alive(), log.read_text() if log.is_file() else "no log"
+        time.sleep(0.05)
+    ray_jobs.stop(cluster, ray_jobs.submission_id("stopped", spec.out_dir, 1))
+    worker.join(timeout=WAIT_S)
+    [result] = results
+    assert result.outcome is Outcome.OK and result.steps_done == 30, result.message
+    _settled(cluster)
+    jobs = sorted(ray_jobs.jobs_for(cluster, spec.out_dir), key=lambda j: j.submission_id)
+    assert [j.submission_id for j in jobs] == [ray_jobs.submission_id("stopped", spec.out_dir, a) for a in (1, 2)]
+    assert [j.status for j in jobs] == ["STOPPED", "SUCCEEDED"]
+    text = log.read_text()
+    assert "resumed from" in text and text.count("step 0 |") == 1, text[-2000:]
