@@ -13,7 +13,8 @@ triggers hold on it), and there is no report before v0 has trained. So it plans 
 harness as it is, and as candidates every intervention of the seeded skill library that could be proposed
 for the harness's domain, each applied to a copy of the harness as it is; the session trains at most
 `max_candidates` of them. A skill whose patch needs v0's evidence (a data mix re-weighted from per-source
-scores) is listed as not plannable. Pilots continue v0's checkpoint as it will be named after v0's run (it
+scores) is listed as not plannable, and on verl a candidate that changes only files verl does not read as
+refused (its backtest refuses it). Pilots continue v0's checkpoint as it will be named after v0's run (it
 does not exist yet: a verl GPU-layout check against its shards happens at the backtest). Replicates are
 planned for the control and every candidate, since any of them may be the one that merges.
 """
@@ -102,6 +103,10 @@ def plan_session(ctx: Context, harness_dir: Path, out: Path | None = None) -> tu
         if folder is None:
             skipped.append(f"{name}: {why}")
             continue
+        unread = _unread_changes(ctx.backend, harness, folder)
+        if unread:  # refused at its backtest (verl_refusal): no pilot would launch
+            skipped.append(f"{name}: refused at its backtest, it {unread[0]}")
+            continue
         made = {"id": candidate_id(SESSION, 1, k, name), "worktree": str(folder)}
         pilots.append((f"candidate {name}" + (f" ({why})" if why else ""), made))
     runs = [v0]
@@ -111,9 +116,6 @@ def plan_session(ctx: Context, harness_dir: Path, out: Path | None = None) -> tu
         for label, cand in pilots:
             plan = plan_pilot(ctx, {**payload, "candidate": cand, "replicate": r})
             runs.append(_pilot_run(ctx, scratch, f"replicate {r} of {label.split(' (')[0]} (if it merges)", plan, cand))
-    for run in runs:
-        if run.candidate:
-            run.notes += _unread_changes(ctx.backend, harness, Path(run.spec.harness_dir))
     if ctx.backend == "verl":
         _validate_verl(runs, harness, scratch)
     else:
@@ -267,7 +269,7 @@ def _unread_changes(backend: str, harness: Harness, candidate_dir: Path) -> list
         return []
     return [
         f"changes only {', '.join(changed)}, which verl does not read (the local backend's settings, or a group "
-        "filter verl cannot run): on verl this pilot would train exactly like the control"
+        "filter verl cannot run): its pilot would train exactly like the control"
     ]
 
 
@@ -309,10 +311,10 @@ def _validate_local(runs: list[PlannedRun]) -> None:
             load_level_weights(None if cfg.data_selection is None else harness.path(cfg.data_selection))
         except (HarnessError, ValueError) as exc:
             run.problems.append(str(exc))
-        init = f"init_checkpoint={spec.init_checkpoint} init_state={spec.init_state}" if spec.init_checkpoint else ""
-        run.text = [f"# spec: steps={spec.steps} seed={spec.seed} {init}".rstrip(), command(spec)]
+        run.text = [f"# spec: steps={spec.steps} seed={spec.seed} init_state={spec.init_state}"]
         if spec.init_checkpoint:
-            run.notes.append(CARRIED[spec.init_state])
+            run.text.append(f"# continues {spec.init_checkpoint}; {CARRIED[spec.init_state]}")
+        run.text.append(command(spec))
 
 
 def _report(ctx: Context, harness: Harness, scratch: Path, runs: list[PlannedRun], skipped: list[str]) -> str:
@@ -334,7 +336,7 @@ def _report(ctx: Context, harness: Harness, scratch: Path, runs: list[PlannedRun
         where_err = "a candidate_error at its backtest" if run.candidate else "the session cannot start"
         lines += [f"# problem ({where_err}): {p}" for p in run.problems]
     if skipped:
-        lines += ["", "## not planned"] + [f"# - {s}" for s in skipped]
+        lines += ["", "## candidates that would launch no pilot"] + [f"# - {s}" for s in skipped]
     bad = [r for r in runs if r.problems]
     lines += ["", f"# {len(runs) - len(bad)} of {len(runs)} run(s) validated; nothing was trained"]
     return "\n".join(lines)

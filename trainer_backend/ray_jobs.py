@@ -17,6 +17,7 @@ The run folder must be on storage the controller and the cluster's nodes see at 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from pathlib import Path
@@ -50,13 +51,21 @@ def client(address: str) -> Any:  # -> ray.job_submission.JobSubmissionClient
 
     The token comes from `RAY_AUTH_TOKEN`, else the file at `RAY_AUTH_TOKEN_PATH` (default ~/.ray/auth_token).
     It is passed as a header because Ray reads RAY_AUTH_MODE once per process, too early to set it here.
+    Clients are kept per (address, token): making one costs a round trip (Ray checks the server's version),
+    and every branch of a session polls several times a second. Each request is a plain `requests.request`,
+    so one client serves the graph's threads.
     """
-    from ray.job_submission import JobSubmissionClient
-
     token = os.environ.get("RAY_AUTH_TOKEN")
     token_file = Path(os.environ.get("RAY_AUTH_TOKEN_PATH", Path.home() / ".ray" / "auth_token"))
     if not token and token_file.is_file():
         token = token_file.read_text().strip()
+    return _client(address, token or None)
+
+
+@functools.lru_cache(maxsize=16)
+def _client(address: str, token: str | None) -> Any:
+    from ray.job_submission import JobSubmissionClient
+
     headers = {"Authorization": f"Bearer {token}"} if token else None
     try:
         return JobSubmissionClient(address, headers=headers)
