@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, cast, get_args
+from urllib.parse import urlparse
+
+from harness.manifest import BACKEND_NAMES, BackendName
 
 Mode = Literal["evotrainer", "score-only"]
 Gate = Literal["none", "launch", "promote", "all"]
@@ -24,7 +27,14 @@ class Context:
     mode: Mode = field(default="evotrainer", metadata={"description": "evotrainer or the score-only baseline"})
     policy: Literal["heuristic", "llm"] = "heuristic"
     llm_model: str = ""
-    backend: Literal["local", "verl"] = "local"
+    backend: BackendName = field(default="local", metadata={"description": "trains every run: local | verl"})
+    ray_address: str = field(
+        default="",
+        metadata={
+            "description": "Ray Jobs URL (http://HEAD:8265): every run of an iteration is a Ray job on that "
+            "cluster, submitted together; empty = runs start on this machine"
+        },
+    )
     sandbox: SandboxMode = "docker"
     gate: Gate = "none"
     seed: int = 0
@@ -73,6 +83,22 @@ class Context:
             raise ValueError("LLM budgets and prices must be >= 0 (0 = no budget)")
         if self.escalate_after < 0 or self.llm_max_turns < 1:
             raise ValueError("escalate_after must be >= 0 (0 = never) and llm_max_turns >= 1")
+        if self.backend not in BACKEND_NAMES:
+            raise ValueError(f"unknown backend {self.backend!r}: pass --backend {' | '.join(BACKEND_NAMES)}")
+        if self.ray_address:
+            url = urlparse(self.ray_address)
+            if url.scheme not in ("http", "https") or not url.hostname or url.port is None:
+                raise ValueError(
+                    f"ray_address {self.ray_address!r} is not a Ray Jobs URL: pass --ray-address http://HEAD:PORT "
+                    "(the dashboard port, 8265 by default; not a ray:// client address)"
+                )
+
+    @property
+    def cluster_parallel_runs(self) -> int | None:
+        """Graph branches to run at once on a Ray cluster: every run of an iteration (the candidate pilots and
+        the control, or the replicate pairs), submitted together; the cluster schedules them and the
+        controller only polls. None without a cluster (the session's one-per-core limit applies)."""
+        return max(self.max_candidates + 1, 2 * self.replicates) if self.ray_address else None
 
     @property
     def root(self) -> Path:
@@ -97,6 +123,11 @@ def as_sandbox(value: str) -> SandboxMode:
 def as_gate(value: str) -> Gate:
     """A CLI `--gate` string as a `Gate`; `ValueError` naming the choices otherwise."""
     return cast(Gate, _choice(value, get_args(Gate), "gate"))
+
+
+def as_backend(value: str) -> BackendName:
+    """A CLI `--backend` string as a `BackendName`; `ValueError` naming the choices otherwise."""
+    return cast(BackendName, _choice(value, BACKEND_NAMES, "backend"))
 
 
 def _choice(value: str, choices: tuple[str, ...], option: str) -> str:

@@ -2,43 +2,64 @@
 
 A node that re-runs after a crash calls `ensure_run` again with the same spec:
 - `summary.json` exists → the run finished: collect it;
-- `handle.json` exists and the trainer process is still alive (it lives in its own process group and
-  survives the controller's death) → wait for it;
-- the process is gone without a summary → resubmit with `resume=True` (continues from its checkpoint);
-- otherwise submit it for the first time.
+- `handle.json` exists and the run is still alive (a trainer in its own process group, or a Ray job on the
+  cluster, both outlive the controller) → wait for it;
+- the run is gone without a summary → resubmit with `resume=True` (continues from its checkpoint);
+- otherwise submit it. The backend's `submit` is itself idempotent for its folder (a live trainer's lock, a
+  recorded Ray job), which covers a kill between `submit` and writing `handle.json`.
+
+A run the backend refuses before launching anything (an invalid harness or trainer configuration) ends as a
+`candidate_error` result naming the problem; nothing is launched. A Ray cluster that stops answering is
+retried for `UNREACHABLE_S`, then the error propagates: the session stops and `evotrainer resume` adopts
+every job once the cluster answers again.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
 from harness.failures import Outcome
-from trainer_backend.base import SUMMARY_FILE, Backend, Handle, RunResult, RunSpec, RunStatus
+from harness.manifest import HarnessError
+from trainer_backend.base import SUMMARY_FILE, Backend, Handle, RunRefused, RunResult, RunSpec, RunStatus
+from trainer_backend.ray_jobs import RayJobsError
 
 HANDLE_FILE = "handle.json"
 MAX_RESUMES = 3
+UNREACHABLE_S = 600.0  # how long a Ray cluster may not answer before the session stops (resume adopts the jobs)
+
+log = logging.getLogger(__name__)
 
 
 def ensure_run(
     spec: RunSpec, backend_name: str, on_poll: Callable[[Path], None] | None = None, poll_s: float = 0.5
 ) -> RunResult:
     """Run `spec` to completion exactly once across controller crashes and return its result."""
-    from trainer_backend import BACKENDS
-
-    backend = cast(Backend, BACKENDS[backend_name])  # a backend module satisfies the protocol structurally
+    backend = _backend(backend_name)
     handle_path = spec.out_dir / HANDLE_FILE
     if (spec.out_dir / SUMMARY_FILE).exists():
         return backend.collect(Handle(backend=backend_name, run_id=spec.run_id, out_dir=spec.out_dir))
-    if handle_path.exists():
-        handle = Handle.model_validate_json(handle_path.read_text())
-    else:
-        handle = _submit(backend, spec, handle_path)
+    try:
+        handle = Handle.model_validate_json(handle_path.read_text()) if handle_path.exists() else None
+        handle = handle or _submit(backend, spec, handle_path)
+    except (RunRefused, HarnessError) as exc:
+        return _refused(spec, str(exc))
     resumes = 0
+    failing_since: float | None = None
     while True:
-        status = backend.poll(handle)
+        try:
+            status = backend.poll(handle)
+            failing_since = None
+        except RayJobsError as exc:
+            failing_since = failing_since or time.time()
+            if time.time() - failing_since > UNREACHABLE_S:
+                raise
+            log.warning("%s: %s; retrying", spec.run_id, exc)
+            time.sleep(max(poll_s, 5.0))
+            continue
         if on_poll is not None:
             on_poll(spec.out_dir)
         if status is RunStatus.FINISHED:
@@ -53,14 +74,48 @@ def ensure_run(
                     log_path=spec.out_dir / "train.log",
                 )
             resumes += 1
-            handle = _submit(backend, spec.model_copy(update={"resume": True}), handle_path)
+            try:
+                handle = _submit(backend, spec.model_copy(update={"resume": True}), handle_path)
+            except (RunRefused, HarnessError) as exc:
+                return _refused(spec, str(exc))
             continue
         time.sleep(poll_s)
 
 
-def _submit(backend: object, spec: RunSpec, handle_path: Path) -> Handle:
+def final_checkpoint(run_dir: Path) -> Path | None:
+    """The checkpoint later runs continue from: the one the backend that trained `run_dir` saved last."""
+    handle_path = run_dir / HANDLE_FILE
+    if not handle_path.is_file():
+        return None
+    return _backend(Handle.model_validate_json(handle_path.read_text()).backend).final_checkpoint(run_dir)
+
+
+def continuation(run_dir: Path) -> str:
+    """What the run in `run_dir` carried over from the checkpoint it started from, in words ("" if nothing)."""
+    handle_path = run_dir / HANDLE_FILE
+    if not handle_path.is_file():
+        return ""
+    return _backend(Handle.model_validate_json(handle_path.read_text()).backend).continuation(run_dir)
+
+
+def _backend(name: str) -> Backend:
+    from trainer_backend import BACKENDS
+
+    return cast(Backend, BACKENDS[name])  # a backend module satisfies the protocol structurally
+
+
+def _refused(spec: RunSpec, message: str) -> RunResult:
+    return RunResult(
+        run_id=spec.run_id,
+        outcome=Outcome.CANDIDATE_ERROR,
+        out_dir=spec.out_dir,
+        message=f"refused before launch: {message}",
+    )
+
+
+def _submit(backend: Backend, spec: RunSpec, handle_path: Path) -> Handle:
     spec.out_dir.mkdir(parents=True, exist_ok=True)
-    handle: Handle = backend.submit(spec)  # type: ignore[attr-defined]
+    handle = backend.submit(spec)
     tmp = handle_path.with_suffix(".tmp")
     tmp.write_text(handle.model_dump_json())
     tmp.replace(handle_path)

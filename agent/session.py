@@ -98,12 +98,12 @@ def checkpointer(url: str) -> Iterator[Any]:
         yield pg_saver
 
 
-def thread_config(session_id: str) -> RunnableConfig:
-    """The LangGraph config of a session's thread."""
+def thread_config(session_id: str, max_concurrency: int | None = None) -> RunnableConfig:
+    """The LangGraph config of a session's thread (`max_concurrency`: parallel branches, default one per core)."""
     return {
         "configurable": {"thread_id": session_id},
         "recursion_limit": RECURSION_LIMIT,
-        "max_concurrency": MAX_CONCURRENCY,
+        "max_concurrency": max_concurrency or MAX_CONCURRENCY,
     }
 
 
@@ -116,7 +116,7 @@ def run_graph(ctx: Context, session_id: str, graph_input: Any, on_update: Callab
     from agent.graph import builder
 
     url = ledger.db_url(ctx.db_url, ctx.workdir)
-    cfg = thread_config(session_id)
+    cfg = thread_config(session_id, ctx.cluster_parallel_runs)
     reap_sandboxes(ctx)
     with checkpointer(url) as saver:
         graph = builder.compile(checkpointer=saver)

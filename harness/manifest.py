@@ -13,7 +13,7 @@ Example manifest::
     group_filter: harness/filters.py:filter_groups      # optional
     diagnostics: harness/diagnostics/                   # optional
     eval: {strict: eval/strict.py:score}
-    trainer: {backend: local, config: harness/trainer.yaml}
+    trainer: {backend: local, local: harness/trainer.yaml, verl: harness/verl.yaml}
     surface: {editable: [harness/], protected: [eval/, data/val.jsonl, evotrainer.yaml]}
     answer: {pattern: '<ans>(.*?)</ans>', compare: integer}   # optional (harness/answers.py)
 
@@ -30,14 +30,16 @@ Callable contracts (verl-compatible where verl has one):
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness.answers import AnswerProtocol
 
 MANIFEST_NAME = "evotrainer.yaml"
+BackendName = Literal["local", "verl"]  # the training backends (trainer_backend.BACKENDS holds their modules)
+BACKEND_NAMES: tuple[BackendName, ...] = get_args(BackendName)
 
 
 class HarnessError(ValueError):
@@ -92,11 +94,35 @@ class EvalSpec(BaseModel):
 
 
 class TrainerSpec(BaseModel):
-    """Which backend trains this harness, and its config file."""
+    """The default backend and each backend's settings file: `{backend: local, local: F, verl: G}`.
+
+    `config` (the older one-backend form) names the default backend's file; it is filled in from
+    `trainer.<backend>` when absent (and the reverse), so `config` always reads the default backend's
+    settings. `settings(name)` is the file backend `name` reads, None when the harness ships none.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    backend: Literal["local", "verl"] = "local"
+    backend: BackendName = "local"
     config: str
+    local: str | None = None
+    verl: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_backend_file(cls, raw: Any) -> Any:
+        if not isinstance(raw, dict) or raw.get("backend", "local") not in BACKEND_NAMES:
+            return raw  # the field validators name the problem
+        backend = raw.get("backend", "local")
+        config, own = raw.get("config"), raw.get(backend)
+        if config and own and config != own:
+            raise ValueError(f"config ({config}) and {backend} ({own}) name different files; keep only {backend}")
+        if not (config or own):
+            raise ValueError(f"no settings file for the default backend: add {backend}: <file> (harness/trainer.yaml)")
+        return {**raw, "config": config or own, backend: config or own}
+
+    def settings(self, backend: BackendName) -> str | None:
+        """The settings file of `backend` (relative to the harness root), None when not configured."""
+        return self.local if backend == "local" else self.verl
 
 
 class Surface(BaseModel):
@@ -208,6 +234,7 @@ def load_harness(root: Path) -> Harness:
         "eval.strict": harness.strict_eval.path,
         "trainer.config": manifest.trainer.config,
     }
+    files.update({f"trainer.{b}": f for b in BACKEND_NAMES if (f := manifest.trainer.settings(b)) is not None})
     if harness.group_filter is not None:
         files["group_filter"] = harness.group_filter.path
     for field_name, rel in files.items():

@@ -41,13 +41,14 @@ class RunSpec(BaseModel):
     kind: Literal["pilot", "full"] = "pilot"
     resume: bool = False
     init_checkpoint: Path | None = None  # start from this policy (a parent version's final checkpoint)
-    # What a run that starts from `init_checkpoint` carries over besides the weights (local backend):
-    # "weights" only; "optimizer" also the AdamW moments and the group filter's state (random streams fresh
-    # from `seed`); "exact" also the random streams, so a run continued in segments trains bit-for-bit like
-    # one uninterrupted run. verl pilots continue from the weights only.
+    # What a run that starts from `init_checkpoint` carries over besides the weights: "weights" only;
+    # "optimizer" also the AdamW moments (local: and the group filter's state; random streams fresh from
+    # `seed`); "exact" also the random streams, so a local run continued in segments trains bit-for-bit like
+    # one uninterrupted run. verl carries what its resume machinery restores (verl/config.py,
+    # `plan_continuation`); each backend's `continuation(run_dir)` says what a run carried.
     init_state: Literal["weights", "optimizer", "exact"] = "weights"
     sandbox: Literal["none", "docker", "process"] = "none"  # where candidate reward/filter code runs
-    ray_address: str | None = None  # verl only: submit through Ray Jobs instead of a local subprocess
+    ray_address: str | None = None  # a Ray Jobs URL: the run is a Ray job on that cluster (trainer_backend/ray_jobs.py)
 
 
 class RunStatus(enum.StrEnum):
@@ -82,6 +83,10 @@ class RunResult(BaseModel):
     log_path: Path | None = None
 
 
+class RunRefused(ValueError):
+    """`submit` refused a run before launching anything (its configuration is invalid); names the key and fix."""
+
+
 class Backend(Protocol):
     """What a backend module provides (a module satisfies this structurally)."""
 
@@ -90,3 +95,11 @@ class Backend(Protocol):
     def poll(self, handle: Handle) -> RunStatus: ...
 
     def collect(self, handle: Handle) -> RunResult: ...
+
+    def final_checkpoint(self, run_dir: Path) -> Path | None:
+        """The checkpoint a later run continues (what `RunSpec.init_checkpoint` takes), None if none was saved."""
+        ...
+
+    def continuation(self, run_dir: Path) -> str:
+        """What the run carried over from its `init_checkpoint`, in words ("" for a run from scratch)."""
+        ...

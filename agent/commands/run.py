@@ -49,9 +49,17 @@ def run(
         1, help="fresh-seed re-runs of a merge candidate and the control before it merges (0 = one seed)"
     ),
     llm_max_turns: int = typer.Option(30, help="model calls per propose step"),
+    backend: str = typer.Option("", help="trains every run: local | verl (default: the manifest's trainer.backend)"),
+    ray_address: str = typer.Option(
+        "", help="Ray Jobs URL (http://HEAD:8265): every run of an iteration is a Ray job there, submitted together"
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="validate and print the command of every run iteration 1 would launch, then exit"
+    ),
 ) -> None:
     """Run an autonomous session; with no arguments, the demo on the bundled defective harness."""
-    from agent.context import Context, as_gate, as_mode, as_sandbox
+    from agent import preflight
+    from agent.context import Context, as_backend, as_gate, as_mode, as_sandbox
     from agent.session import start_session
 
     try:
@@ -76,9 +84,16 @@ def run(
             min_effect=min_effect,
             replicates=replicates,
             llm_max_turns=llm_max_turns,
+            backend=as_backend(backend or preflight.default_backend(harness or DEMO_HARNESS)),
+            ray_address=ray_address,
         )
+        preflight.check_backend(ctx.backend, harness or DEMO_HARNESS)
     except ValueError as exc:
         _fail(str(exc))
+    if dry_run:
+        report, valid = preflight.plan_session(ctx, harness or DEMO_HARNESS)
+        print(report)
+        raise typer.Exit(0 if valid else 2)
     if llm and not os.environ.get("OPENAI_API_KEY"):
         _fail("--llm needs OPENAI_API_KEY (any value for a local server) and OPENAI_BASE_URL for a non-OpenAI endpoint")
     source = harness or DEMO_HARNESS

@@ -24,21 +24,21 @@ def train(
     seed: Annotated[int, typer.Option(help="seed: same seed, same metrics")] = 0,
     out: Annotated[Path | None, typer.Option(help="artefact folder (default runs/<harness-name>-s<seed>)")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="continue from the run's last checkpoint")] = False,
-    backend: Annotated[str, typer.Option(help="local | verl")] = "local",
+    backend: Annotated[str, typer.Option(help="local | verl (default: the manifest's trainer.backend)")] = "",
     sandbox: Annotated[str, typer.Option(help="where reward/filter code runs: none | docker | process")] = "none",
     dry_run: Annotated[bool, typer.Option("--dry-run", help="verl: compose and validate the config only")] = False,
-    ray_address: Annotated[str | None, typer.Option(help="verl: submit to this Ray cluster")] = None,
+    ray_address: Annotated[
+        str | None, typer.Option(help="run as a Ray job on this cluster (Jobs URL http://HEAD:8265), either backend")
+    ] = None,
 ) -> None:
     """Train a harness (a pilot by default) and print strict accuracy before -> after."""
     from rich.console import Console
 
     import trainer_backend
-    from harness.manifest import HarnessError, load_harness
-    from trainer_backend.base import RunSpec, RunStatus
+    from harness.manifest import BACKEND_NAMES, HarnessError, load_harness
+    from trainer_backend.base import RunRefused, RunSpec, RunStatus
 
     console = Console()
-    if backend not in ("local", "verl"):
-        raise typer.BadParameter(f"unknown backend {backend!r}; use local or verl", param_hint="--backend")
     if sandbox not in ("none", "docker", "process"):
         raise typer.BadParameter(f"unknown sandbox {sandbox!r}; use none, docker or process", param_hint="--sandbox")
     try:
@@ -46,6 +46,9 @@ def train(
     except HarnessError as exc:
         console.print(f"[red]invalid harness:[/red] {exc}")
         raise typer.Exit(2) from None
+    backend = backend or manifest.trainer.backend
+    if backend not in BACKEND_NAMES:
+        raise typer.BadParameter(f"unknown backend {backend!r}; use {' or '.join(BACKEND_NAMES)}", param_hint="backend")
     out_dir = (out or Path("runs") / f"{manifest.name}-s{seed}").resolve()
     spec = RunSpec(
         run_id=f"{manifest.name}-s{seed}",
@@ -68,9 +71,18 @@ def train(
         if dry_run_fn is None:
             console.print("[red]verl backend not installed[/red]: trainer_backend.verl has no dry_run")
             raise typer.Exit(2)
-        console.print(dry_run_fn(spec))
+        try:
+            text = dry_run_fn(spec)
+        except RunRefused as exc:
+            console.print(f"[red]config refused:[/red] {exc}")
+            raise typer.Exit(2) from None
+        console.print(text, markup=False, highlight=False, soft_wrap=True)  # a command to copy as is
         return
-    handle = module.submit(spec)
+    try:
+        handle = module.submit(spec)
+    except RunRefused as exc:
+        console.print(f"[red]config refused:[/red] {exc}")
+        raise typer.Exit(2) from None
     console.print(f"run [bold]{spec.run_id}[/bold] on {backend} -> {out_dir}")
     _follow(console, module, handle, out_dir / "metrics.jsonl", steps)
     result = module.collect(handle)

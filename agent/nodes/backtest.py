@@ -16,6 +16,7 @@ from agent.state import BacktestInfo, CandidateInfo
 
 def backtest(payload: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
     """Backtest `payload["candidate"]`; idempotent through the backtest's `report.json`."""
+    from agent.preflight import verl_refusal
     from sandboxes.backtest import run_backtest
 
     ctx = runtime.context
@@ -32,7 +33,9 @@ def backtest(payload: dict[str, Any], runtime: Runtime[Context]) -> dict[str, An
             report_path="",
         )
         return {"backtests": [info]}
-    result = run_backtest(
+    # verl: a candidate whose pilot config verl rejects is a candidate_error before any GPU time
+    refused = verl_refusal(ctx, payload, out_dir) if ctx.backend == "verl" else None
+    result = refused or run_backtest(
         Path(candidate["worktree"]),
         Path(version["run_dir"]),
         out_dir,

@@ -7,12 +7,11 @@ from typing import Literal
 
 from agent import ledger
 from agent.context import Context
-from agent.runs import ensure_run
+from agent.runs import ensure_run, final_checkpoint
 from agent.state import PilotInfo
 from diagnostics.findings import HealthReport
 from trainer_backend.base import RunResult, RunSpec
 
-CHECKPOINT_FILE = "checkpoints/last.pt"
 REPORT_FILE = "health_report.json"  # a run's health report, written once next to its artefacts
 
 
@@ -29,7 +28,8 @@ def run_training(
     candidate_id: str | None = None,
     init_state: Literal["weights", "optimizer", "exact"] = "weights",
 ) -> RunResult:
-    """Train once (idempotent across crashes) and record the run and its outcome in the store."""
+    """Train once (idempotent across crashes) on the session's backend (on its Ray cluster when it names one) and
+    record the run and its outcome in the store."""
     out_dir = ctx.session_dir(session_id) / "runs" / run_id
     spec = RunSpec(
         run_id=run_id,
@@ -41,6 +41,7 @@ def run_training(
         init_checkpoint=Path(init_checkpoint) if init_checkpoint else None,
         init_state=init_state,
         sandbox=ctx.sandbox,
+        ray_address=ctx.ray_address or None,
     )
     with ledger.db(ledger.store_url(ctx)) as db:
         ledger.ensure_run(
@@ -74,8 +75,8 @@ def _num(result: RunResult, key: str) -> float | None:
 
 
 def pilot_from_result(result: RunResult, *, iteration: int, candidate_id: str, steps: int) -> PilotInfo:
-    """The state's view of a finished run."""
-    checkpoint = result.out_dir / CHECKPOINT_FILE
+    """The state's view of a finished run (its checkpoint is whatever its backend saved last)."""
+    checkpoint = final_checkpoint(result.out_dir)
     return PilotInfo(
         iteration=iteration,
         candidate_id=candidate_id,
@@ -84,7 +85,7 @@ def pilot_from_result(result: RunResult, *, iteration: int, candidate_id: str, s
         outcome=result.outcome.value,
         strict_acc=_num(result, "strict_acc_after") or 0.0,
         train_reward=_num(result, "train_reward_last") or 0.0,
-        checkpoint=str(checkpoint) if checkpoint.exists() else "",
+        checkpoint=str(checkpoint) if checkpoint is not None else "",
         steps=int(result.steps_done),
         message=result.message,
     )

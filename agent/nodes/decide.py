@@ -8,6 +8,7 @@ the merge stands on one seed's evidence and says so.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -15,7 +16,8 @@ from langgraph.runtime import Runtime
 from agent.context import Context
 from agent.evidence import Evaluation
 from agent.evidence import decide as decide_rule
-from agent.routing import current
+from agent.routing import CONTROL_ID, current
+from agent.runs import continuation
 from agent.state import State
 from diagnostics.stats import PairedComparison
 
@@ -28,6 +30,7 @@ def decide(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if state.get("rollback"):
         for d in decisions:
             d["rationale"] += f"; rollback: {state['rollback']['reason']}"
+    _say_what_was_carried(decisions, current(state.get("pilots"), it))
     merge = next((d for d in decisions if d["decision"] == "merge"), None)
     if merge is None or ctx.mode != "evotrainer" or ctx.replicates == 0:
         return {"decisions": decisions, "replication": {}}
@@ -38,6 +41,17 @@ def decide(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         return {"decisions": decisions, "replication": {}}
     replication = {"iteration": it, "candidate_id": merge["candidate_id"], "replicates": ctx.replicates}
     return {"decisions": decisions, "replication": replication}
+
+
+def _say_what_was_carried(decisions: list[Any], pilots: list[Any]) -> None:
+    """Append to each rationale what the candidate's pilot (and the control, when it differs) took over from the
+    checkpoint it continued: weights, optimizer moments, random streams... as far as its backend carries them."""
+    carried = {p["candidate_id"]: continuation(Path(p["run_dir"])) for p in pilots if not p.get("replicate")}
+    control = carried.get(CONTROL_ID, "")
+    for d in decisions:
+        mine = carried.get(d["candidate_id"], "")
+        if mine:
+            d["rationale"] += f"; pilot {mine}" + (f" (control {control})" if control and control != mine else "")
 
 
 def _from_state(row: dict[str, Any]) -> Evaluation:

@@ -23,7 +23,6 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from agent.nodes.common import CHECKPOINT_FILE
 from agent.nodes.train import candidate_name, parse_pilot_run_id
 from agent.reporting.artefacts import (
     CURVE_METRICS,
@@ -48,6 +47,7 @@ from agent.reporting.records import (
     VersionHealth,
 )
 from agent.reporting.summary import session_summary
+from agent.runs import final_checkpoint
 from diagnostics.findings import HealthReport
 from store import models
 from store.repository import get, session_candidates, session_ledger
@@ -418,7 +418,8 @@ def gather_session(db: Session, session_id: str) -> SessionReport:
     if not Path(session.repo_path).is_dir():
         notes.append(f"session repository {session.repo_path} is missing: diffs and decision notes are unavailable")
     final = entries[-1] if entries else None
-    checkpoint = str(Path(final.artefact_dir) / CHECKPOINT_FILE) if final and final.artefact_dir else ""
+    found = final_checkpoint(Path(final.artefact_dir)) if final and final.artefact_dir else None
+    checkpoint = str(found) if found is not None else ""
     return SessionReport(
         session_id=session.id,
         created_at=session.created_at,

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.context import Context
-from agent.nodes.common import CHECKPOINT_FILE
 from agent.nodes.train import candidate_name
 from agent.reporting.artefacts import REPORT_FILE, compare_pilot
+from agent.runs import final_checkpoint
 from diagnostics.stats import PairedComparison
 
 if TYPE_CHECKING:
@@ -45,7 +45,8 @@ class VersionLine:
     @property
     def checkpoint(self) -> str:
         """The policy checkpoint of this version's run."""
-        return str(Path(self.run_dir) / CHECKPOINT_FILE) if self.run_dir else ""
+        found = final_checkpoint(Path(self.run_dir)) if self.run_dir else None
+        return str(found) if found is not None else ""
 
 
 @dataclass(frozen=True, slots=True)

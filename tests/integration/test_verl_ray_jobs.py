@@ -1,4 +1,5 @@
-"""Issue #7: Ray Jobs submission to a local Ray head (CPU), polled to completion, logs collected, failures classified.
+"""Issue #7: Ray Jobs submission to a local Ray head (CPU), polled to completion, logs collected, failures classified;
+issue #16: a job is recorded before it is submitted and adopted, never submitted again, by a returning controller.
 
 A trivial Python entry point stands in for `verl.trainer.main_ppo` (no GPU training on CPU); it writes a
 FileLogger-format metrics line where the real trainer would (`VERL_FILE_LOGGER_PATH`).
@@ -6,21 +7,20 @@ FileLogger-format metrics line where the real trainer would (`VERL_FILE_LOGGER_P
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ray_head import ray_head as private_ray_head
 
 from diagnostics.schema import read_metrics
 from harness.failures import Outcome
-from trainer_backend.base import RunSpec, RunStatus
-from trainer_backend.verl import collect, poll
-from trainer_backend.verl.run import RunState, launch, ray_client
+from trainer_backend import ray_jobs
+from trainer_backend.base import Handle, RunSpec, RunStatus
+from trainer_backend.verl import collect, poll, submit
+from trainer_backend.verl.run import RunState, launch
 
 pytestmark = [pytest.mark.verl, pytest.mark.slow]
 pytest.importorskip("verl")
@@ -42,54 +42,14 @@ sys.exit(1)
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
-def ray_head(tmp_path_factory: pytest.TempPathFactory):
-    ray_bin = shutil.which("ray", path=str(Path(sys.executable).parent))
-    if ray_bin is None:
-        pytest.skip("ray CLI not installed beside this interpreter")
-    port, dash = _free_port(), _free_port()
-    temp_dir = tmp_path_factory.mktemp("ray")
-    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
-    subprocess.run(
-        [
-            ray_bin,
-            "start",
-            "--head",
-            f"--port={port}",
-            "--num-cpus=2",
-            "--disable-usage-stats",
-            "--dashboard-host=127.0.0.1",
-            f"--dashboard-port={dash}",
-            f"--temp-dir={temp_dir}",
-        ],
-        check=True,
-        capture_output=True,
-        env=env,
-        timeout=120,
-    )
-    try:
-        address = f"http://127.0.0.1:{dash}"
-        deadline = time.time() + 60
-        while True:  # the job API comes up a little after `ray start` returns
-            try:
-                ray_client(address).list_jobs()
-                break
-            except Exception:
-                if time.time() > deadline:
-                    raise
-                time.sleep(1)
+def ray_head() -> Iterator[str]:
+    """A private head on 127.0.0.1 (its own ports and temp dir; stopped by its process group, not `ray stop`)."""
+    with private_ray_head(num_cpus=2) as address:
         yield address
-    finally:
-        subprocess.run([ray_bin, "stop", "--force"], capture_output=True, env=env, timeout=120)
 
 
-def _run(address: str, tmp_path: Path, name: str, code: str):
+def _launch(address: str, tmp_path: Path, name: str, code: str):
     out = tmp_path / name
     spec = RunSpec(run_id=name, harness_dir=tmp_path, out_dir=out, steps=1, ray_address=address)
     state = RunState(
@@ -102,14 +62,22 @@ def _run(address: str, tmp_path: Path, name: str, code: str):
         started_at=time.time(),
     )
     env = {"VERL_FILE_LOGGER_PATH": str(out.resolve() / "verl_metrics.1.jsonl")}
-    handle = launch(spec, [sys.executable, "-c", code], env, state)
-    assert handle.job_id is not None
+    return spec, launch(spec, [sys.executable, "-c", code], env, state)
+
+
+def _wait(handle: Handle) -> RunStatus:
     deadline = time.time() + 120
     while (status := poll(handle)) is RunStatus.RUNNING:
         assert time.time() < deadline, "Ray job did not finish in 120 s"
         time.sleep(1)
-    assert status is RunStatus.FINISHED
-    return out, collect(handle)
+    return status
+
+
+def _run(address: str, tmp_path: Path, name: str, code: str):
+    spec, handle = _launch(address, tmp_path, name, code)
+    assert handle.job_id is not None
+    assert _wait(handle) is RunStatus.FINISHED
+    return spec.out_dir, collect(handle)
 
 
 def test_ray_job_polled_to_completion_with_logs_and_metrics(ray_head: str, tmp_path: Path) -> None:
@@ -127,3 +95,33 @@ def test_failing_ray_job_is_classified_with_its_log_path(ray_head: str, tmp_path
     assert result.message.startswith("job FAILED") and "GPUs" in result.message
     assert str(out.resolve() / "train.log") in result.message
     assert "Total available GPUs 0" in (out / "train.log").read_text()
+
+
+def test_a_resubmitted_run_adopts_its_running_job(ray_head: str, tmp_path: Path) -> None:
+    """A controller that comes back (no handle.json) calls `submit` again: the recorded job is adopted."""
+    spec, first = _launch(ray_head, tmp_path, "slow-job", "import time; time.sleep(6)\n" + TRAINER_STANDIN)
+    assert first.job_id == ray_jobs.submission_id("slow-job", spec.out_dir, 1)
+    again = submit(spec)  # while the job runs: nothing is validated, converted or launched
+    assert again.job_id == first.job_id
+    assert _wait(again) is RunStatus.FINISHED and collect(again).outcome is Outcome.OK
+    assert [j.submission_id for j in ray_jobs.jobs_for(ray_head, spec.out_dir)] == [first.job_id]
+
+
+def test_a_job_recorded_but_never_submitted_is_submitted_once(
+    ray_head: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed after the write-ahead, before the submission: `submit` sends exactly the recorded job."""
+
+    def killed(record: ray_jobs.JobRecord, out_dir: Path) -> bool:
+        raise KeyboardInterrupt("controller killed between recording and submitting")
+
+    with monkeypatch.context() as m:
+        m.setattr(ray_jobs, "submit", killed)
+        with pytest.raises(KeyboardInterrupt):
+            _launch(ray_head, tmp_path, "recorded-job", TRAINER_STANDIN)
+    spec = RunSpec(run_id="recorded-job", harness_dir=tmp_path, out_dir=tmp_path / "recorded-job", steps=1)
+    assert ray_jobs.jobs_for(ray_head, spec.out_dir) == []
+    handle = submit(spec)
+    assert _wait(handle) is RunStatus.FINISHED and collect(handle).outcome is Outcome.OK
+    [job] = ray_jobs.jobs_for(ray_head, spec.out_dir)
+    assert job.submission_id == ray_jobs.submission_id("recorded-job", spec.out_dir, 1)

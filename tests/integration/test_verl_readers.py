@@ -59,15 +59,16 @@ def test_tail_reads_verl_file_logger_with_half_line_and_restart(tmp_path: Path, 
     assert [r["step"] for r in again.poll()] == list(range(20, 40)) and again.restarts == 2
 
 
-def _state(tmp_path: Path, attempt: int = 1) -> RunState:
+def _state(tmp_path: Path, attempt: int = 1, harness_root: str = "/h", strict_eval: str = "") -> RunState:
     return RunState(
         run_id="r1",
         attempt=attempt,
-        harness_root="/h",
+        harness_root=harness_root,
         model_path=str(tmp_path / "no-tokenizer"),
         max_response_length=5,
         stall_timeout_s=60,
         started_at=time.time(),
+        strict_eval=strict_eval,
     )
 
 
@@ -90,8 +91,9 @@ def test_sync_metrics_keeps_steps_across_a_truncating_restart(tmp_path: Path, mo
     assert sync_metrics(tmp_path, _state(tmp_path, attempt=2)) == 3
     rows = {r.step: r.data for r in read_metrics(tmp_path / "metrics.jsonl")}
     assert sorted(rows) == [0, 1, 2, 3]
-    assert rows[0]["val/strict_acc"] == 0.25
-    assert rows[2]["critic/score/mean"] == 0.2 and rows[2]["val/strict_acc"] == 0.5  # merged, not replaced
+    assert rows[0]["val/reward_acc"] == 0.25  # the reward's own `acc`: shown, never the strict score
+    assert rows[2]["critic/score/mean"] == 0.2 and rows[2]["val/reward_acc"] == 0.5  # merged, not replaced
+    assert not any("val/strict_acc" in d for d in rows.values())  # only the protected evaluator sets it
 
 
 def test_v1_dumps_become_rollouts_and_dead_group_metrics(tmp_path: Path, monkeypatch) -> None:
@@ -164,3 +166,39 @@ def test_dump_reader_reports_a_half_written_line(tmp_path: Path) -> None:
         fh.write(b'{"input": "q", "outp')
     rollouts, problems = readers.read_dump_file(tmp_path / "2.jsonl", "train", "r", 100, None)
     assert len(rollouts) == 1 and len(problems) == 1 and problems[0].line == 2
+
+
+STRICT = '''
+def score(solution_str, ground_truth):
+    """Exact: the text after the last '####' is the ground truth."""
+    return float(solution_str.rsplit("####", 1)[-1].strip() == str(ground_truth).strip())
+'''
+
+
+def test_dumps_are_scored_by_the_protected_evaluator_not_by_the_reward(tmp_path: Path, monkeypatch) -> None:
+    """A reward that claims acc=1 everywhere does not make the held-out strict score: the evaluator does."""
+    harness = tmp_path / "harness"
+    (harness / "eval").mkdir(parents=True)
+    (harness / "eval" / "strict.py").write_text(STRICT)
+    run = tmp_path / "run"
+    cls = _v1_trainer_cls()
+    val_dir = run / "verl_dumps/val"
+    for step, outputs in ((0, ["#### 1", "#### 9"]), (4, ["#### 1", "#### 2"])):
+        cls._write_generations(
+            ["q1", "q2"],
+            outputs,
+            ["1", "2"],
+            [1.0, 1.0],
+            {"uid": [f"v{step}_0_0", f"v{step}_1_0"], "reward": [1.0, 1.0], "acc": [1.0, 1.0]},  # the hacked claim
+            str(val_dir),
+            step,
+        )
+    _file_logger(run / "verl_metrics.1.jsonl", monkeypatch).log({"val-core/arith/acc/mean@1": 1.0}, step=4)
+    state = _state(tmp_path, harness_root=str(harness), strict_eval="eval/strict.py:score")
+    assert convert_dumps(run, state) == []
+    sync_metrics(run, state)
+    val = [r for r in read_run_rollouts(run, ["val"]).rollouts]
+    assert sorted((r.step, r.strict_score) for r in val) == [(0, 0.0), (0, 1.0), (4, 1.0), (4, 1.0)]
+    rows = {r.step: r.data for r in read_metrics(run / "metrics.jsonl")}
+    assert rows[0]["val/strict_acc"] == 0.5 and rows[4]["val/strict_acc"] == 1.0
+    assert rows[4]["val/reward_acc"] == 1.0  # the reward's claim is kept under its own name

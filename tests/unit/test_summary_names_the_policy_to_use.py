@@ -65,6 +65,10 @@ def _run_dir(root: Path, name: str, correct: set[int], alerts: list[str]) -> Pat
     findings = tuple(Finding(a, Layer.SIGNAL, Severity.WARNING, a, 0.5, 0.3, "x > 0.3") for a in alerts)
     report = HealthReport(run_id=name, run_dir=str(folder), findings=findings, metrics={})
     (folder / "health_report.json").write_text(json.dumps(report.to_json()))
+    # what a finished local run leaves: its handle (which backend trained it) and its last checkpoint
+    (folder / "handle.json").write_text(json.dumps({"backend": "local", "run_id": name, "out_dir": str(folder)}))
+    (folder / "checkpoints").mkdir()
+    (folder / "checkpoints" / "last.pt").write_bytes(b"")
     return folder
 
 

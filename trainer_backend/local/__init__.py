@@ -10,6 +10,13 @@ and hands the locked descriptor to the trainer, which holds it until it exits (a
 `submit` on a folder whose lock is held adopts the running trainer instead of launching another one, so a
 controller killed between the launch and writing its handle cannot start the run twice on resume; `poll`
 reads the lock as the liveness test.
+
+On a Ray cluster (`spec.ray_address`) the same trainer command is the entry point of one Ray job per attempt
+(trainer_backend/ray_jobs.py: deterministic submission ids, the job recorded before it is submitted, an
+existing job adopted). The trainer then takes the folder's lock itself (``--lock``) and appends its output to
+``train.log`` in the run folder, which must be on storage the cluster's nodes share at the same path; `poll`
+reads the job's status instead of a pid. The job reserves one CPU: a CPU cluster runs as many pilots at once
+as it has CPUs and queues the rest.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -24,18 +32,30 @@ import time
 from pathlib import Path
 
 from harness.failures import Outcome
-from trainer_backend.base import LOG_FILE, SUMMARY_FILE, Handle, RunResult, RunSpec, RunStatus
+from trainer_backend import ray_jobs
+from trainer_backend.base import CONFIG_FILE, LOG_FILE, SUMMARY_FILE, Handle, RunResult, RunSpec, RunStatus
 
 NAME = "local"
 SPEC_FILE = "spec.json"
 LOCK_FILE = "trainer.lock"  # flock-ed by the run's trainer for its whole life; holds its pid as text
+FINAL_CHECKPOINT = Path("checkpoints") / "last.pt"  # written by the trainer (artifacts.CHECKPOINT)
+CARRIED = {  # RunSpec.init_state -> what the trainer takes over from the parent checkpoint (artifacts.continue_from)
+    "exact": "carried: weights, AdamW moments, the group filter's state (same filter code) and the random streams "
+    "(an exact continuation); the run's own learning rate applies",
+    "optimizer": "carried: weights, AdamW moments and the group filter's state (same filter code); not carried: the "
+    "random streams (fresh from the run's seed)",
+    "weights": "carried: weights; not carried: AdamW moments, group-filter state, random streams",
+}
 
 
 def submit(spec: RunSpec) -> Handle:
     """Launch the trainer for `spec` in its own process group and return its handle.
 
     When a trainer already holds the folder's lock, return a handle to that trainer instead (see above).
+    With `spec.ray_address` the trainer becomes a Ray job on that cluster (`_submit_ray`).
     """
+    if spec.ray_address:
+        return _submit_ray(spec)
     spec.out_dir.mkdir(parents=True, exist_ok=True)
     fd = os.open(spec.out_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -45,12 +65,9 @@ def submit(spec: RunSpec) -> Handle:
             return Handle(backend=NAME, run_id=spec.run_id, out_dir=spec.out_dir, pid=_pid_in(fd))
         spec_path = spec.out_dir / SPEC_FILE
         spec_path.write_text(spec.model_dump_json(indent=2))
-        cmd = [sys.executable, "-m", "trainer_backend.local.train", "--spec", str(spec_path)]
-        if spec.resume:
-            cmd.append("--resume")
-        root = Path(__file__).resolve().parents[2]  # the checkout holding trainer_backend/, for `-m`
+        cmd = _trainer_command(spec_path, spec.resume)
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
         with open(spec.out_dir / LOG_FILE, "ab") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, process_group=0, pass_fds=(fd,))
         os.ftruncate(fd, 0)
@@ -58,6 +75,55 @@ def submit(spec: RunSpec) -> Handle:
     finally:
         os.close(fd)  # the trainer keeps its inherited copy, and with it the lock
     return Handle(backend=NAME, run_id=spec.run_id, out_dir=spec.out_dir, pid=proc.pid)
+
+
+ROOT = Path(__file__).resolve().parents[2]  # the checkout holding trainer_backend/, for `-m`
+
+
+def _trainer_command(spec_path: Path, resume: bool) -> list[str]:
+    return [sys.executable, "-m", "trainer_backend.local.train", "--spec", str(spec_path), *(["--resume"] * resume)]
+
+
+def command(spec: RunSpec) -> str:
+    """The command `submit` runs for `spec`: the trainer, or with `spec.ray_address` the Ray job's entry point."""
+    out = spec.out_dir.resolve()
+    cmd = _trainer_command(out / SPEC_FILE, spec.resume)
+    return _ray_entrypoint(cmd, out) if spec.ray_address else shlex.join(cmd)
+
+
+def _ray_entrypoint(cmd: list[str], out: Path) -> str:
+    """The trainer as a Ray job: it takes the folder lock itself and appends to train.log on the shared folder."""
+    return f"exec {shlex.join([*cmd, '--lock'])} >> {shlex.quote(str(out / LOG_FILE))} 2>&1"
+
+
+def _submit_ray(spec: RunSpec) -> Handle:
+    """Submit the trainer as a Ray job, or adopt the job the folder's record names (see ray_jobs.py)."""
+    assert spec.ray_address
+    out = spec.out_dir.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    record = ray_jobs.load_record(out)
+    if record is not None:
+        state = ray_jobs.status(record.address, record.job_id)
+        if state is None:  # recorded, then the controller died before the submission went out
+            ray_jobs.submit(record, out)
+        if state is None or state not in ray_jobs.TERMINAL or not spec.resume or (out / SUMMARY_FILE).is_file():
+            return Handle(backend=NAME, run_id=spec.run_id, out_dir=out, job_id=record.job_id)
+    spec_path = out / SPEC_FILE
+    spec_path.write_text(spec.model_copy(update={"out_dir": out}).model_dump_json(indent=2))
+    env = {k: v for k, v in os.environ.items() if k.startswith("EVOTRAINER_") or k == "DOCKER_HOST"}
+    env.update(PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT))
+    record = ray_jobs.new_record(
+        spec.ray_address,
+        spec.run_id,
+        out,
+        record.attempt + 1 if record else 1,
+        _ray_entrypoint(_trainer_command(spec_path, spec.resume), out),
+        env,
+        num_cpus=1,
+    )
+    ray_jobs.save_record(out, record)
+    ray_jobs.submit(record, out)
+    return Handle(backend=NAME, run_id=spec.run_id, out_dir=out, job_id=record.job_id)
 
 
 def _pid_in(fd: int) -> int | None:
@@ -110,6 +176,12 @@ def poll(handle: Handle) -> RunStatus:
     the lock: while its process lives); LOST otherwise."""
     if (handle.out_dir / SUMMARY_FILE).is_file():
         return RunStatus.FINISHED
+    record = ray_jobs.load_record(handle.out_dir)
+    if record is not None:  # a Ray job: the cluster says whether it still runs
+        state = ray_jobs.status(record.address, record.job_id)
+        if state is not None and state not in ray_jobs.TERMINAL:
+            return RunStatus.RUNNING
+        return RunStatus.FINISHED if (handle.out_dir / SUMMARY_FILE).is_file() else RunStatus.LOST
     alive = handle.pid is not None and _alive(handle.pid)  # also reaps our own exited child
     held = _lock_held(handle.out_dir)
     if held or (held is None and alive):
@@ -126,7 +198,7 @@ def collect(handle: Handle) -> RunResult:
             run_id=handle.run_id,
             outcome=Outcome.INFRA_ERROR,
             out_dir=handle.out_dir,
-            message=f"run ended without {SUMMARY_FILE}; check {log_path}",
+            message=f"run ended without {SUMMARY_FILE}; check {log_path}{_ray_note(handle.out_dir)}",
             log_path=log_path,
         )
     raw = json.loads(path.read_text())
@@ -145,8 +217,47 @@ def collect(handle: Handle) -> RunResult:
     )
 
 
+def _ray_note(out_dir: Path) -> str:
+    """For a Ray run: the job's status and the end of its driver log (where a job that never started says why)."""
+    record = ray_jobs.load_record(out_dir)
+    if record is None:
+        return ""
+    try:
+        state, tail = ray_jobs.status(record.address, record.job_id), ray_jobs.logs(record.address, record.job_id)
+    except ray_jobs.RayJobsError as exc:
+        return f"; Ray job {record.job_id} on {record.address}: cannot be read ({exc})"
+    tail = tail.strip()[-1500:] or "(empty driver log)"
+    return (
+        f"; Ray job {record.job_id} on {record.address}: {state or 'not on the cluster'}; its log ends: {tail} "
+        "(the run folder must be on storage the cluster's nodes share at the same path)"
+    )
+
+
+def final_checkpoint(run_dir: Path) -> Path | None:
+    """The run's last checkpoint (`checkpoints/last.pt`), None when it saved none."""
+    path = run_dir / FINAL_CHECKPOINT
+    return path if path.is_file() else None
+
+
+def continuation(run_dir: Path) -> str:
+    """What the run carried over from its `init_checkpoint`, in words ("" for a run from the warm start)."""
+    try:
+        spec = json.loads((run_dir / CONFIG_FILE).read_text())["spec"]
+    except (OSError, ValueError, KeyError):
+        return ""
+    if not spec.get("init_checkpoint"):
+        return ""
+    return CARRIED[spec.get("init_state", "weights")]
+
+
 def stop(handle: Handle, grace_s: float = 10.0) -> None:
-    """Stop the run's process group: SIGTERM, then SIGKILL after `grace_s` (by id, never by name)."""
+    """Stop the run's process group: SIGTERM, then SIGKILL after `grace_s` (by id, never by name).
+
+    A Ray run's job is stopped through the cluster instead."""
+    record = ray_jobs.load_record(handle.out_dir)
+    if record is not None:
+        ray_jobs.stop(record.address, record.job_id)
+        return
     if handle.pid is None:
         return
     try:

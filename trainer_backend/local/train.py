@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import fcntl
 import hashlib
 import json
 import os
@@ -33,8 +34,8 @@ from harness.failures import CandidateCodeError, Outcome
 from harness.manifest import Harness, HarnessError, load_harness
 from sandboxes.calls import open_calls
 from trainer_backend.base import CONFIG_FILE, METRICS_FILE, RunSpec
+from trainer_backend.local import LOCK_FILE, grpo
 from trainer_backend.local import artifacts as art
-from trainer_backend.local import grpo
 from trainer_backend.local.config import LocalTrainerConfig, load_level_weights, load_trainer_config
 from trainer_backend.local.model import CharTokenizer, build_model, generate, left_pad
 from trainer_backend.local.warmstart import warm_start
@@ -303,7 +304,10 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
     torch.set_num_threads(int(os.environ.get("EVOTRAINER_TORCH_THREADS", "1")))
     try:  # everything read from the harness: a bad value here is the candidate's, classified as such
         harness = load_harness(spec.harness_dir)
-        cfg: LocalTrainerConfig = load_trainer_config(harness.path(harness.manifest.trainer.config))
+        settings = harness.manifest.trainer.settings("local")
+        if settings is None:
+            raise ValueError("evotrainer.yaml names no local trainer settings; add trainer.local: harness/trainer.yaml")
+        cfg: LocalTrainerConfig = load_trainer_config(harness.path(settings))
         weights = load_level_weights(None if cfg.data_selection is None else harness.path(cfg.data_selection))
         train_rows = art.read_rows(harness.path(harness.manifest.data.train))
         val_rows = art.read_rows(harness.path(harness.manifest.data.val))
@@ -400,14 +404,38 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
     return summary
 
 
+_LOCK_FDS: list[int] = []  # the folder lock this process holds until it exits
+
+
+def hold_folder_lock(out_dir: Path) -> bool:
+    """Take the run folder's trainer lock for this process's lifetime (see trainer_backend/local/__init__.py).
+
+    A trainer the backend launched inherits the lock; one started by a Ray job takes it here. False when
+    another live trainer holds it."""
+    fd = os.open(out_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return False
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    _LOCK_FDS.append(fd)
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the spec, then write summary.json (ok or classified failure) and the summary block."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spec", type=Path, required=True, help="spec.json written by trainer_backend.local.submit")
     parser.add_argument("--resume", action="store_true", help="continue from checkpoints/last.pt if present")
+    parser.add_argument("--lock", action="store_true", help="take the run folder's lock (a Ray job's trainer)")
     args = parser.parse_args(argv)
     spec = RunSpec.model_validate_json(args.spec.read_text())
     spec.out_dir.mkdir(parents=True, exist_ok=True)
+    if args.lock and not hold_folder_lock(spec.out_dir):
+        log(f"another trainer holds {spec.out_dir / LOCK_FILE}: not starting a second one in this folder")
+        return 3
     t_start = time.time()
     summary: dict[str, Any] = {"run_id": spec.run_id, "log_path": str(spec.out_dir / "train.log")}
     try:

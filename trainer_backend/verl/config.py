@@ -12,8 +12,10 @@ What maps and what does not (said again in every plan's `warnings`):
 - group filter: verl has no hook for a custom filter function. A filter that drops zero-variance groups
   maps to verl's dynamic sampling (`algorithm.filter_groups`, evict-and-refill) when the verl config sets
   `filter_groups_metric`; anything else is reported as not applied.
-- strict evaluator and diagnostics: not run by verl; `val/strict_acc` is read from verl's validation
-  metric of the reward's `acc` component.
+- strict evaluator and diagnostics: not run by verl; EvoTrainer scores verl's validation (and training)
+  dumps with the protected evaluator after the run (`run.convert_dumps`), never with the reward's numbers.
+- continuation: a run whose `init_checkpoint` is a verl checkpoint folder (`.../global_step_N`) resumes
+  from a copy of it (`Continuation`): what verl's resume machinery restores is listed in the plan.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from harness.manifest import Harness
-from trainer_backend.base import RunSpec
+from trainer_backend.base import RunRefused, RunSpec
 
 CHECKPOINT_DIR = "checkpoints"
 DATA_DIR = "verl_data"
@@ -36,7 +38,7 @@ VAL_DUMP_DIR = "verl_dumps/val"
 CHECKPOINT_MARKER = "latest_checkpointed_iteration.txt"
 
 
-class VerlConfigError(ValueError):
+class VerlConfigError(RunRefused):
     """A verl configuration that would fail or silently misbehave; the message names the key and the fix."""
 
 
@@ -82,7 +84,7 @@ def legacy_key_problem(override: str) -> str | None:
 
 
 class VerlTrainerConfig(BaseModel):
-    """The harness's verl settings file (`trainer.config` in evotrainer.yaml), mapped to Hydra overrides."""
+    """The harness's verl settings file (`trainer.verl` in evotrainer.yaml), mapped to Hydra overrides."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     model_path: str  # HF id or local dir (actor_rollout_ref.model.path)
@@ -125,12 +127,18 @@ class VerlTrainerConfig(BaseModel):
 
 
 def load_verl_config(harness: Harness) -> VerlTrainerConfig:
-    """Read and validate the harness's verl settings file.
+    """Read and validate the harness's verl settings file (`trainer.verl` in evotrainer.yaml).
 
     Raises:
         VerlConfigError: naming the file, the field and the fix.
     """
-    path = harness.path(harness.manifest.trainer.config)
+    settings = harness.manifest.trainer.settings("verl")
+    if settings is None:
+        raise VerlConfigError(
+            f"{harness.root}/evotrainer.yaml: trainer names no verl settings; add them, e.g. "
+            "trainer: {backend: local, local: harness/trainer.yaml, verl: harness/verl.yaml} (docs/verl.md)"
+        )
+    path = harness.path(settings)
     try:
         raw = yaml.safe_load(path.read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:
@@ -159,11 +167,114 @@ class Plan:
     stall_timeout_s: int
     resume_from_step: int | None = None
     warnings: list[str] = field(default_factory=list)
+    continuation: Continuation | None = None  # set when the run continues a parent's verl checkpoint
+
+    @property
+    def start_step(self) -> int:
+        """The global step the run starts after (its parent's step when it continues one, else 0)."""
+        return self.continuation.step if self.continuation else 0
 
     def argv(self, python: str) -> list[str]:
         """The trainer command line (Hydra's own output folder kept out of the run folder's top level)."""
         hydra_dir = self.checkpoint_dir.parent / ".verl" / f"hydra.{self.attempt}"
         return [python, "-m", "verl.trainer.main_ppo", *self.overrides, f"hydra.run.dir={hydra_dir}"]
+
+
+_GLOBAL_STEP = re.compile(r"^global_step_(\d+)$")
+
+
+def checkpoint_step(path: Path) -> int | None:
+    """N for a verl checkpoint folder named `global_step_N`, else None."""
+    found = _GLOBAL_STEP.match(path.name)
+    return int(found.group(1)) if found else None
+
+
+@dataclass(frozen=True)
+class Parent:
+    """What a continued run needs to know about the run that saved its starting checkpoint (read by `prepare`).
+
+    None fields are unknown (a dry run plans from a checkpoint that does not exist yet)."""
+
+    lr: float | None = None  # the parent's actor learning rate
+    train_data: str | None = None  # sha256 of the parent's training data file
+    world_size: int | None = None  # FSDP world size its shards were saved with
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """How a run continues a parent's verl checkpoint: resume (trainer.resume_mode=auto) from a copy of it.
+
+    `load_contents` is `actor.checkpoint.load_contents`: "model" (weights), "optimizer" (AdamW moments and the
+    optimizer's param-group learning rate), "extra" (lr-scheduler position and the workers' torch/numpy/python
+    random states). `dataloader` says whether the copy keeps `data.pt` (the position in the data order)."""
+
+    source: Path
+    step: int
+    load_contents: tuple[str, ...]
+    dataloader: bool
+    carried: tuple[str, ...]
+    not_carried: tuple[str, ...]
+
+    def carried_text(self) -> str:
+        """What is and is not carried, in words (decision rationales)."""
+        return f"carried: {', '.join(self.carried)}; not carried: {', '.join(self.not_carried)}"
+
+    def describe(self) -> str:
+        """One line for plans."""
+        return (
+            f"continues {self.source} (step {self.step}): verl resumes from a copy in this run's checkpoints/; "
+            f"{self.carried_text()}"
+        )
+
+
+def plan_continuation(
+    source: Path, spec: RunSpec, cfg: VerlTrainerConfig, parent: Parent, train_data: str | None
+) -> Continuation:
+    """What of the parent's checkpoint `source` this run takes over (pure; `spec.init_state` sets the intent).
+
+    "exact" takes everything verl saves; "optimizer" (fresh-seed replicates) drops the random states and the
+    data position; "weights" only the weights. A learning-rate change drops "extra": a restored scheduler
+    would keep the parent's rate.
+
+    Raises:
+        VerlConfigError: the GPU layout differs from the one the shards were saved with (FSDP does not reshard).
+    """
+    step = checkpoint_step(source)
+    assert step is not None, f"{source} is not a global_step_N folder"
+    world = cfg.n_gpus_per_node * cfg.nnodes
+    if parent.world_size is not None and parent.world_size != world:
+        raise VerlConfigError(
+            f"init_checkpoint {source}: saved by {parent.world_size} GPU worker(s) but this run asks for {world} "
+            "(n_gpus_per_node x nnodes); verl's FSDP shards load only into the same layout: keep the layout, or "
+            "start from merged weights (python -m verl.model_merger merge ...)"
+        )
+    contents = {"exact": ("model", "optimizer", "extra"), "optimizer": ("model", "optimizer"), "weights": ("model",)}
+    load = contents[spec.init_state]
+    not_carried = ["the rollout engine's sampling state (vLLM/SGLang seeds)", "EvoTrainer's group-filter state"]
+    lr_changed = parent.lr is not None and abs(parent.lr - cfg.lr) > 1e-12 * max(parent.lr, cfg.lr)
+    if lr_changed and "extra" in load:
+        load = ("model", "optimizer")
+        not_carried.append(
+            f"lr-scheduler position and random states (the learning rate changes {parent.lr:g} -> {cfg.lr:g}; the "
+            "restored optimizer still holds the old rate until the fresh scheduler's first step)"
+        )
+    elif "extra" not in load:
+        not_carried.append("lr-scheduler position and the workers' random states")
+    same_data = train_data is not None and parent.train_data == train_data
+    dataloader = spec.init_state == "exact" and (same_data or parent.train_data is None)
+    if not dataloader:
+        why = "fresh seed" if spec.init_state != "exact" else "the training data changed"
+        not_carried.append(f"the position in the data order ({why}: data.seed={spec.seed})")
+    carried = ["weights"]
+    if "optimizer" in load:
+        carried.append("AdamW moments")
+    if "extra" in load:
+        carried.append("lr-scheduler position and the workers' torch/numpy/python random states")
+    if dataloader:
+        carried.append("the position in the data order (data.pt)")
+    if "optimizer" not in load:
+        not_carried.append("AdamW moments")
+    return Continuation(source, step, load, dataloader, tuple(carried), tuple(not_carried))
 
 
 def latest_checkpoint_step(checkpoint_dir: Path) -> int | None:
@@ -180,30 +291,48 @@ def _reward_path(harness: Harness) -> str:
 
 
 def build_plan(
-    harness: Harness, spec: RunSpec, cfg: VerlTrainerConfig, attempt: int, train_file: Path, val_file: Path
+    harness: Harness,
+    spec: RunSpec,
+    cfg: VerlTrainerConfig,
+    attempt: int,
+    train_file: Path,
+    val_file: Path,
+    parent: Parent | None = None,
+    train_data: str | None = None,
 ) -> Plan:
     """Map harness + spec + verl settings to the overrides of one attempt (absolute paths everywhere).
 
+    `spec.init_checkpoint` is either a verl checkpoint folder `.../global_step_N` (the run continues it, see
+    `plan_continuation`; `parent` describes the run that saved it, `train_data` is this run's data hash) or a
+    Hugging Face model folder (the weights only).
+
     Raises:
-        VerlConfigError: the run folder already holds checkpoints but `spec.resume` is False.
+        VerlConfigError: the run folder already holds checkpoints of its own but `spec.resume` is False; an
+            init_checkpoint that is neither kind, or whose GPU layout does not match.
     """
     out = spec.out_dir.resolve()
     ckpt = out / CHECKPOINT_DIR
     resume_step = latest_checkpoint_step(ckpt)
-    if resume_step is not None and not spec.resume:
+    model_path = cfg.model_path
+    continuation = None
+    if spec.init_checkpoint is not None:
+        init = spec.init_checkpoint.resolve()
+        if checkpoint_step(init) is not None:
+            continuation = plan_continuation(init, spec, cfg, parent or Parent(), train_data)
+        elif (init / "config.json").is_file():
+            model_path = str(init)
+        else:
+            raise VerlConfigError(
+                f"init_checkpoint: {init} is neither a verl checkpoint folder (global_step_N) nor a Hugging Face "
+                "model folder (no config.json); pass a run's checkpoints/global_step_N, or merge verl shards "
+                "first: python -m verl.model_merger merge --backend fsdp ..."
+            )
+    seeded = continuation is not None and resume_step == continuation.step  # our copy of the parent's checkpoint
+    if resume_step is not None and not spec.resume and not seeded:
         raise VerlConfigError(
             f"{ckpt}: holds a checkpoint at step {resume_step} but resume=False; "
             "pass resume=True to continue it, or use a new out_dir"
         )
-    model_path = cfg.model_path
-    if spec.init_checkpoint is not None:
-        init = spec.init_checkpoint.resolve()
-        if not (init / "config.json").is_file():
-            raise VerlConfigError(
-                f"init_checkpoint: {init} is not a Hugging Face model folder (no config.json); "
-                "merge verl shards first: python -m verl.model_merger merge --backend fsdp ..."
-            )
-        model_path = str(init)
     reward = harness.reward
     ov = [
         "algorithm.adv_estimator=grpo",
@@ -246,7 +375,7 @@ def build_plan(
         f"trainer.experiment_name={spec.run_id}",
         f"trainer.n_gpus_per_node={cfg.n_gpus_per_node}",
         f"trainer.nnodes={cfg.nnodes}",
-        f"trainer.total_training_steps={spec.steps}",
+        f"trainer.total_training_steps={spec.steps + (continuation.step if continuation else 0)}",
         f"trainer.save_freq={cfg.save_freq}",
         f"trainer.test_freq={cfg.test_freq}",
         "trainer.resume_mode=auto",
@@ -254,6 +383,8 @@ def build_plan(
         f"trainer.rollout_data_dir={out / TRAIN_DUMP_DIR}",
         f"trainer.validation_data_dir={out / VAL_DUMP_DIR}",
     ]
+    if continuation is not None:
+        ov.append(f"actor_rollout_ref.actor.checkpoint.load_contents=[{','.join(continuation.load_contents)}]")
     warnings = _unmapped(harness, spec, cfg)
     if cfg.filter_groups_metric is not None:
         metric = "reward" if cfg.filter_groups_metric == "score" else "acc"
@@ -266,12 +397,14 @@ def build_plan(
         "HYDRA_FULL_ERROR": "1",
         "PYTHONUNBUFFERED": "1",
     }
-    if spec.resume and resume_step is not None:
+    if resume_step is not None and not seeded:
         warnings.append(f"resuming from {ckpt}/global_step_{resume_step} (trainer.resume_mode=auto)")
-    if spec.init_checkpoint is not None and spec.init_state != "weights":
+    if continuation is not None:
+        warnings.append(continuation.describe())
+    elif spec.init_checkpoint is not None and spec.init_state != "weights":
         warnings.append(
-            f"init_state={spec.init_state}: verl starts from the parent's merged weights only; optimizer moments "
-            "and random streams are not carried (the control is a fresh-optimizer continuation)"
+            f"init_state={spec.init_state}: a Hugging Face folder holds weights only; optimizer moments, scheduler "
+            "and random states are not carried (continue a run's checkpoints/global_step_N to carry them)"
         )
     return Plan(
         overrides=ov,
@@ -286,6 +419,7 @@ def build_plan(
         stall_timeout_s=cfg.stall_timeout_s,
         resume_from_step=resume_step if spec.resume else None,
         warnings=warnings,
+        continuation=continuation,
     )
 
 
@@ -311,9 +445,12 @@ def _unmapped(harness: Harness, spec: RunSpec, cfg: VerlTrainerConfig) -> list[s
             "harness declares no group_filter"
         )
     notes.append(
-        f"eval.strict {harness.strict_eval}: not run by verl; val/strict_acc is verl's validation "
-        "mean of the reward's 'acc' component (val-core/<data_source>/acc/mean@1)"
+        f"eval.strict {harness.strict_eval}: not run by verl; EvoTrainer scores verl's validation and training "
+        "dumps with it after the run (val/strict_acc, per-prompt strict scores for the paired decisions)"
     )
+    local = harness.manifest.trainer.settings("local")
+    if local is not None:
+        notes.append(f"trainer.local {local}: the local backend's settings; verl reads only its own settings file")
     if harness.manifest.diagnostics:
         notes.append(
             f"diagnostics {harness.manifest.diagnostics}: run by EvoTrainer on the converted rollouts, not inside verl"

@@ -8,27 +8,34 @@ A run's folder holds, besides the shared layout of `trainer_backend/base.py`:
     verl_data/, verl_dumps/{train,val}/, .verl/  parquet inputs, verl dumps, tailer state
 
 Local runs are `python -m trainer_backend.verl._wrap ... -- <argv>` in their own session/process group
-(stop = signal that group, by id). Cluster runs go through `ray.job_submission.JobSubmissionClient`;
-outputs must land on storage the controller can read at the same absolute path.
+(stop = signal that group, by id). Cluster runs are Ray jobs (trainer_backend/ray_jobs.py: deterministic
+submission ids, recorded before they are submitted); outputs must land on storage the controller can read
+at the same absolute path.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shlex
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, cast
 
 import orjson
 from pydantic import BaseModel, ConfigDict
 
 import trainer_backend.verl.readers as readers
-from diagnostics.schema import ReadProblem, iter_jsonl, write_rollouts
-from harness.failures import Outcome
+from diagnostics.schema import ReadProblem, Rollout, iter_jsonl, write_rollouts
+from harness.calls import load_function
+from harness.failures import CandidateCodeError, Outcome
+from harness.manifest import EntryPoint
+from trainer_backend import ray_jobs
 from trainer_backend.base import LOG_FILE, METRICS_FILE, SUMMARY_FILE, Handle, RunResult, RunSpec, RunStatus
 from trainer_backend.verl.classify import classify
 from trainer_backend.verl.config import TRAIN_DUMP_DIR as TRAIN_DUMPS
@@ -36,6 +43,7 @@ from trainer_backend.verl.config import VAL_DUMP_DIR as VAL_DUMPS
 
 STATE_FILE = "verl_run.json"
 RAW_METRICS = ".verl/raw_metrics.jsonl"
+STRICT_BY_STEP = ".verl/strict_by_step.json"  # protected evaluator's mean per validation step (convert_dumps)
 SUMMARY_KEYS = (
     "critic/score/mean",
     "val/strict_acc",
@@ -45,7 +53,6 @@ SUMMARY_KEYS = (
     "actor/entropy",
     "actor/pg_loss",
 )
-_TERMINAL_JOB = {"SUCCEEDED", "FAILED", "STOPPED"}
 
 
 class RunState(BaseModel):
@@ -67,22 +74,8 @@ class RunState(BaseModel):
     stop_reason: str | None = None
     growth_mark: int = 0
     last_growth_at: float = 0.0
-
-
-def ray_client(address: str):  # -> ray.job_submission.JobSubmissionClient
-    """A Ray Jobs client, sending the cluster token when one is available (Ray >= 2.60 heads require it).
-
-    The token comes from `RAY_AUTH_TOKEN`, else the file at `RAY_AUTH_TOKEN_PATH` (default ~/.ray/auth_token).
-    It is passed as a header because Ray reads RAY_AUTH_MODE once per process, too early to set it here.
-    """
-    from ray.job_submission import JobSubmissionClient
-
-    token = os.environ.get("RAY_AUTH_TOKEN")
-    token_file = Path(os.environ.get("RAY_AUTH_TOKEN_PATH", Path.home() / ".ray" / "auth_token"))
-    if not token and token_file.is_file():
-        token = token_file.read_text().strip()
-    headers = {"Authorization": f"Bearer {token}"} if token else None
-    return JobSubmissionClient(address, headers=headers)
+    start_step: int = 0  # the parent checkpoint's global step when the run continues one (steps count from it)
+    strict_eval: str = ""  # the protected evaluator (`eval/strict.py:score`) that scores the converted dumps
 
 
 def load_state(out_dir: Path) -> RunState | None:
@@ -109,11 +102,12 @@ def launch(spec: RunSpec, argv: list[str], env: dict[str, str], state: RunState)
     log_path = out / LOG_FILE
     state.log_offset = log_path.stat().st_size if log_path.exists() else 0
     state.started_at = state.last_growth_at = time.time()
-    if spec.ray_address:
-        state.ray_address, state.job_id = spec.ray_address, f"evotrainer-{spec.run_id}-a{state.attempt}-{os.getpid()}"
-        ray_client(spec.ray_address).submit_job(
-            entrypoint=shlex.join(argv), submission_id=state.job_id, runtime_env={"env_vars": env}
-        )
+    if spec.ray_address:  # recorded before it is submitted (write-ahead): a crash in between never runs it twice
+        record = ray_jobs.new_record(spec.ray_address, spec.run_id, out, state.attempt, shlex.join(argv), env, 0)
+        state.ray_address, state.job_id = record.address, record.job_id
+        ray_jobs.save_record(out, record)
+        save_state(out, state)
+        ray_jobs.submit(record, out)
     else:
         with open(log_path, "ab") as log:
             log.write(f"=== attempt {state.attempt}: {shlex.join(argv)}\n".encode())
@@ -153,7 +147,8 @@ def _alive(pid: int) -> bool:
 
 
 def _ray_logs(state: RunState) -> str:
-    return str(ray_client(state.ray_address).get_job_logs(state.job_id))
+    assert state.ray_address and state.job_id
+    return ray_jobs.logs(state.ray_address, state.job_id)
 
 
 def poll(handle: Handle) -> RunStatus:
@@ -165,9 +160,13 @@ def poll(handle: Handle) -> RunStatus:
     if state is None:
         return RunStatus.LOST
     if state.job_id is not None:
-        state.job_status = str(ray_client(state.ray_address).get_job_status(state.job_id).value)
+        assert state.ray_address
+        job_status = ray_jobs.status(state.ray_address, state.job_id)
+        if job_status is None:
+            return RunStatus.LOST  # recorded but never submitted: `submit` sends the recorded job
+        state.job_status = job_status
         _write_ray_log(out, state)
-        done = state.job_status in _TERMINAL_JOB
+        done = state.job_status in ray_jobs.TERMINAL
     else:
         done = _exit_code(out, state) is not None
         if not done and (state.pid is None or not _alive(state.pid)):
@@ -209,7 +208,8 @@ def stop(handle: Handle, reason: str = "stopped", grace_s: float = 30.0) -> None
     state.stop_reason = reason
     save_state(out, state)
     if state.job_id is not None:
-        ray_client(state.ray_address).stop_job(state.job_id)
+        assert state.ray_address
+        ray_jobs.stop(state.ray_address, state.job_id)
         return
     if state.pid is None or not _alive(state.pid):
         return
@@ -243,33 +243,74 @@ def sync_metrics(out: Path, state: RunState) -> int:
         if step in by_step:
             by_step[step].update(readers.derived_metrics(path, state.max_response_length, counter))
     for data in by_step.values():
-        acc = readers.strict_acc(data)
+        acc = readers.strict_acc(data)  # the reward's own `acc`: candidate code's number, shown, never decisive
         if acc is not None:
-            data["val/strict_acc"] = acc
+            data["val/reward_acc"] = acc
+    strict_path = out / STRICT_BY_STEP
+    if strict_path.is_file():
+        for step, value in orjson.loads(strict_path.read_bytes()).items():
+            by_step.setdefault(int(step), {})["val/strict_acc"] = float(value)
     tmp = out / (METRICS_FILE + ".tmp")
     with open(tmp, "wb") as fh:
         for step in sorted(by_step):
             fh.write(orjson.dumps({"step": step, "data": by_step[step]}) + b"\n")
     tmp.replace(out / METRICS_FILE)
-    return max((s for s, d in by_step.items() if any(not k.startswith("val") for k in d)), default=0)
+    last = max((s for s, d in by_step.items() if any(not k.startswith("val") for k in d)), default=0)
+    return max(0, last - state.start_step)  # a continued run counts its own steps, not its parent's
+
+
+def _strict_scorer(state: RunState) -> Callable[[str, str], float] | None:
+    """The harness's protected strict evaluator (trusted code, imported here as the local trainer does)."""
+    if not state.strict_eval:
+        return None
+    scorer = load_function(Path(state.harness_root), EntryPoint.parse(state.strict_eval))
+    return cast(Callable[[str, str], float], scorer)
 
 
 def convert_dumps(out: Path, state: RunState) -> list[ReadProblem]:
-    """Write `rollouts/{train,val}/step_<N>.jsonl` from verl's dumps; return the lines that could not be read."""
+    """Write `rollouts/{train,val}/step_<N>.jsonl` from verl's dumps, scored by the protected evaluator; return the
+    lines that could not be read or scored.
+
+    verl never runs the strict evaluator: each response is scored here, so a candidate's reward cannot decide
+    its own held-out score. The validation means per step go to `.verl/strict_by_step.json` (`val/strict_acc`).
+    """
     counter = readers.load_token_counter(state.model_path)
     problems: list[ReadProblem] = []
+    try:
+        strict = _strict_scorer(state)
+    except CandidateCodeError as exc:
+        strict = None
+        problems.append(ReadProblem(state.strict_eval, 0, f"strict evaluator did not load: {exc.message}"))
+    means: dict[int, float] = {}
     for split, folder in (("train", TRAIN_DUMPS), ("val", VAL_DUMPS)):
         for step, path in readers.dump_files(out / folder):
             rollouts, bad = readers.read_dump_file(path, split, state.run_id, state.max_response_length, counter)
             problems += bad
+            if strict is not None:
+                rollouts = [_scored(r, strict, path, problems) for r in rollouts]
+            scores = [r.strict_score for r in rollouts if r.strict_score is not None]
+            if split == "val" and scores:
+                means[step] = sum(scores) / len(scores)
             write_rollouts(out / "rollouts" / split / f"step_{step}.jsonl", rollouts)
+    (out / STRICT_BY_STEP).parent.mkdir(parents=True, exist_ok=True)
+    (out / STRICT_BY_STEP).write_bytes(orjson.dumps({str(k): v for k, v in means.items()}))
     return problems
+
+
+def _scored(r: Rollout, strict: Callable[[str, str], float], path: Path, problems: list[ReadProblem]) -> Rollout:
+    if r.ground_truth is None:
+        return r
+    try:
+        return dataclasses.replace(r, strict_score=float(strict(r.response, r.ground_truth)))
+    except Exception as exc:  # the evaluator failing on one response leaves that response unscored, never 0 or 1
+        problems.append(ReadProblem(str(path), 0, f"strict evaluator raised {type(exc).__name__}: {exc}"))
+        return r
 
 
 def finalize(out: Path, state: RunState) -> RunResult:
     """Classify the ended attempt, convert its artefacts and write summary.json (last)."""
-    steps_done = sync_metrics(out, state)
     problems = convert_dumps(out, state)
+    steps_done = sync_metrics(out, state)
     log_path = out / LOG_FILE
     log_tail = b""
     if log_path.exists():
@@ -293,6 +334,8 @@ def finalize(out: Path, state: RunState) -> RunResult:
     }
     for row in rows:
         summary.update({k: v for k, v in row["data"].items() if k in SUMMARY_KEYS})
+    summary.update(_run_summary(rows, state.start_step))
+    summary["wall_time_s"] = summary["wall_s"]
     notes = []
     if readers.load_token_counter(state.model_path) is None:
         notes.append(
@@ -314,6 +357,20 @@ def finalize(out: Path, state: RunState) -> RunResult:
     tmp.write_text(result.model_dump_json(indent=1))
     tmp.replace(out / SUMMARY_FILE)
     return result
+
+
+def _run_summary(rows: list[dict[str, Any]], start_step: int) -> dict[str, float]:
+    """The run-level numbers every backend reports (trainer_backend/base.py): strict accuracy before -> after,
+    training reward first -> last."""
+    strict = [(r["step"], r["data"]["val/strict_acc"]) for r in rows if "val/strict_acc" in r["data"]]
+    train = [r["data"] for r in rows if r["step"] > start_step]
+    reward = [d["critic/score/mean"] for d in train if "critic/score/mean" in d]
+    out: dict[str, float] = {}
+    if strict:
+        out["strict_acc_before"], out["strict_acc_after"] = float(strict[0][1]), float(strict[-1][1])
+    if reward:
+        out["train_reward_first"], out["train_reward_last"] = float(reward[0]), float(reward[-1])
+    return out
 
 
 def collect(handle: Handle) -> RunResult:

@@ -5,10 +5,15 @@ makes too late or not at all: legacy reward keys, rollout TP×DP vs GPUs, logger
 save_freq, the reward module loading through verl's `get_custom_reward_fn`, the reward manager
 resolving, data files existing. Imports verl (and the harness reward module) — so the controller runs
 it in a child process: `python -m trainer_backend.verl.validate IN.json OUT.json`.
+
+A candidate's reward is candidate code, which runs only in a sandbox before its pilot: with
+`"import_reward": false` in the request the module is parsed (file present, the function defined at its
+top level) instead of imported.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import sys
@@ -35,10 +40,11 @@ def compose(overrides: list[str]) -> Any:
     return cfg
 
 
-def check_overrides(overrides: list[str]) -> tuple[str, list[str]]:
+def check_overrides(overrides: list[str], import_reward: bool = True) -> tuple[str, list[str]]:
     """Return (resolved config YAML, problems). An empty problem list means verl will accept the run.
 
-    Every problem names the key and the fix.
+    Every problem names the key and the fix. `import_reward=False` parses the reward module instead of
+    importing it (see above).
     """
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
@@ -59,7 +65,7 @@ def check_overrides(overrides: list[str]) -> tuple[str, list[str]]:
         else:
             problems.append(f"hydra compose failed: {text}")
         return "", problems
-    problems += _controller_checks(cfg)
+    problems += _controller_checks(cfg, import_reward)
     problems += _verl_checks(cfg)
     return OmegaConf.to_yaml(cfg), problems
 
@@ -75,7 +81,21 @@ def _verl_checks(cfg: Any) -> list[str]:
     return []
 
 
-def _controller_checks(cfg: Any) -> list[str]:
+def _reward_defined(path: str, name: str) -> str | None:
+    """A problem when `path` does not define `name` at its top level (parsed, never imported)."""
+    try:
+        with open(os.path.expanduser(path.removeprefix("file://")), "rb") as fh:
+            tree = ast.parse(fh.read(), filename=path)
+    except (OSError, SyntaxError, ValueError) as exc:
+        return f"reward.custom_reward_function.path: cannot parse {path} ({type(exc).__name__}: {exc}); fix the file"
+    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    if name not in defined:
+        return f"reward.custom_reward_function.name: {path} defines no top-level {name}; fix the reward module"
+    return None
+
+
+def _controller_checks(cfg: Any, import_reward: bool = True) -> list[str]:
     from verl.trainer.ppo.reward import get_custom_reward_fn, resolve_reward_manager_cls
     from verl.utils.tracking import Tracking
 
@@ -99,14 +119,18 @@ def _controller_checks(cfg: Any) -> list[str]:
             f"exceeds trainer.n_gpus_per_node x trainer.nnodes = {gpus} GPUs; set rollout_tp <= "
             f"{max(1, gpus // dp)} (or add GPUs)"
         )
-    try:
-        get_custom_reward_fn(cfg)
-    except Exception as exc:  # any failure to import user code is reported as a problem, not raised
-        path = cfg.reward.custom_reward_function.path
-        problems.append(
-            f"reward.custom_reward_function.path: cannot load {cfg.reward.custom_reward_function.name} "
-            f"from {path} ({type(exc).__name__}: {exc}); fix the reward module"
-        )
+    path, name = cfg.reward.custom_reward_function.path, cfg.reward.custom_reward_function.name
+    if not import_reward and path and not str(path).startswith("pkg://"):
+        problem = _reward_defined(str(path), str(name))
+        problems += [problem] if problem else []
+    elif import_reward:
+        try:
+            get_custom_reward_fn(cfg)
+        except Exception as exc:  # any failure to import user code is reported as a problem, not raised
+            problems.append(
+                f"reward.custom_reward_function.path: cannot load {name} from {path} ({type(exc).__name__}: {exc}); "
+                "fix the reward module"
+            )
     try:
         resolve_reward_manager_cls(cfg)
     except Exception as exc:
@@ -122,12 +146,22 @@ def _controller_checks(cfg: Any) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    """Child-process entry: read {"overrides": [...]} from argv[0], write {"yaml", "problems"} to argv[1]."""
+    """Child-process entry: read {"plans": [{"overrides", "import_reward", "env"}, ...]} from argv[0], write
+    {"results": [{"yaml", "problems"}, ...]} to argv[1] (one result per plan, in order)."""
     with open(argv[0]) as fh:
         request = json.load(fh)
-    yaml_text, problems = check_overrides(request["overrides"])
+    results = []
+    for plan in request["plans"]:
+        saved = dict(os.environ)
+        os.environ.update(plan.get("env", {}))  # the plan's own environment (e.g. WANDB_API_KEY checks)
+        try:
+            yaml_text, problems = check_overrides(plan["overrides"], bool(plan.get("import_reward", True)))
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        results.append({"yaml": yaml_text, "problems": problems})
     with open(argv[1], "w") as fh:
-        json.dump({"yaml": yaml_text, "problems": problems}, fh)
+        json.dump({"results": results}, fh)
     return 0
 
 

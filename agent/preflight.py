@@ -1,0 +1,352 @@
+"""Preflight: validate what a session will launch before any of it trains.
+
+- `check_backend` — at session start: the harness ships settings for the chosen backend (and verl is
+  installed when it is verl).
+- `plan_session` — `evotrainer run --dry-run`: the command of every run the first iteration would launch,
+  validated by its backend (verl: composed and validated against verl's own packaged Hydra config, all
+  runs in one child process; local: the trainer settings loaded and checked), with warnings; nothing trains.
+- `verl_candidate_problems` — the backtest's verl step: a candidate whose pilot config verl would reject is
+  a `candidate_error` before any GPU time.
+
+What the dry run assumes: which candidates a session trains depends on v0's health report (the skills whose
+triggers hold on it), and there is no report before v0 has trained. So it plans v0 and the control from the
+harness as it is, and as candidates every intervention of the seeded skill library that could be proposed
+for the harness's domain, each applied to a copy of the harness as it is; the session trains at most
+`max_candidates` of them. A skill whose patch needs v0's evidence (a data mix re-weighted from per-source
+scores) is listed as not plannable, and on verl a candidate that changes only files verl does not read as
+refused (its backtest refuses it). Pilots continue v0's checkpoint as it will be named after v0's run (it
+does not exist yet: a verl GPU-layout check against its shards happens at the backtest). Replicates are
+planned for the control and every candidate, since any of them may be the one that merges.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import importlib.util
+import logging
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.context import Context
+from agent.nodes.train import PilotPlan, plan_pilot
+from diagnostics.backtest import BacktestResult
+from harness.manifest import Harness, HarnessError, load_harness
+from trainer_backend.base import RunRefused, RunSpec
+
+log = logging.getLogger(__name__)
+SESSION = "dryrun"  # the session id of planned runs (their folders live under .evotrainer/dry-run/)
+
+
+def default_backend(harness_dir: Path) -> str:
+    """The backend the harness's manifest names (`trainer.backend`); ValueError naming the file otherwise."""
+    try:
+        return load_harness(harness_dir).manifest.trainer.backend
+    except HarnessError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def check_backend(backend: str, harness_dir: Path) -> None:
+    """Raise ValueError naming the fix when the harness cannot train on `backend`."""
+    try:
+        harness = load_harness(harness_dir)
+    except HarnessError as exc:
+        raise ValueError(str(exc)) from None
+    if harness.manifest.trainer.settings(backend) is None:  # type: ignore[arg-type]
+        raise ValueError(
+            f"{harness.root}/evotrainer.yaml: trainer names no {backend} settings; add trainer.{backend}: <file> "
+            f"(e.g. trainer: {{backend: {harness.manifest.trainer.backend}, {backend}: harness/{backend}.yaml}}, "
+            "docs/verl.md) or choose another --backend"
+        )
+    if backend == "verl" and importlib.util.find_spec("verl") is None:
+        raise ValueError("--backend verl needs verl in this environment: pip install 'evotrainer[verl]'")
+
+
+@dataclass
+class PlannedRun:
+    """One run of the plan: its spec, how it is validated, and what the plan says about it."""
+
+    label: str
+    spec: RunSpec
+    candidate: bool  # candidate code: its reward is parsed, never imported, outside a sandbox
+    notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)
+
+
+def plan_session(ctx: Context, harness_dir: Path, out: Path | None = None) -> tuple[str, bool]:
+    """Plan and validate every run of iteration 1 (see the module docstring); return (report, all valid).
+
+    `out` holds the planned runs' folders (verl's parquet data); default `.evotrainer/dry-run/<time>`.
+    """
+    harness = load_harness(harness_dir)
+    check_backend(ctx.backend, harness.root)
+    scratch = (out or ctx.root / "dry-run" / time.strftime("%Y%m%d-%H%M%S")).resolve()
+    v0 = PlannedRun(
+        "v0 (the starting harness)", _spec(ctx, scratch, f"{SESSION}-v0", harness.root, ctx.base_steps), False
+    )
+    payload: dict[str, Any] = {
+        "session_id": SESSION,
+        "harness_dir": str(harness.root),
+        "iteration": 1,
+        "version": {"checkpoint": str(_future_checkpoint(ctx.backend, v0.spec)), "steps": ctx.base_steps},
+        "rollback": {},
+    }
+    from store.repository import candidate_id
+
+    pilots: list[tuple[str, dict[str, Any] | None]] = [("control (the incumbent harness, continued)", None)]
+    skipped: list[str] = []
+    for k, (name, folder, why) in enumerate(_candidate_harnesses(harness, scratch / "candidates"), start=1):
+        if folder is None:
+            skipped.append(f"{name}: {why}")
+            continue
+        unread = _unread_changes(ctx.backend, harness, folder)
+        if unread:  # refused at its backtest (verl_refusal): no pilot would launch
+            skipped.append(f"{name}: refused at its backtest, it {unread[0]}")
+            continue
+        made = {"id": candidate_id(SESSION, 1, k, name), "worktree": str(folder)}
+        pilots.append((f"candidate {name}" + (f" ({why})" if why else ""), made))
+    runs = [v0]
+    for label, cand in pilots:
+        runs.append(_pilot_run(ctx, scratch, label, plan_pilot(ctx, {**payload, "candidate": cand}), cand))
+    for r in range(1, ctx.replicates + 1):
+        for label, cand in pilots:
+            plan = plan_pilot(ctx, {**payload, "candidate": cand, "replicate": r})
+            runs.append(_pilot_run(ctx, scratch, f"replicate {r} of {label.split(' (')[0]} (if it merges)", plan, cand))
+    if ctx.backend == "verl":
+        _validate_verl(runs, harness, scratch)
+    else:
+        _validate_local(runs)
+    return _report(ctx, harness, scratch, runs, skipped), not any(r.problems for r in runs if not r.candidate)
+
+
+def verl_refusal(ctx: Context, payload: dict[str, Any], out_dir: Path) -> BacktestResult | None:
+    """The backtest's verl step: a failed result when verl rejects `payload["candidate"]`'s pilot config, or
+    when the candidate changes only files verl does not read (its pilot would train exactly like the control).
+
+    Either is a `candidate_error` (the backtest fails: no pilot, no GPU time). The result becomes
+    the backtest's `report.json`, so a re-run node reads it instead of checking again. None when verl accepts
+    the config, when the backtest already has a report, or when the check itself crashed (ours: logged, and
+    the sandboxed backtest runs as usual; the pilot's launch validates its config again).
+    """
+    import orjson
+
+    from diagnostics.backtest import failed_backtest
+    from harness.failures import Outcome
+    from sandboxes.backtest import REPORT_FILE
+
+    if (out_dir / REPORT_FILE).is_file():
+        return None
+    name = payload["candidate"]["id"]
+    try:
+        base = load_harness(Path(payload["harness_dir"]))
+        problems = _unread_changes("verl", base, Path(payload["candidate"]["worktree"]))
+        problems += verl_candidate_problems(ctx, payload, out_dir / "verl_check")
+    except (RuntimeError, OSError, subprocess.TimeoutExpired, HarnessError) as exc:
+        log.warning("verl config check of %s did not run: %s", name, exc)
+        return None
+    if not problems:
+        return None
+    result = failed_backtest(name, Outcome.CANDIDATE_ERROR, "not trainable on verl: " + "; ".join(problems))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir / (REPORT_FILE + ".tmp")
+    tmp.write_bytes(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2))
+    tmp.replace(out_dir / REPORT_FILE)
+    return result
+
+
+def verl_candidate_problems(ctx: Context, payload: dict[str, Any], out_dir: Path) -> list[str]:
+    """Compose and validate the verl config of `payload["candidate"]`'s pilot (as `train` would launch it).
+
+    The pilot's parquet data and validation files go to `out_dir` (the backtest's folder), never to the run
+    folder. Returns the problems (empty: verl accepts it); the candidate's reward is parsed, not imported.
+
+    Raises:
+        RuntimeError: the validation itself crashed (an infra error, not the candidate's).
+    """
+    from trainer_backend.verl import prepare, validate_plans
+
+    plan = plan_pilot(ctx, payload)
+    spec = _spec(ctx, out_dir, plan.run_id, plan.harness_dir, ctx.pilot_steps, plan, root=out_dir)
+    try:
+        _, verl_plan = prepare(spec)
+    except (RunRefused, HarnessError) as exc:
+        return [str(exc)]
+    return validate_plans([(verl_plan, False)], out_dir, "candidate")[0][1]
+
+
+def _spec(
+    ctx: Context,
+    scratch: Path,
+    run_id: str,
+    harness_dir: Path,
+    steps: int,
+    plan: PilotPlan | None = None,
+    root: Path | None = None,
+) -> RunSpec:
+    return RunSpec(
+        run_id=run_id,
+        harness_dir=harness_dir,
+        out_dir=root or scratch / "runs" / run_id,
+        steps=steps,
+        seed=plan.seed if plan else ctx.seed,
+        kind="pilot" if plan else "full",
+        init_checkpoint=Path(plan.init_checkpoint) if plan and plan.init_checkpoint else None,
+        init_state=plan.init_state if plan else "weights",
+        sandbox=ctx.sandbox,
+        ray_address=ctx.ray_address or None,
+    )
+
+
+def _pilot_run(ctx: Context, scratch: Path, label: str, plan: PilotPlan, cand: dict[str, Any] | None) -> PlannedRun:
+    return PlannedRun(
+        label, _spec(ctx, scratch, plan.run_id, plan.harness_dir, ctx.pilot_steps, plan), cand is not None
+    )
+
+
+def _future_checkpoint(backend: str, spec: RunSpec) -> Path:
+    """Where v0's run will leave the checkpoint its pilots continue (trainer_backend: each backend's layout)."""
+    if backend == "verl":
+        from trainer_backend.verl.config import CHECKPOINT_DIR
+
+        return spec.out_dir.resolve() / CHECKPOINT_DIR / f"global_step_{spec.steps}"  # verl saves the last step
+    from trainer_backend.local import FINAL_CHECKPOINT
+
+    return spec.out_dir.resolve() / FINAL_CHECKPOINT
+
+
+def _candidate_harnesses(harness: Harness, folder: Path) -> list[tuple[str, Path | None, str]]:
+    """(skill name, patched copy of the harness or None, note) for every seeded intervention of its domain."""
+    from sandboxes.git_worktree import GitWorktreeError
+    from skills.models import SkillRecord
+    from skills.patches import SkillPatchError, apply_skill
+    from skills.retrieval import tier_of
+    from skills.seeds import SEED_SKILLS
+
+    order = {"own": 0, "applicable": 1, "fallback": 2}
+    specs = [
+        s for s in SEED_SKILLS if not s.is_guard and tier_of(SkillRecord(spec=s), harness.manifest.domain) != "fallback"
+    ]
+    specs.sort(key=lambda s: (order[tier_of(SkillRecord(spec=s), harness.manifest.domain)], s.name))
+    out: list[tuple[str, Path | None, str]] = []
+    for spec in specs:
+        copy = folder / spec.name
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(harness.root, copy, ignore=shutil.ignore_patterns(".git", "__pycache__", ".evotrainer"))
+        try:
+            apply_skill(spec, copy, harness, metrics={})
+        except (SkillPatchError, GitWorktreeError, ValueError) as exc:
+            out.append((spec.name, None, f"not plannable before v0's health report ({exc})"))
+            continue
+        out.append((spec.name, copy, f"{spec.factor}; trigger {spec.trigger}"))
+    return out
+
+
+def _changed_files(base: Path, other: Path) -> list[str]:
+    found: list[str] = []
+
+    def walk(cmp: filecmp.dircmp[str], prefix: str) -> None:
+        found.extend(prefix + n for n in cmp.diff_files + cmp.left_only + cmp.right_only)
+        for name, sub in cmp.subdirs.items():
+            walk(sub, f"{prefix}{name}/")
+
+    walk(filecmp.dircmp(base, other, ignore=["__pycache__", ".git", ".evotrainer", ".verl"]), "")
+    return sorted(found)
+
+
+def _unread_changes(backend: str, harness: Harness, candidate_dir: Path) -> list[str]:
+    """A warning when a candidate changes only files `backend` does not read: its pilot trains like the control."""
+    changed = _changed_files(harness.root, candidate_dir)
+    if not changed or backend != "verl":
+        return []
+    m = harness.manifest
+    gf = harness.group_filter
+    read = {m.trainer.settings("verl"), m.data.train, m.data.val}
+    if any(p in read or (p.endswith(".py") and (gf is None or p != gf.path)) for p in changed):
+        return []
+    return [
+        f"changes only {', '.join(changed)}, which verl does not read (the local backend's settings, or a group "
+        "filter verl cannot run): its pilot would train exactly like the control"
+    ]
+
+
+def _validate_verl(runs: list[PlannedRun], harness: Harness, scratch: Path) -> None:
+    from trainer_backend.verl import prepare, render_launch, train_data_hash, validate_plans
+    from trainer_backend.verl.config import Parent, load_verl_config
+
+    base_cfg = load_verl_config(harness)
+    parent = Parent(lr=base_cfg.lr, train_data=train_data_hash(harness))  # v0's run, before it exists
+    prepared = []
+    for run in runs:
+        try:
+            _, plan = prepare(run.spec, parent=parent if run.spec.init_checkpoint else None)
+        except (RunRefused, HarnessError) as exc:
+            run.problems.append(str(exc))
+            continue
+        run.text = render_launch(plan, "python3" if run.spec.ray_address else "python")
+        prepared.append((run, plan))
+    # v0's and the control's reward is imported with verl's own loader; a candidate's is only parsed
+    results = validate_plans([(plan, not run.candidate) for run, plan in prepared], scratch, "session")
+    said: set[str] = set()  # a warning every run shares is printed once, with the first run
+    for (run, plan), (_, problems) in zip(prepared, results, strict=True):
+        run.problems += problems
+        run.notes += [w for w in plan.warnings if w not in said and not w.startswith("continues ")]  # in its text
+        said.update(plan.warnings)
+
+
+def _validate_local(runs: list[PlannedRun]) -> None:
+    from trainer_backend.local import CARRIED, command
+    from trainer_backend.local.config import load_level_weights, load_trainer_config
+
+    for run in runs:
+        spec = run.spec
+        try:
+            harness = load_harness(Path(spec.harness_dir))
+            settings = harness.manifest.trainer.settings("local")
+            assert settings is not None  # check_backend / the backtest's harness checks
+            cfg = load_trainer_config(harness.path(settings))
+            load_level_weights(None if cfg.data_selection is None else harness.path(cfg.data_selection))
+        except (HarnessError, ValueError) as exc:
+            run.problems.append(str(exc))
+        run.text = [f"# spec: steps={spec.steps} seed={spec.seed} init_state={spec.init_state}"]
+        if spec.init_checkpoint:
+            run.text.append(f"# continues {spec.init_checkpoint}; {CARRIED[spec.init_state]}")
+        run.text.append(command(spec))
+
+
+def _report(ctx: Context, harness: Harness, scratch: Path, runs: list[PlannedRun], skipped: list[str]) -> str:
+    where = f"as Ray jobs on {ctx.ray_address} (submitted together)" if ctx.ray_address else "on this machine"
+    lines = [
+        f"# dry run: iteration 1 of a session on {harness.root} with the {ctx.backend} backend, {where}",
+        f"# planned run folders: {scratch}",
+        "# assumption: v0's health report decides which candidates train (at most "
+        f"{ctx.max_candidates}); every candidate the seeded skills could propose is planned and validated",
+    ]
+    if ctx.ray_address:
+        lines.append(_cluster_note(ctx.ray_address))
+    for run in runs:
+        verdict = "INVALID" if run.problems else "validated"
+        lines += ["", f"## {run.label}: {run.spec.run_id} ({run.spec.steps} steps, seed {run.spec.seed}) — {verdict}"]
+        lines += [f"# harness: {run.spec.harness_dir}"]
+        lines += run.text
+        lines += [f"# warning: {n}" for n in run.notes]
+        where_err = "a candidate_error at its backtest" if run.candidate else "the session cannot start"
+        lines += [f"# problem ({where_err}): {p}" for p in run.problems]
+    if skipped:
+        lines += ["", "## candidates that would launch no pilot"] + [f"# - {s}" for s in skipped]
+    bad = [r for r in runs if r.problems]
+    lines += ["", f"# {len(runs) - len(bad)} of {len(runs)} run(s) validated; nothing was trained"]
+    return "\n".join(lines)
+
+
+def _cluster_note(address: str) -> str:
+    from trainer_backend.ray_jobs import RayJobsError, client
+
+    try:
+        known = len(client(address).list_jobs())
+    except (RayJobsError, RuntimeError, ConnectionError) as exc:
+        return f"# warning: the Ray Jobs API at {address} does not answer ({exc}); start the cluster first"
+    return f"# Ray Jobs API at {address} answers ({known} job(s) known)"
