@@ -23,13 +23,16 @@ from typing import Any
 
 import torch
 
+from harness.manifest import load_harness
 from trainer_backend.local import grpo
 from trainer_backend.local.artifacts import read_rows
 from trainer_backend.local.config import LocalTrainerConfig
 from trainer_backend.local.model import CharTokenizer, build_model, generate, left_pad
 from trainer_backend.local.train import PPO_MINIBATCHES, sequence_logits
+from trainer_backend.local.vocab import tokenizer_for
 
-DATA = Path(__file__).resolve().parents[1] / "examples" / "arithmetic-oracle" / "data" / "train.jsonl"
+HARNESS = Path(__file__).resolve().parents[1] / "examples" / "arithmetic-oracle"
+DATA = HARNESS / "data" / "train.jsonl"
 
 
 def matmul_gflops(n: int = 512, reps: int = 20) -> float:
@@ -132,7 +135,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     cfg = LocalTrainerConfig()
-    tok = CharTokenizer()
+    tok = tokenizer_for(load_harness(HARNESS), cfg.warmstart_data, None)  # the demo's vocabulary
     rows = [r for r in read_rows(DATA) if r.get("level") in (2, 3, 4)]
     local_model = build_model(cfg.shape(), len(tok), seed=0)
     trl_model = build_model(cfg.shape(), len(tok), seed=0)
