@@ -303,7 +303,12 @@ def _verdict(
     fails: list[str] = []
     notes: list[str] = []
     if hack is None:
-        notes.append("no hack corpus for this domain: exploit resistance not checked")
+        notes.append("no hack corpus exemplars (no problem to write them for): exploit resistance not checked")
+    elif hack.passed:
+        notes.append(
+            f"hack corpus: {len(hack.per_item)} exploits, the most rewarded at {hack.max_score:.2f}x the correct "
+            f"reference (<= {hack.threshold:.2f}x)"
+        )
     elif not hack.passed and not reward_changed:
         # The candidate did not touch the reward: its exploitability is the incumbent's, not this change's.
         notes.append(

@@ -14,8 +14,8 @@ loops). A template's ``solution`` is text with placeholders:
 
 - ``{prompt}``, ``{truth}``, ``{wrong}`` (an answer the protocol judges wrong), ``{candidates}`` (ten wrong
   answers and the truth, space-separated), ``{range}`` (numeric: a run of integers around the truth);
-- ``[[X]]``: ``X`` (placeholders expanded) written as an answer with the protocol (``<ans>X</ans>`` in the
-  demo); ``[[*candidates]]``: every candidate written as its own answer.
+- ``[[X]]``: ``X`` (placeholders expanded) written as an answer with the protocol (``ANSWER: X`` for a
+  protocol ``ANSWER: (.*)``); ``[[*candidates]]``: every candidate written as its own answer.
 
 ``repeat: N`` repeats the whole solution N times (joined by ``sep``, default a space); ``numeric: true``
 keeps a template for ``integer`` / ``number`` comparisons only. A template that writes answers needs a
