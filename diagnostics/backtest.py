@@ -11,7 +11,9 @@ reward *pays* a response when it rewards it above the midpoint of its range on t
 min(0, lowest reward) to the highest; a reward that never varies above 0 pays nothing). The report gives
 the share of strict-wrong responses the reward pays and of strict-right ones it fails, for the candidate
 and for the incumbent (the cached rewards); a candidate reward that disagrees with the strict evaluator on
-more responses than the incumbent's is refused before training, with both sets of numbers.
+more responses than the incumbent's (by more than `AGREEMENT_SLACK` of them: a handful of odd responses,
+such as an answer with a stray space that a declared protocol strips and an evaluator's regex refuses, is
+no evidence against a reward) is refused before training, with both sets of numbers.
 
 Verdict: FAIL when the hack corpus is rewarded, rank violations increase, the reward disagrees with the
 strict evaluator more than the incumbent's, or the filter keeps < 50% of the samples; INCONCLUSIVE with
@@ -38,6 +40,7 @@ from harness.failures import Outcome
 
 MIN_GROUPS = 8
 KEPT_RATIO_MIN = 0.5
+AGREEMENT_SLACK = 0.01  # share of strict-scored responses a candidate may disagree on beyond the incumbent
 
 
 class Verdict(enum.StrEnum):
@@ -327,7 +330,7 @@ def _verdict(
         notes.append(f"reward unchanged from the incumbent; {agreement}")
     elif agreement is not None and m.strict_disagreements is not None:
         before, after = m.strict_disagreements
-        if after > before:
+        if after - before > AGREEMENT_SLACK * (m.n_strict or 0):
             fails.append(
                 f"the reward disagrees with the strict evaluator more than the incumbent's ({before} -> {after} of "
                 f"{m.n_strict} responses): {agreement}"

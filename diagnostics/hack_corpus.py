@@ -207,10 +207,15 @@ def load_templates(domain: str) -> tuple[ExploitTemplate, ...]:
     return tuple(out)
 
 
-def pick_problems(rollouts: Sequence[Rollout], n: int = PROBLEMS) -> list[Problem]:
-    """Choose `n` problems from cached rollouts: prompts with a strict-correct response first, spread over sources.
+def pick_problems(
+    rollouts: Sequence[Rollout], answer: AnswerProtocol | None = None, n: int = PROBLEMS
+) -> list[Problem]:
+    """Choose `n` problems from cached rollouts: prompts with a correct response first, spread over sources.
 
-    Deterministic: prompts are taken in first-seen order, one data source after another.
+    A response is a reference when the strict evaluator scored it correct and, with a declared `answer`
+    protocol, it holds exactly one answer that the protocol finds correct too (so a strict evaluator's own
+    looseness never makes a reference a protocol-following reward must refuse). Deterministic: prompts
+    are taken in first-seen order, one data source after another.
     """
     seen: dict[str, list[Rollout]] = {}
     for r in rollouts:
@@ -220,6 +225,10 @@ def pick_problems(rollouts: Sequence[Rollout], n: int = PROBLEMS) -> list[Proble
     for members in seen.values():
         first = members[0]
         scored = [r for r in members if r.strict_score is not None and r.strict_score >= STRICT_CORRECT]
+        if answer is not None:
+            scored = [
+                r for r in scored if len(answer.answers(r.response)) == 1 and answer.correct(r.response, r.ground_truth)
+            ]
         best = max(scored, key=lambda r: r.strict_score or 0.0) if scored else None
         problems.append(
             Problem(

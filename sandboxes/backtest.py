@@ -140,7 +140,8 @@ def run_backtest(
     read = read_run_rollouts(rollouts_run_dir, [split])
     rollouts = read.rollouts
     # Exploits written for problems of these rollouts with the harness's declared answer protocol.
-    items = build_hack_corpus(harness.manifest.domain, harness.manifest.answer, pick_problems(rollouts))
+    answer = harness.manifest.answer
+    items = build_hack_corpus(harness.manifest.domain, answer, pick_problems(rollouts, answer))
     calls: HarnessCalls | None = None
     try:
         calls = open_calls(harness, mode)

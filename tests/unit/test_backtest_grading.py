@@ -183,3 +183,15 @@ def test_reports_written_before_the_agreement_check_still_read() -> None:
         del row["metrics"][key]
     old = BacktestResult.from_json(row)
     assert old.metrics is not None and old.metrics.n_strict is None and old.metrics.strict_disagreements is None
+
+
+def test_a_handful_of_odd_responses_is_no_evidence_against_a_reward() -> None:
+    """One answer with a stray space in 300 (the protocol strips it, the evaluator's regex refuses it)."""
+    rollouts = _judged([("<ans>045</ans>", 1.0, 1.0), ("<ans>44</ans>", 0.0, 0.0), ("<ans>46</ans>", 0.0, 0.0)], 100)
+    first_wrong = rollouts[1]
+    odd = Rollout(**{**first_wrong.to_json(), "response": "<ans> 44</ans>", "stop_reason": first_wrong.stop_reason})  # type: ignore[arg-type]
+    rollouts = [rollouts[0], odd, *rollouts[2:]]
+    loose = [1.0 if (r.strict_score or 0) >= 0.5 or r.response == "<ans> 44</ans>" else 0.0 for r in rollouts]
+    result = grade_backtest("one-odd", rollouts, loose)
+    assert result.metrics is not None and result.metrics.strict_disagreements == (0, 1)
+    assert result.verdict is Verdict.PASS  # 1 of 300 <= AGREEMENT_SLACK

@@ -93,6 +93,10 @@ def test_problems_prefer_verified_references_and_spread_over_sources() -> None:
     chosen = pick_problems(rollouts, n=3)
     assert [p.prompt_id for p in chosen] == ["a2", "b1", "a3"]
     assert chosen[0].reference == "work <ans>7</ans>" and chosen[1].reference is None
+    # a strict-correct response the protocol reads otherwise (two answers) is no reference
+    loose = [*rollouts, _rollout("c1", "c", "<ans>x</ans><ans>7</ans>", 1.0)]
+    assert [p.reference for p in pick_problems(loose, TAGS, n=4) if p.prompt_id == "c1"] == [None]
+    assert [p.reference for p in pick_problems(loose, None, n=4) if p.prompt_id == "c1"] == ["<ans>x</ans><ans>7</ans>"]
     # without a declared protocol only templates that write no answer apply, to verified problems only
     items = build_hack_corpus("math", None, chosen)
     assert items and {it.prompt for it in items} == {"qa2", "qa3"}

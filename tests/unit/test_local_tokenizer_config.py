@@ -124,3 +124,17 @@ def test_weights_select_only_weighted_values_of_the_declared_field(tmp_path: Pat
         load_data_weights(path)
     with pytest.raises(ValueError, match=r"match no training row's 'data_source'.*the training data has: easy, hard/x"):
         sample_rows(rows, {"gsm8k": 1.0}, "data_source", 1, random.Random(0))
+
+
+def test_the_warm_start_cache_key_follows_the_vocabulary(tmp_path: Path) -> None:
+    from trainer_backend.local.config import LocalTrainerConfig
+    from trainer_backend.local.warmstart import cache_key
+
+    shape, data = LocalTrainerConfig().shape(), b"rows"
+    plain = CharTokenizer.build(["<x>ab"], alphabet="ab")
+    special = CharTokenizer.build(["<x>ab"], special_tokens=("<x>",), alphabet="ab")
+    reordered = CharTokenizer.build(["<x>ab"], alphabet="ba")
+    keys = {cache_key(data, shape, t, 10, 0) for t in (plain, special, reordered)}
+    assert len(keys) == 3  # a changed vocabulary never loads a warm start trained for another
+    again = CharTokenizer.build(["ab<x>", "b"], alphabet="ab")
+    assert cache_key(data, shape, again, 10, 0) == cache_key(data, shape, plain, 10, 0)
