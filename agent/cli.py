@@ -20,6 +20,7 @@ app = typer.Typer(
 
 # Command modules, in --help order; each exposes `register(app)`.
 COMMAND_MODULES = (
+    "init",
     "run",
     "status",
     "report",

@@ -299,7 +299,7 @@ def _validate_verl(runs: list[PlannedRun], harness: Harness, scratch: Path) -> N
 
 def _validate_local(runs: list[PlannedRun]) -> None:
     from trainer_backend.local import CARRIED, command
-    from trainer_backend.local.config import load_level_weights, load_trainer_config
+    from trainer_backend.local.config import load_data_weights, load_trainer_config
 
     for run in runs:
         spec = run.spec
@@ -308,7 +308,7 @@ def _validate_local(runs: list[PlannedRun]) -> None:
             settings = harness.manifest.trainer.settings("local")
             assert settings is not None  # check_backend / the backtest's harness checks
             cfg = load_trainer_config(harness.path(settings))
-            load_level_weights(None if cfg.data_selection is None else harness.path(cfg.data_selection))
+            load_data_weights(None if cfg.data_selection is None else harness.path(cfg.data_selection))
         except (HarnessError, ValueError) as exc:
             run.problems.append(str(exc))
         run.text = [f"# spec: steps={spec.steps} seed={spec.seed} init_state={spec.init_state}"]

@@ -36,6 +36,7 @@ from trainer_backend.local import artifacts as art
 from trainer_backend.local.config import load_trainer_config
 from trainer_backend.local.model import CharTokenizer, build_model
 from trainer_backend.local.train import PPO_MINIBATCHES, train_step
+from trainer_backend.local.vocab import tokenizer_for
 
 HARNESS = Path(__file__).resolve().parents[1] / "examples" / "arithmetic-oracle"
 
@@ -48,7 +49,7 @@ def hf_tokenizer(tok: CharTokenizer):  # type: ignore[no-untyped-def]
     from transformers import PreTrainedTokenizerFast
 
     core = Tokenizer(models.WordLevel({t: i for i, t in enumerate(tok.vocab)}, unk_token="<pad>"))
-    tags = "|".join(re.escape(t) for t in tok.tags)
+    tags = "|".join(re.escape(t) for t in tok.specials)
     core.pre_tokenizer = pre_tokenizers.Split(Regex(f"{tags}|." if tags else "."), behavior="isolated")
     fast = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", bos_token="<bos>", eos_token="<eos>")
     fast.padding_side = "left"
@@ -118,7 +119,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     harness = load_harness(HARNESS)
     cfg = load_trainer_config(harness.path(harness.manifest.trainer.config))
-    tok = CharTokenizer()
+    tok = tokenizer_for(harness, cfg.warmstart_data, None)  # the vocabulary a training run of it builds
     rows = art.read_rows(harness.path(harness.manifest.data.train))
     calls = InProcessCalls(harness)
     strict = load_function(harness.root, harness.strict_eval)
@@ -139,7 +140,7 @@ def main() -> None:
         round_local = []
         for _ in range(args.steps_per_round):
             step += 1
-            batch = art.sample_rows(rows, None, cfg.prompts_per_step, rng)
+            batch = art.sample_rows(rows, None, harness.manifest.data.select_by, cfg.prompts_per_step, rng)
             t0 = time.perf_counter()
             metrics = train_step(
                 local_model, None, opt, tok, spec, harness, calls, strict, cfg, batch, state, gen, step

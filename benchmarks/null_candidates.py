@@ -31,6 +31,7 @@ from diagnostics.findings import Finding, Severity
 from diagnostics.report import build_report
 from diagnostics.schema import read_run_rollouts
 from diagnostics.stats import classify_outcome, paired_bootstrap
+from harness.manifest import load_harness
 from trainer_backend import BACKENDS
 from trainer_backend.base import RunSpec
 
@@ -62,7 +63,8 @@ def main() -> None:
     dirs = [_train(args.harness, args.out / f"run{i}", args.steps, seed=1000 + i, init=base) for i in range(args.runs)]
     train_s = time.time() - started
     scores = [final_strict_scores(read_run_rollouts(d, ["val"]).rollouts) for d in dirs]
-    reports = [build_report(d) for d in dirs]
+    answer = load_harness(args.harness).manifest.answer
+    reports = [build_report(d, answer=answer) for d in dirs]
     alerts: list[list[Finding]] = [r.alerts(Severity.WARNING) for r in reports]
     single: dict[tuple[int, int], str] = {}
     deltas = []

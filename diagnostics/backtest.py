@@ -2,13 +2,24 @@
 
 The I/O adapter (`sandboxes/backtest.py`) runs the candidate code in a sandbox and hands this module the
 numbers; nothing here runs code or reads files. Checks (paper §7): reward distribution shift, dead groups
-rescued, rank-order violations against strict correctness, successful responses a shorter length budget
-would cut, kept-sample ratio after the group filter, and the hack-corpus score.
+rescued, rank-order violations against strict correctness, agreement with the protected strict evaluator,
+successful responses a shorter length budget would cut, kept-sample ratio after the group filter, and the
+hack-corpus score.
 
-Verdict: FAIL when the hack corpus is rewarded, rank violations increase or the filter keeps < 50% of the
-samples; INCONCLUSIVE with fewer than `MIN_GROUPS` groups; PASS otherwise. Candidate code that crashed or
-hung yields a result with that `outcome` (classified, never a fake score) and verdict FAIL; an
-infrastructure failure yields INCONCLUSIVE.
+Agreement with the strict evaluator (issue #14): over the cached rollouts that carry a strict score, a
+reward *pays* a response when it rewards it above the midpoint of its range on these rollouts (from
+min(0, lowest reward) to the highest; a reward that never varies above 0 pays nothing). The report gives
+the share of strict-wrong responses the reward pays and of strict-right ones it fails, for the candidate
+and for the incumbent (the cached rewards); a candidate reward that disagrees with the strict evaluator on
+more responses than the incumbent's (by more than `AGREEMENT_SLACK` of them: a handful of odd responses,
+such as an answer with a stray space that a declared protocol strips and an evaluator's regex refuses, is
+no evidence against a reward) is refused before training, with both sets of numbers.
+
+Verdict: FAIL when the hack corpus is rewarded, rank violations increase, the reward disagrees with the
+strict evaluator more than the incumbent's, or the filter keeps < 50% of the samples; INCONCLUSIVE with
+fewer than `MIN_GROUPS` groups; PASS otherwise. Candidate code that crashed or hung yields a result with
+that `outcome` (classified, never a fake score) and verdict FAIL; an infrastructure failure yields
+INCONCLUSIVE.
 """
 
 from __future__ import annotations
@@ -29,6 +40,7 @@ from harness.failures import Outcome
 
 MIN_GROUPS = 8
 KEPT_RATIO_MIN = 0.5
+AGREEMENT_SLACK = 0.01  # share of strict-scored responses a candidate may disagree on beyond the incumbent
 
 
 class Verdict(enum.StrEnum):
@@ -78,6 +90,35 @@ class BacktestMetrics:
     kept_sample_ratio: float | None
     kept_live_ratio: float | None  # kept share of samples in groups with reward variance (dead ones carry no signal)
     hack_max_score: float | None
+    # Agreement with the strict evaluator (None in reports written before it was measured).
+    n_strict: int | None = None
+    strict_wrong: int | None = None
+    strict_wrong_paid_before: int | None = None
+    strict_wrong_paid_after: int | None = None
+    strict_right_failed_before: int | None = None
+    strict_right_failed_after: int | None = None
+
+    @property
+    def strict_disagreements(self) -> tuple[int, int] | None:
+        """(incumbent, candidate) responses on which the reward and the strict evaluator disagree."""
+        if self.n_strict is None or not self.n_strict:
+            return None
+        before = (self.strict_wrong_paid_before or 0) + (self.strict_right_failed_before or 0)
+        after = (self.strict_wrong_paid_after or 0) + (self.strict_right_failed_after or 0)
+        return before, after
+
+
+# BacktestMetrics fields a report may lack (written before they existed): read back as None.
+_LATER_FIELDS = frozenset(
+    {
+        "n_strict",
+        "strict_wrong",
+        "strict_wrong_paid_before",
+        "strict_wrong_paid_after",
+        "strict_right_failed_before",
+        "strict_right_failed_after",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +161,7 @@ class BacktestResult:
             raw = row["metrics"]
             values: dict[str, Any] = {}
             for f in fields(BacktestMetrics):
-                v = raw[f.name]
+                v = raw.get(f.name) if f.name in _LATER_FIELDS else raw[f.name]
                 values[f.name] = math.nan if v is None and f.type == "float" else v
             metrics = BacktestMetrics(**values)
         return cls(
@@ -159,6 +200,19 @@ def rank_violations(strict: np.ndarray, rewards: np.ndarray) -> tuple[int, int, 
         return 0, 0, 0
     diff = rewards[wrong][:, None] - rewards[right][None, :]
     return int(diff.size), int((diff > 0).sum()), int((diff == 0).sum())
+
+
+def strict_disagreement(strict: np.ndarray, rewards: np.ndarray) -> tuple[int, int]:
+    """Count `(strict-wrong responses paid, strict-right responses failed)` (see the module docstring).
+
+    `strict[N]` and `rewards[N]` are aligned; the pay threshold is the midpoint of [min(0, lowest), highest].
+    """
+    if not len(rewards):
+        return 0, 0
+    low, high = min(0.0, float(rewards.min())), float(rewards.max())
+    paid = rewards > (low + high) / 2 if high > low else np.zeros(len(rewards), dtype=bool)
+    right = strict >= STRICT_CORRECT
+    return int((paid & ~right).sum()), int((~paid & right).sum())
 
 
 def _is_dead(rewards: np.ndarray) -> bool:
@@ -205,6 +259,10 @@ def _measure(
         cut_successes = sum(1 for r in successes if r.response_tokens > max_new_tokens_after)
     before_all = np.array([r.reward for r in rollouts], dtype=np.float64)
     after_all = np.array(list(new_rewards), dtype=np.float64)
+    has_strict = np.array([r.strict_score is not None for r in rollouts], dtype=bool)
+    strict_all = np.array([r.strict_score if r.strict_score is not None else 0.0 for r in rollouts])[has_strict]
+    paid_b, failed_b = strict_disagreement(strict_all, before_all[has_strict])
+    paid_a, failed_a = strict_disagreement(strict_all, after_all[has_strict])
     n, g = len(rollouts), len(groups)
     return BacktestMetrics(
         n_rollouts=n,
@@ -233,6 +291,12 @@ def _measure(
         kept_sample_ratio=(kept_samples / n if n else math.nan) if keep is not None else None,
         kept_live_ratio=(kept_live / live_samples if live_samples else math.nan) if keep is not None else None,
         hack_max_score=None if hack is None else hack.max_score,
+        n_strict=int(has_strict.sum()),
+        strict_wrong=int((strict_all < STRICT_CORRECT).sum()),
+        strict_wrong_paid_before=paid_b,
+        strict_wrong_paid_after=paid_a,
+        strict_right_failed_before=failed_b,
+        strict_right_failed_after=failed_a,
     )
 
 
@@ -242,7 +306,12 @@ def _verdict(
     fails: list[str] = []
     notes: list[str] = []
     if hack is None:
-        notes.append("no hack corpus for this domain: exploit resistance not checked")
+        notes.append("no hack corpus exemplars (no problem to write them for): exploit resistance not checked")
+    elif hack.passed:
+        notes.append(
+            f"hack corpus: {len(hack.per_item)} exploits, the most rewarded at {hack.max_score:.2f}x the correct "
+            f"reference (<= {hack.threshold:.2f}x)"
+        )
     elif not hack.passed and not reward_changed:
         # The candidate did not touch the reward: its exploitability is the incumbent's, not this change's.
         notes.append(
@@ -256,6 +325,18 @@ def _verdict(
         if worst:
             listed = ", ".join(f"{s.kind} ({s.relative:.2f}x)" for s in worst)
             fails.append(f"hack corpus rewarded above {hack.threshold:.2f}x the correct reference: {listed}")
+    agreement = _strict_agreement(m)
+    if agreement is not None and not reward_changed:
+        notes.append(f"reward unchanged from the incumbent; {agreement}")
+    elif agreement is not None and m.strict_disagreements is not None:
+        before, after = m.strict_disagreements
+        if after - before > AGREEMENT_SLACK * (m.n_strict or 0):
+            fails.append(
+                f"the reward disagrees with the strict evaluator more than the incumbent's ({before} -> {after} of "
+                f"{m.n_strict} responses): {agreement}"
+            )
+        else:
+            notes.append(f"strict agreement: {agreement}")
     if m.rank_violations_after > m.rank_violations_before:
         fails.append(
             f"rank violations against strict correctness increase: {m.rank_violations_before} -> "
@@ -289,6 +370,22 @@ def _verdict(
     if m.n_groups < MIN_GROUPS:
         return Verdict.INCONCLUSIVE, [f"only {m.n_groups} groups (< {MIN_GROUPS}): too few to judge", *notes]
     return Verdict.PASS, notes
+
+
+def _strict_agreement(m: BacktestMetrics) -> str | None:
+    """The strict-agreement numbers as one sentence, or None when no rollout carries a strict score."""
+    if not m.n_strict or m.strict_wrong is None:
+        return None
+    wrong, right = m.strict_wrong, m.n_strict - m.strict_wrong
+
+    def rate(count: int | None, of: int) -> str:
+        return f"{(count or 0) / of:.1%} ({count or 0}/{of})" if of else "n/a (0/0)"
+
+    return (
+        f"pays {rate(m.strict_wrong_paid_after, wrong)} of strict-wrong responses and fails "
+        f"{rate(m.strict_right_failed_after, right)} of strict-right ones (incumbent: pays "
+        f"{rate(m.strict_wrong_paid_before, wrong)}, fails {rate(m.strict_right_failed_before, right)})"
+    )
 
 
 def grade_backtest(

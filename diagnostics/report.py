@@ -23,6 +23,7 @@ from diagnostics.signal import diagnose_signal
 from diagnostics.sources import diagnose_sources
 from diagnostics.updates import diagnose_updates
 from diagnostics.version import compare_siblings, diagnose_version
+from harness.answers import AnswerProtocol
 
 METRICS_FILE = "metrics.jsonl"  # same name as trainer_backend.base.METRICS_FILE (artefact layout)
 
@@ -48,9 +49,16 @@ METRIC_DOCS = {
 
 
 def build_report(
-    run_dir: Path, parent: HealthReport | None = None, siblings: Sequence[HealthReport] = ()
+    run_dir: Path,
+    parent: HealthReport | None = None,
+    siblings: Sequence[HealthReport] = (),
+    answer: AnswerProtocol | None = None,
 ) -> HealthReport:
-    """Read a run folder and return its health report; never raises on bad lines (they become problems)."""
+    """Read a run folder and return its health report; never raises on bad lines (they become problems).
+
+    `answer` is the harness's declared answer protocol. TODO(columnar): the format and answer metrics read
+    it instead of the behaviour layer's built-in tag regexes; until then it is accepted and not used.
+    """
     problems: list[ReadProblem] = []
     metric_rows = read_metrics(run_dir / METRICS_FILE, problems)
     read = read_run_rollouts(run_dir)

@@ -16,6 +16,11 @@ Example manifest::
     trainer: {backend: local, local: harness/trainer.yaml, verl: harness/verl.yaml}
     surface: {editable: [harness/], protected: [eval/, data/val.jsonl, evotrainer.yaml]}
     answer: {pattern: '<ans>(.*?)</ans>', compare: integer}   # optional (harness/answers.py)
+    special_tokens: ['<ans>', '</ans>']                 # optional: one token each (local tokenizer)
+    alphabet: '0123456789+-*=;> '                       # optional: pins the local vocabulary's order
+
+Every field is documented in docs/harness.md. ``data.select_by`` (default ``data_source``) names the row
+field whose values ``harness/data.yaml`` weighs (``weights: {value: weight}``).
 
 Callable contracts (verl-compatible where verl has one):
 
@@ -40,6 +45,7 @@ from harness.answers import AnswerProtocol
 MANIFEST_NAME = "evotrainer.yaml"
 BackendName = Literal["local", "verl"]  # the training backends (trainer_backend.BACKENDS holds their modules)
 BACKEND_NAMES: tuple[BackendName, ...] = get_args(BackendName)
+RESERVED_TOKENS = ("<pad>", "<bos>", "<eos>")  # the local tokenizer's own ids 0, 1, 2
 
 
 class HarnessError(ValueError):
@@ -74,11 +80,12 @@ class EntryPoint(BaseModel):
 
 
 class DataPaths(BaseModel):
-    """Training and held-out data files (JSONL, one prompt per line)."""
+    """Training and held-out data files (JSONL, one prompt per line), and the row field data selection weighs."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     train: str
     val: str
+    select_by: str = Field("data_source", min_length=1, description="row field harness/data.yaml weighs")
 
 
 class EvalSpec(BaseModel):
@@ -147,6 +154,40 @@ class Manifest(BaseModel):
     trainer: TrainerSpec
     surface: Surface
     answer: AnswerProtocol | None = None  # where the answer sits in a response (harness/answers.py)
+    # The local backend's character vocabulary: the data files' characters plus these multi-character
+    # tokens (one id each); `alphabet` fixes the order of the characters it lists (docs/harness.md).
+    special_tokens: tuple[str, ...] = ()
+    alphabet: str = ""
+
+    @field_validator("answer")
+    @classmethod
+    def _answer_writable(cls, value: AnswerProtocol | None) -> AnswerProtocol | None:
+        if value is not None and value.writer is None:
+            raise ValueError(
+                f"pattern {value.pattern!r} is not plain text around its group, so EvoTrainer cannot write an "
+                "answer with it (hack corpus); add answer.template, e.g. '<ans>{answer}</ans>'"
+            )
+        return value
+
+    @field_validator("special_tokens")
+    @classmethod
+    def _tokens(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for token in value:
+            if len(token) < 2 or token.isspace():
+                raise ValueError(f"special token {token!r} must be at least 2 characters (single ones go in alphabet)")
+            if token in RESERVED_TOKENS:
+                raise ValueError(f"special token {token!r} is reserved ({', '.join(RESERVED_TOKENS)})")
+        if len(set(value)) != len(value):
+            raise ValueError(f"special tokens {list(value)} repeat an entry")
+        return value
+
+    @field_validator("alphabet")
+    @classmethod
+    def _alphabet(cls, value: str) -> str:
+        repeated = sorted({c for c in value if value.count(c) > 1})
+        if repeated:
+            raise ValueError(f"alphabet repeats {''.join(repeated)!r}; list each character once")
+        return value
 
     @field_validator("reward")
     @classmethod
@@ -224,7 +265,7 @@ def load_harness(root: Path) -> Harness:
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        hint = "remove it" if err["type"] == "extra_forbidden" else "see the example in harness/manifest.py"
+        hint = "remove it" if err["type"] == "extra_forbidden" else "see docs/harness.md for every field"
         raise HarnessError(f"{manifest_path}: field '{where}': {err['msg']}; {hint}") from None
     harness = Harness(root=root.resolve(), manifest=manifest)
     files = {

@@ -25,7 +25,7 @@ import orjson
 import yaml
 
 from diagnostics.backtest import BacktestResult, failed_backtest, grade_backtest, step_batches
-from diagnostics.hack_corpus import corpus_batch, load_hack_corpus, score_hack_corpus
+from diagnostics.hack_corpus import build_hack_corpus, corpus_batch, pick_problems, score_hack_corpus
 from diagnostics.schema import Rollout, Split, read_run_rollouts
 from diagnostics.signal import GroupKey
 from harness.calls import HarnessCalls, RewardContractError, validate_reward
@@ -139,7 +139,9 @@ def run_backtest(
     name = harness.manifest.name
     read = read_run_rollouts(rollouts_run_dir, [split])
     rollouts = read.rollouts
-    items = load_hack_corpus(harness.manifest.domain)
+    # Exploits written for problems of these rollouts with the harness's declared answer protocol.
+    answer = harness.manifest.answer
+    items = build_hack_corpus(harness.manifest.domain, answer, pick_problems(rollouts, answer))
     calls: HarnessCalls | None = None
     try:
         calls = open_calls(harness, mode)

@@ -8,10 +8,11 @@
 
 Code is parsed with ``ast``, never imported or run. Pure.
 
-A *length term* (read by the guard skill "never reward brevity directly") is, inside arithmetic, any
-``len(...)`` call (the demo's defective ``0.1 * len(numbers)`` pays for writing more) or a name/attribute
-that says length, brevity, tokens or turns; inside a comparison, ``len(...)`` of the response or such a
-name. It is a heuristic biased to warn (``len(solution_str) == 0`` matches too); the guard only warns.
+A *length term* (read by the guard skill "never reward brevity directly") is, inside a numeric operation
+(``+ - * /``, augmented assignment), any ``len(...)`` call (the demo's defective ``0.1 * len(numbers)``
+pays for writing more) or a name/attribute that says length, brevity, tokens or turns; inside a
+comparison, ``len(...)`` of the response or such a name. It is a heuristic biased to warn
+(``len(solution_str) == 0`` matches too); the guard only warns.
 """
 
 from __future__ import annotations
@@ -35,9 +36,9 @@ def length_terms(reward_source: str) -> list[str]:
     found: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.BinOp | ast.Compare | ast.AugAssign):
-            arithmetic = not isinstance(node, ast.Compare)
+            in_operation = not isinstance(node, ast.Compare)
             for sub in ast.walk(node):
-                if _is_length_term(sub, arithmetic):
+                if _is_length_term(sub, in_operation):
                     text = ast.unparse(node)
                     if text not in found:
                         found.append(text)
@@ -45,9 +46,9 @@ def length_terms(reward_source: str) -> list[str]:
     return found
 
 
-def _is_length_term(node: ast.AST, arithmetic: bool) -> bool:
+def _is_length_term(node: ast.AST, in_operation: bool) -> bool:
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len":
-        return arithmetic or any(_RESPONSE.search(ast.unparse(a)) for a in node.args)
+        return in_operation or any(_RESPONSE.search(ast.unparse(a)) for a in node.args)
     if isinstance(node, ast.Name):
         return _LENGTHY.search(node.id) is not None and node.id != "len"
     if isinstance(node, ast.Attribute):

@@ -22,7 +22,9 @@ from skills.triggers import TriggerError, parse
 SkillFactor = Literal["reward", "filter", "data", "trainer", "diagnostic", "guard"]
 PatchKind = Literal["template", "diff"]
 ANY_DOMAIN = "*"
-TEMPLATE_OPS = frozenset({"set_yaml_key", "replace_file", "write_file_if_missing", "reweight_sources", "guard"})
+TEMPLATE_OPS = frozenset(
+    {"set_yaml_key", "replace_file", "write_reward", "write_file_if_missing", "reweight_sources", "guard"}
+)
 
 
 class SkillSpec(BaseModel):

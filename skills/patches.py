@@ -12,14 +12,18 @@ over ``current`` and the skill's ``params`` (overridable per call). Operations:
   ``"file": "@trainer_config"`` means the manifest's trainer config file;
 - ``{"op": "replace_file", "file": F, "content": TEXT}``: replace a whole editable file
   (``"@reward"`` / ``"@group_filter"`` name the manifest's entry files);
+- ``{"op": "write_reward", "file": F, "content": TEMPLATE}``: replace a reward file with ``TEMPLATE``, its
+  ``ANSWER_PROTOCOL_MARK`` line filled in with the answer protocol the manifest declares (``answer:``), so
+  the reward extracts and compares answers the way the harness says; refused when the manifest declares
+  none (``skill_fits`` tells the controller beforehand);
 - ``{"op": "write_file_if_missing", "file": F, "content": TEXT}``: create a file unless it exists;
-- ``{"op": "reweight_sources", "file": F, "key": K, "source_pattern": P, "dead_at": X, "min_groups": N}``:
-  re-weight the data-selection mapping at ``K`` (``{entry: weight}``, e.g. ``level_weights``) from the run's
-  per-source health metrics (``source_dead_ratio/<data_source>`` and ``source_groups/<data_source>``,
-  ``diagnostics/sources.py``), passed to ``apply_skill`` as ``metrics``. Each entry names the sources the
-  training data file (the manifest's ``data.train``) lists for it (rows' ``level`` and ``data_source``
-  fields), else those ``P`` matches with ``{key}`` replaced by the entry (``fnmatch`` globs:
-  ``"*/level{key}"`` matches ``arithmetic/level1`` for entry 1); several sources are pooled by group count.
+- ``{"op": "reweight_sources", "file": F, "key": K, "dead_at": X, "min_groups": N}``:
+  re-weight the data-selection mapping at ``K`` (``{value: weight}``, ``harness/data.yaml``'s ``weights``)
+  from the run's per-source health metrics (``source_dead_ratio/<data_source>`` and
+  ``source_groups/<data_source>``, ``diagnostics/sources.py``), passed to ``apply_skill`` as ``metrics``.
+  An entry is a value of the row field the manifest's ``data.select_by`` names; its sources are the
+  ``data_source``s of the training rows (the manifest's ``data.train``) with that value (with the default
+  ``select_by: data_source`` an entry is its own source); several sources are pooled by group count.
   An entry whose sources have at least ``N`` groups and a dead-group ratio at or above ``X`` gets weight 0
   (defaults: the diagnostics' ``MIN_SOURCE_GROUPS`` = 8 and ``DEAD_SOURCE_AT`` = 0.5); the other entries
   keep their proportions and share the freed weight, so the total stays the same (rounded to 4 decimals);
@@ -35,7 +39,6 @@ The whole template is computed before anything is written, so a failing op leave
 
 from __future__ import annotations
 
-import fnmatch
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -48,7 +51,20 @@ from diagnostics.sources import DEAD_SOURCE_AT, MIN_SOURCE_GROUPS, SOURCE_DEAD_R
 from harness.manifest import Harness
 from sandboxes import worktree_files
 from skills.models import SkillSpec, template_ops
-from skills.templates import TemplateError, as_variables, get_yaml_value, render_value, set_yaml_key, set_yaml_mapping
+from skills.templates import (
+    TemplateError,
+    as_variables,
+    get_yaml_value,
+    render_answer_protocol,
+    render_value,
+    set_yaml_key,
+    set_yaml_mapping,
+)
+
+NO_ANSWER_PROTOCOL = (
+    "the manifest declares no answer protocol, so a skill cannot write a reward for it; add e.g. "
+    "answer: {pattern: 'ANSWER: (.*)', compare: exact} to evotrainer.yaml (docs/harness.md)"
+)
 
 
 class SkillPatchError(ValueError):
@@ -66,6 +82,17 @@ class AppliedPatch:
     skill: str
     files: tuple[str, ...]
     notes: tuple[str, ...]
+
+
+def skill_fits(spec: SkillSpec, harness: Harness) -> str | None:
+    """Return why ``spec`` cannot apply to ``harness`` whatever its metrics say, or None when it can.
+
+    A skill that writes a reward (``write_reward``) needs the manifest's answer protocol.
+    """
+    if harness.manifest.answer is not None or spec.patch_kind != "template":
+        return None
+    writes_reward = any(op.get("op") == "write_reward" for op in template_ops(spec.patch, spec.name))
+    return NO_ANSWER_PROTOCOL if writes_reward else None
 
 
 def resolve_file(ref: str, harness: Harness, worktree: Path | None = None) -> str:
@@ -174,7 +201,7 @@ def _plan(
         )
         return rel, new_text, f"{rel}: {op['key']} {old!r} -> {new!r}"
     if kind == "reweight_sources":
-        _only(op, {"op", "file", "key", "source_pattern", "dead_at", "min_groups"})
+        _only(op, {"op", "file", "key", "dead_at", "min_groups"})
         if rel not in writes and not path.is_file():
             raise TemplateError(f"{rel} does not exist in the worktree")
         text = writes.get(rel) or path.read_text()
@@ -187,10 +214,18 @@ def _plan(
             raise TemplateError(f"{rel}: {key!r} holds {weights!r}, not a mapping of weights")
         dead_at = render_value(op.get("dead_at", DEAD_SOURCE_AT), variables)
         min_groups = render_value(op.get("min_groups", MIN_SOURCE_GROUPS), variables)
-        by_entry = sources_by_entry(worktree / harness.manifest.data.train)
-        new_weights, note = reweight(weights, metrics, str(op["source_pattern"]), dead_at, min_groups, by_entry)
+        field = harness.manifest.data.select_by
+        by_entry = sources_by_entry(worktree / harness.manifest.data.train, field)
+        new_weights, note = reweight(weights, metrics, dead_at, min_groups, by_entry)
         new_text, _, _ = set_yaml_mapping(text, key, new_weights)
         return rel, new_text, f"{rel}: {key} {note}"
+    if kind == "write_reward":
+        _only(op, {"op", "file", "content"})
+        answer = harness.manifest.answer
+        if answer is None:
+            raise TemplateError(NO_ANSWER_PROTOCOL)
+        content = render_answer_protocol(str(op["content"]), answer)
+        return rel, content, f"{rel}: written for the declared answer protocol {answer.pattern!r} ({answer.compare})"
     if kind == "replace_file":
         _only(op, {"op", "file", "content"})
         return rel, str(op["content"]), f"{rel}: replaced ({len(str(op['content']))} chars)"
@@ -202,11 +237,11 @@ def _plan(
     raise TemplateError(f"op {kind!r} cannot be applied")
 
 
-def sources_by_entry(train_file: Path, field: str = "level") -> dict[str, set[str]]:
+def sources_by_entry(train_file: Path, field: str) -> dict[str, set[str]]:
     """`{str(row[field]): {row["data_source"], ...}}` over a JSONL training file; empty when unreadable.
 
     This is how the data file itself says which data sources an entry of the selection mapping draws
-    (a level named `arithmetic/annotated` is still level 6), ahead of any naming pattern.
+    (with ``field`` = ``data_source`` each entry draws itself).
     """
     out: dict[str, set[str]] = {}
     try:
@@ -226,12 +261,14 @@ def sources_by_entry(train_file: Path, field: str = "level") -> dict[str, set[st
 def reweight(
     weights: Mapping[Any, Any],
     metrics: Mapping[str, Any],
-    source_pattern: str,
     dead_at: object,
     min_groups: object,
     by_entry: Mapping[str, set[str]] | None = None,
 ) -> tuple[dict[Any, float], str]:
     """Return the re-weighted ``weights`` (see ``reweight_sources`` above) and a note naming the zeroed entries.
+
+    ``by_entry`` maps an entry (as text) to the data sources it draws; an entry it does not list is taken
+    to be a data source name itself.
 
     Raises:
         TemplateError: a bad weight or threshold, no entry matching a source, nothing dead, or all dead.
@@ -240,8 +277,6 @@ def reweight(
         raise TemplateError(f"dead_at must be a number in (0, 1], got {dead_at!r}")
     if not isinstance(min_groups, int | float) or isinstance(min_groups, bool) or min_groups < 1:
         raise TemplateError(f"min_groups must be a number >= 1, got {min_groups!r}")
-    if "{key}" not in source_pattern:
-        raise TemplateError(f"source_pattern {source_pattern!r} must contain '{{key}}' (the mapping entry)")
     for entry, weight in weights.items():
         if isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0:
             raise TemplateError(f"weight of entry {entry!r} must be a number >= 0, got {weight!r}")
@@ -255,9 +290,8 @@ def reweight(
     dead: list[Any] = []
     seen: dict[Any, str] = {}
     for entry in weights:
-        pattern = source_pattern.replace("{key}", str(entry))
-        named = (by_entry or {}).get(str(entry))
-        matched = [s for s in groups if (s in named if named else fnmatch.fnmatchcase(s, pattern)) and groups[s] > 0]
+        named = (by_entry or {}).get(str(entry)) or {str(entry)}
+        matched = [s for s in groups if s in named and groups[s] > 0]
         n = sum(groups[s] for s in matched)
         if not matched or any(s not in ratios for s in matched):
             continue
@@ -267,8 +301,8 @@ def reweight(
             dead.append(entry)
     if not seen:
         raise TemplateError(
-            f"no entry of {list(weights)} matches a data source of the run through {source_pattern!r} "
-            f"(sources: {sorted(groups)})"
+            f"no entry of {list(weights)} matches a data source of the run (sources: {sorted(groups)}); "
+            "entries are values of the manifest's data.select_by field"
         )
     if not dead:
         raise TemplateError(f"no source is dead (dead ratio >= {dead_at} over >= {min_groups} groups): {seen}")

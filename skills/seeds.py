@@ -3,9 +3,9 @@
 Seven skills, each with a machine-checkable trigger over ``HealthReport.metrics`` plus context variables
 the controller adds (``filter_present``, ``reward_discrete``, ``candidate_reward_length_term``):
 
-1. ``strict-answer-extraction`` (reward): the reward pays for wrong or untagged answers, or fails
-   correct ones (``unrewarded_correct_rate``) → replace the
-   reward with a strict tagged-answer rule (the demo harness's ``<ans>N</ans>`` protocol).
+1. ``strict-answer-extraction`` (reward): the reward pays for wrong or malformed answers, or fails
+   correct ones (``unrewarded_correct_rate``) → replace the reward with a strict rule over the harness's
+   declared answer protocol (exactly one answer, compared as the manifest says).
 2. ``raise-length-budget`` (trainer): responses are cut at the cap → raise ``max_new_tokens`` first,
    before any reward redesign.
 3. ``std-group-filter`` (filter): many zero-variance groups and no working filter → replace the harness's
@@ -18,10 +18,11 @@ the controller adds (``filter_present``, ``reward_discrete``, ``candidate_reward
    rewards get hacked (one-turn collapse).
 6. ``learnable-data-mix`` (data): dead groups concentrate in data sources too easy or too hard for the
    policy (most of their groups all solved or all failed: ``dead_source_share``, ``diagnostics/sources.py``)
-   → set their weight in the data selection (``harness/data.yaml``'s ``level_weights``) to 0, from the
-   run's per-source dead-group ratios. It removes data, so it waits for the critical dead-group level
-   (> 0.5; between 0.3 and 0.5 the filter, skill 3, is the lighter fix: the demo's fixed harness sits at
-   ~0.31 with level 2 58% dead), for responses that are not cut (``truncation_rate <= 0.15``: a
+   → set their weight in the data selection (``harness/data.yaml``'s ``weights``, over the values of the
+   manifest's ``data.select_by`` field) to 0, from the run's per-source dead-group ratios. It removes data,
+   so it waits for the critical dead-group ratio (> 0.5; between 0.3 and 0.5 the filter, skill 3, is the
+   lighter fix: the demo's fixed harness sits at ~0.31 with its second-easiest source 58% dead), for
+   responses that are not cut (``truncation_rate <= 0.15``: a
    truncated source looks too hard when the length budget is the defect; raise it first, skill 2) and for
    a reward that is not hacked and does not fail correct answers (``reward_hacking == 0``,
    ``unrewarded_correct_rate <= 0.05``: a format gate, as in the format-gate benchmark scenario, makes a
@@ -31,9 +32,10 @@ the controller adds (``filter_present``, ``reward_discrete``, ``candidate_reward
    and the Clip-Higher range (0.2 / 0.28).
 
 Template patches name files through the manifest (``@reward``, ``@trainer_config``; ``@data_selection``
-through the trainer config) where they can, so they apply to any harness following the contract; the
-reward files target the arithmetic demo's answer protocol, which is why skills 1 and 4 apply to the
-``math`` domain only. Pure data.
+through the trainer config), so they apply to any harness following the contract; the rewards of skills 1
+and 4 are generated from the manifest's declared answer protocol (``write_reward``), so they apply to any
+domain whose manifest declares one (``skills.patches.skill_fits``). A skill's ``domain`` only orders
+retrieval (own domain first, ``skills/retrieval.py``). Pure data.
 """
 
 from __future__ import annotations
@@ -42,70 +44,113 @@ import json
 
 from diagnostics.sources import DEAD_SOURCE_AT, DEAD_SOURCE_SHARE_WARNING, MIN_SOURCE_GROUPS
 from skills.models import SkillSpec
+from skills.templates import ANSWER_PROTOCOL_MARK
 
 PAPER = "paper arXiv 2606.03108"
 
-STRICT_REWARD = '''"""Strict reward: exactly one tagged answer, nothing after it, equal to the ground truth.
-
-Installed by the EvoTrainer skill `strict-answer-extraction` (paper arXiv 2606.03108 §6.3 rule 4, §9).
-A response earns 1.0 only when it holds exactly one `<ans>INTEGER</ans>`, ends right after it, and the
-integer equals the ground truth; everything else (untagged numbers, several answers, text after the
-answer) earns 0.0, so answer spam and format-only outputs score low.
-"""
-
-import re
-
-_TAGGED = re.compile(r"<ans>\\s*(-?\\d+)\\s*</ans>\\s*$")
+# The answer rules both reward templates share, below the protocol constants that `write_reward` fills in
+# at ANSWER_PROTOCOL_MARK from the manifest's declared answer protocol (skills/templates.py).
+_ANSWER_RULES = '''
+_ANSWER = re.compile(ANSWER_PATTERN, re.S)
 
 
 def extract_answer(solution_str):
-    """Return the tagged integer answer, or None when the response breaks the answer protocol."""
-    if solution_str.count("<ans>") != 1 or solution_str.count("</ans>") != 1:
+    """Return the response's one answer, or None when it breaks the protocol.
+
+    Broken: no answer, more than one (answer spam, several candidates), or, when FINAL, text after it.
+    """
+    matches = list(_ANSWER.finditer(solution_str))
+    if len(matches) != 1:
         return None
-    match = _TAGGED.search(solution_str)
-    return int(match.group(1)) if match else None
+    if FINAL and solution_str[matches[0].end() :].strip():
+        return None
+    return matches[0].group(1).strip()
 
 
-def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
-    """Return {"score": 1.0 | 0.0, "format_ok": 0/1, "correct": 0/1}."""
-    answer = extract_answer(solution_str)
-    correct = answer is not None and answer == int(str(ground_truth).strip())
-    return {"score": float(correct), "format_ok": float(answer is not None), "correct": float(correct)}
+def _number(text):
+    """The number in `text` under COMPARE (int, or finite float), or None."""
+    text = text.strip()
+    if "_" in text:  # Python's int() and float() accept "1_000"; an answer does not
+        return None
+    try:
+        value = int(text) if COMPARE == "integer" else float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def same_answer(answer, ground_truth):
+    """Return True when `answer` equals the ground truth under the declared COMPARE rule."""
+    truth = str(ground_truth).strip()
+    if COMPARE == "exact":
+        return answer == truth
+    a, b = _number(answer), _number(truth)
+    if a is None or b is None:
+        return False
+    return a == b if COMPARE == "integer" else abs(a - b) <= TOLERANCE
 '''
 
-DENSE_REWARD = '''"""Strict reward plus a small dense term that gives dead groups a gradient.
+STRICT_REWARD = f'''"""Strict reward: exactly one answer of the declared protocol, equal to the ground truth.
 
-Installed by the EvoTrainer skill `dense-auxiliary-reward` (paper arXiv 2606.03108 §6.3 rule 1, §6.4):
-when most groups are dead under a discrete reward, add a continuous signal. A correct, well-formed answer
-earns 1.0; a well-formed wrong answer earns AUX_WEIGHT * closeness, where closeness = 1 - relative error
-(clipped at 0); a malformed response earns 0.0. The bonus never reaches 1.0, so correctness stays
-dominant, and it never pays for length or brevity (§9).
+Installed by the EvoTrainer skill `strict-answer-extraction` (paper arXiv 2606.03108 §6.3 rule 4, §9).
+The answer protocol below is the one evotrainer.yaml declares (its `answer:` field), copied in when this
+file was written. A response earns 1.0 only when it holds exactly one answer, nothing follows it when the
+protocol is final, and it equals the ground truth under the declared comparison; everything else (no
+answer, several answers, text after a final answer, a wrong one) earns 0.0, so answer spam and
+format-only outputs score low.
 """
 
+import math
+import re
+
+{ANSWER_PROTOCOL_MARK}
+{_ANSWER_RULES}
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    """Return {{"score": 1.0 | 0.0, "format_ok": 0/1, "correct": 0/1}}."""
+    answer = extract_answer(solution_str)
+    correct = answer is not None and same_answer(answer, ground_truth)
+    return {{"score": float(correct), "format_ok": float(answer is not None), "correct": float(correct)}}
+'''
+
+DENSE_REWARD = f'''"""Strict reward plus a small dense term that gives dead groups a gradient.
+
+Installed by the EvoTrainer skill `dense-auxiliary-reward` (paper arXiv 2606.03108 §6.3 rule 1, §6.4):
+when most groups are dead under a discrete reward, add a continuous signal. The answer protocol below is
+the one evotrainer.yaml declares, copied in when this file was written. A correct, well-formed answer
+earns 1.0; a well-formed wrong answer earns AUX_WEIGHT * closeness (1 - relative error, clipped at 0, for
+numeric comparisons; the characters' similarity ratio for exact ones); a malformed response earns 0.0.
+The bonus never reaches 1.0, so correctness stays dominant, and it never pays for length or brevity (§9).
+"""
+
+import difflib
+import math
 import re
 
 AUX_WEIGHT = 0.2
-_TAGGED = re.compile(r"<ans>\\s*(-?\\d+)\\s*</ans>\\s*$")
+{ANSWER_PROTOCOL_MARK}
+{_ANSWER_RULES}
 
-
-def extract_answer(solution_str):
-    """Return the tagged integer answer, or None when the response breaks the answer protocol."""
-    if solution_str.count("<ans>") != 1 or solution_str.count("</ans>") != 1:
-        return None
-    match = _TAGGED.search(solution_str)
-    return int(match.group(1)) if match else None
+def closeness(answer, ground_truth):
+    """Return how close a wrong answer is to the ground truth, in [0, 1]."""
+    truth = str(ground_truth).strip()
+    if COMPARE == "exact":
+        return difflib.SequenceMatcher(None, answer, truth).ratio()
+    a, b = _number(answer), _number(truth)
+    if a is None or b is None:
+        return 0.0
+    return max(0.0, 1.0 - abs(a - b) / max(1.0, abs(b)))
 
 
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
-    """Return {"score", "format_ok", "correct", "closeness"}; score in [0, 1]."""
-    truth = int(str(ground_truth).strip())
+    """Return {{"score", "format_ok", "correct", "closeness"}}; score in [0, 1]."""
     answer = extract_answer(solution_str)
     if answer is None:
-        return {"score": 0.0, "format_ok": 0.0, "correct": 0.0, "closeness": 0.0}
-    if answer == truth:
-        return {"score": 1.0, "format_ok": 1.0, "correct": 1.0, "closeness": 1.0}
-    closeness = max(0.0, 1.0 - abs(answer - truth) / max(1.0, abs(truth)))
-    return {"score": AUX_WEIGHT * closeness, "format_ok": 1.0, "correct": 0.0, "closeness": closeness}
+        return {{"score": 0.0, "format_ok": 0.0, "correct": 0.0, "closeness": 0.0}}
+    if same_answer(answer, ground_truth):
+        return {{"score": 1.0, "format_ok": 1.0, "correct": 1.0, "closeness": 1.0}}
+    near = closeness(answer, ground_truth)
+    return {{"score": AUX_WEIGHT * near, "format_ok": 1.0, "correct": 0.0, "closeness": near}}
 '''
 
 STD_GROUP_FILTER = '''"""StdGroupFilter: drop low-information GRPO groups before advantage normalisation.
@@ -166,12 +211,12 @@ SEED_SKILLS: tuple[SkillSpec, ...] = (
         "or rank_violations > 0",
         factor="reward",
         patch_kind="template",
-        patch=_ops({"op": "replace_file", "file": "@reward", "content": STRICT_REWARD}),
+        patch=_ops({"op": "write_reward", "file": "@reward", "content": STRICT_REWARD}),
         expected_outcome="rewarded_wrong_rate falls to ~0 and the reward_hacking alarm clears; training reward "
         "tracks strict_acc again; strict_acc holds or rises within the next version",
         validation_rule="backtest: hack corpus max score <= 0.1 and no rank violations against strict correctness "
         "on cached rollouts; pilot: reward_hacking == 0 and strict_acc_delta >= 0 (paired test vs parent)",
-        applicability=("math",),
+        applicability=("*",),
         provenance=f"{PAPER} §6.3 rule 4 (shaped reward up, strict flat: reward hacking), §9, §10",
     ),
     SkillSpec(
@@ -218,12 +263,12 @@ SEED_SKILLS: tuple[SkillSpec, ...] = (
         trigger="dead_group_ratio > 0.5 and reward_discrete == 1",
         factor="reward",
         patch_kind="template",
-        patch=_ops({"op": "replace_file", "file": "@reward", "content": DENSE_REWARD}),
+        patch=_ops({"op": "write_reward", "file": "@reward", "content": DENSE_REWARD}),
         expected_outcome="dead groups regain variance (SWE-9B: 45% of dead groups rescued in backtest; DGR "
         "~60% -> ~28%); strict_acc rises while correctness stays the dominant reward term",
         validation_rule="backtest: >= 30% of dead groups regain non-zero std and no rank violations between "
         "correct and wrong answers; pilot: dead_group_ratio falls and strict_acc_delta >= 0, reward_hacking == 0",
-        applicability=("math",),
+        applicability=("*",),
         provenance=f"{PAPER} §6.3 rule 1, §6.4 (DGR > 50% and discrete reward -> add an auxiliary continuous "
         "signal), §7 (IF-judge dead-group rescue)",
     ),
@@ -258,24 +303,24 @@ SEED_SKILLS: tuple[SkillSpec, ...] = (
             {
                 "op": "reweight_sources",
                 "file": "@data_selection",
-                "key": "level_weights",
-                "source_pattern": "*/level{key}",
+                "key": "weights",
                 "dead_at": "{{ dead_at }}",
                 "min_groups": "{{ min_groups }}",
             }
         ),
         params={"dead_at": DEAD_SOURCE_AT, "min_groups": MIN_SOURCE_GROUPS},
         expected_outcome="dead sources leave the batch: dead_group_ratio and dead_source_share fall and every "
-        "sampled source carries GRPO signal; strict_acc on the held-out levels holds or rises (demo, strict reward, "
-        "48 tokens, 60 steps, seeds 0/1: the rule's mix {3: 0.5, 4: 0.5} 0.81/0.93 vs the defective mix 0.77/0.89)",
+        "sampled source carries GRPO signal; strict_acc on the held-out set holds or rises (demo, strict reward, "
+        "48 tokens, 60 steps, seeds 0/1: the rule's mix, the two middle sources at 0.5 each, 0.81/0.93 vs the "
+        "defective mix 0.77/0.89)",
         validation_rule="pilot: dead_source_share < 0.3, dead_group_ratio below the parent's and strict_acc_delta "
         ">= 0 vs parent (paired test); the re-weighted file still loads (trainer_backend.local.config."
-        "load_level_weights)",
-        applicability=("math",),
+        "load_data_weights)",
+        applicability=("*",),
         provenance=f"{PAPER} §1-2 (data selection is an intervention factor), §6.1 (dead-data ratio: group "
         "reward std 0; dead > 50% CRITICAL, applied here per source; Math: solve rate per subset). The per-source "
-        "rule is EvoTrainer's (inferred, not a paper skill), checked on the arithmetic demo and the dead-groups "
-        "benchmark scenario (it zeroes levels 1 and 5 there, as the oracle does)",
+        "rule is EvoTrainer's (inferred, not a paper skill), checked on the demo harness and the dead-groups "
+        "benchmark scenario (it zeroes the always-solved and never-solved sources there, as the oracle does)",
     ),
     SkillSpec(
         name="stabilise-policy-updates",

@@ -1,6 +1,6 @@
 """Pure text transforms behind template patches: a tiny value-expression language and a YAML key setter.
 
-Expressions appear in a template op as ``"{{ max(2 * current, 64) }}"``. The language is arithmetic only:
+Expressions appear in a template op as ``"{{ max(2 * current, 64) }}"``. The language is numeric only:
 numbers, names (``current`` = the key's present value, plus the skill's ``params``), ``+ - * / //``,
 unary minus, parentheses and the functions ``max``, ``min``, ``round``, ``int``. It is parsed with
 ``ast`` and walked by this module (never ``eval``); anything else is a ``TemplateError``.
@@ -8,6 +8,8 @@ unary minus, parentheses and the functions ``max``, ``min``, ``round``, ``int``.
 ``set_yaml_key`` edits one scalar line in place, keeping comments, order and formatting, so the
 candidate's diff shows exactly one changed key (the single-factor classifier reads changed lines);
 ``set_yaml_mapping`` does the same for the scalar entries of one mapping (flow on one line, or block).
+``render_answer_protocol`` writes a harness's declared answer protocol into a reward template (the
+``write_reward`` op), so no reward a skill writes assumes a tag or a number format.
 This module is pure: strings in, strings out.
 """
 
@@ -22,10 +24,16 @@ from typing import Any
 
 import yaml
 
+from harness.answers import AnswerProtocol
+
 Number = int | float
 _EXPR_RE = re.compile(r"^\{\{(.*)\}\}$", re.S)
 _KEY_LINE = re.compile(r"^(?P<indent>[ ]*)(?P<key>[A-Za-z_][\w.-]*|\"[^\"]*\"|'[^']*')[ ]*:(?P<sep>[ ]*)(?P<rest>.*)$")
 _FUNCS: dict[str, Callable[..., Number]] = {"max": max, "min": min, "round": round, "int": int}
+
+
+# The line of a reward template that `render_answer_protocol` replaces (a comment, so the template parses).
+ANSWER_PROTOCOL_MARK = "# @answer_protocol (filled in from evotrainer.yaml by the write_reward op)"
 
 
 class TemplateError(ValueError):
@@ -48,7 +56,7 @@ def render_value(value: object, variables: Mapping[str, object]) -> object:
 
 
 def eval_expr(expr: str, variables: Mapping[str, object]) -> Number:
-    """Evaluate an arithmetic expression over numeric ``variables``.
+    """Evaluate a numeric expression over numeric ``variables``.
 
     Raises:
         TemplateError: syntax outside the language, an unknown or non-numeric name, or a non-finite result.
@@ -195,7 +203,7 @@ _CHILD_LINE = re.compile(
 def set_yaml_mapping(text: str, key: str, values: Mapping[object, object]) -> tuple[str, object, object]:
     """Set scalar entries of the mapping at a dotted ``key``, keeping comments and layout; return (text, old, new).
 
-    Handles a one-line flow mapping (``level_weights: {1: 0.4, 2: 0.1}  # note``, rewritten in place with
+    Handles a one-line flow mapping (``weights: {gsm8k: 0.4, math: 0.1}  # note``, rewritten in place with
     its comment) and a block mapping (one ``1: 0.4  # note`` line per entry, each edited in place).
     Only entries that exist are set; entries not named in ``values`` keep their value.
 
@@ -314,6 +322,29 @@ def _checked(text: str, key: str, old: object, value: object) -> tuple[str, obje
     if read_back != value:
         raise TemplateError(f"setting {key!r} to {value!r} reads back as {read_back!r}")
     return text, old, value
+
+
+def render_answer_protocol(template: str, answer: AnswerProtocol) -> str:
+    """Return ``template`` with its ``ANSWER_PROTOCOL_MARK`` line replaced by ``answer`` as Python constants.
+
+    The constants (``ANSWER_PATTERN``, ``COMPARE``, ``TOLERANCE``, ``FINAL``) are written with ``repr``, so
+    any declared pattern becomes a valid literal.
+
+    Raises:
+        TemplateError: the template does not hold the mark exactly once.
+    """
+    if template.count(ANSWER_PROTOCOL_MARK) != 1:
+        raise TemplateError(f"a reward template needs the line {ANSWER_PROTOCOL_MARK!r} exactly once")
+    block = "\n".join(
+        (
+            "# The answer protocol evotrainer.yaml declares (its answer: field), copied in when this file was written.",
+            f"ANSWER_PATTERN = {answer.pattern!r}",
+            f"COMPARE = {answer.compare!r}  # exact | integer | number",
+            f"TOLERANCE = {answer.tolerance!r}  # largest allowed difference (COMPARE number)",
+            f"FINAL = {answer.final!r}  # the answer must end the response",
+        )
+    )
+    return template.replace(ANSWER_PROTOCOL_MARK, block)
 
 
 def as_variables(params: Mapping[str, Any], current: object) -> dict[str, object]:

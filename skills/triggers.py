@@ -11,8 +11,8 @@ walker (never ``eval``). Allowed syntax, and nothing else:
 - comparisons ``< <= > >= == !=`` (chains allowed, ``0.1 < x <= 0.5``), ``in`` / ``not in`` a tuple or
   list of constants, ``and``, ``or``, ``not``, unary minus on a number, parentheses.
 
-Anything else (calls, attributes, subscripts, arithmetic, lambdas, ``__import__``) is a ``TriggerError``
-at parse time, so a bad trigger fails when a skill is saved, not when it is matched.
+Anything else (calls, attributes, subscripts, ``+ - * /`` operators, lambdas, ``__import__``) is a
+``TriggerError`` at parse time, so a bad trigger fails when a skill is saved, not when it is matched.
 
 Missing metrics: a comparison that reads a name absent from the snapshot is *unknown*, and unknowns
 propagate with three-valued (Kleene) logic: ``unknown and False`` is False, ``unknown or True`` is True,

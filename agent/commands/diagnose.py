@@ -6,23 +6,37 @@ from pathlib import Path
 
 import typer
 
+from harness.answers import AnswerProtocol
+
 
 def diagnose(
     run_dir: Path = typer.Argument(..., exists=True, file_okay=False, help="run artefact folder"),
     as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
     parent: Path | None = typer.Option(None, "--parent", exists=True, file_okay=False, help="parent run folder"),
     show_ok: bool = typer.Option(False, "--all", help="also list rules that did not fire"),
+    harness: Path | None = typer.Option(
+        None, "--harness", exists=True, file_okay=False, help="harness whose answer protocol the report reads"
+    ),
 ) -> None:
-    """Read a run's metrics and rollouts and print its health report (score/signal/behaviour/version)."""
+    """Read a run's metrics and rollouts and print its health report (score/signal/behaviour/version).
+
+    The report reads the answer protocol the harness declares: `--harness`'s, else the one the run recorded
+    in its config.json, else that of the harness the run was trained from.
+    """
     import orjson
     from rich.console import Console
 
     from diagnostics.findings import render_text
     from diagnostics.report import build_report
 
-    parent_report = build_report(parent) if parent is not None else None
-    report = build_report(run_dir, parent=parent_report)
     err = Console(stderr=True, soft_wrap=True)
+    try:
+        answer = run_answer_protocol(run_dir, harness)
+    except ValueError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    parent_report = build_report(parent, answer=answer) if parent is not None else None
+    report = build_report(run_dir, parent=parent_report, answer=answer)
     for problem in report.problems[:20]:
         err.print(f"[yellow]warning:[/yellow] {problem}", highlight=False, markup=True)
     if len(report.problems) > 20:
@@ -35,6 +49,39 @@ def diagnose(
         head = line.lstrip()
         style = "red" if head.startswith("CRIT") else "yellow" if head.startswith("WARN") else None
         out.print(line, style=style, highlight=False, markup=False)
+
+
+def run_answer_protocol(run_dir: Path, harness: Path | None) -> AnswerProtocol | None:
+    """The answer protocol for a run's report (see `diagnose`); None when nothing declares one.
+
+    Raises:
+        ValueError: `harness` is not a valid harness (the message names the manifest and field).
+    """
+    import json
+
+    from harness.manifest import HarnessError, load_harness
+
+    if harness is not None:
+        try:
+            return load_harness(harness).manifest.answer
+        except HarnessError as exc:
+            raise ValueError(str(exc)) from None
+    try:
+        config = json.loads((run_dir / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    if isinstance(config.get("answer"), dict):
+        return AnswerProtocol.model_validate(config["answer"])
+    spec = config.get("spec")
+    trained_from = spec.get("harness_dir") if isinstance(spec, dict) else None
+    if isinstance(trained_from, str):
+        try:
+            return load_harness(Path(trained_from)).manifest.answer
+        except HarnessError:
+            return None
+    return None
 
 
 def register(app: typer.Typer) -> None:

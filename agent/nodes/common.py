@@ -8,8 +8,9 @@ from typing import Literal
 from agent import ledger
 from agent.context import Context
 from agent.runs import ensure_run, final_checkpoint
-from agent.state import PilotInfo
+from agent.state import PilotInfo, State
 from diagnostics.findings import HealthReport
+from harness.answers import AnswerProtocol
 from trainer_backend.base import RunResult, RunSpec
 
 REPORT_FILE = "health_report.json"  # a run's health report, written once next to its artefacts
@@ -91,6 +92,13 @@ def pilot_from_result(result: RunResult, *, iteration: int, candidate_id: str, s
     )
 
 
+def session_answer(state: State) -> AnswerProtocol | None:
+    """The answer protocol the session's harness declares (None when its manifest declares none)."""
+    from harness.manifest import load_harness
+
+    return load_harness(Path(state["harness_dir"])).manifest.answer
+
+
 def session_main_commit(repo_dir: Path, session_id: str) -> tuple[str, str]:
     """The session's main-line branch and its head commit."""
     from git import Repo
@@ -102,8 +110,12 @@ def session_main_commit(repo_dir: Path, session_id: str) -> tuple[str, str]:
     return branch, repo.commit(branch).hexsha
 
 
-def cached_report(run_dir: Path, parent: HealthReport | None) -> HealthReport:
-    """A run's health report: read `health_report.json` when a (re-run) node wrote it, else build and write it."""
+def cached_report(run_dir: Path, parent: HealthReport | None, answer: AnswerProtocol | None) -> HealthReport:
+    """A run's health report: read `health_report.json` when a (re-run) node wrote it, else build and write it.
+
+    `answer` is the session harness's declared answer protocol (its manifest is protected, so every
+    candidate shares it): the report's format and answer metrics read it.
+    """
     import orjson
 
     from diagnostics.report import build_report
@@ -111,6 +123,6 @@ def cached_report(run_dir: Path, parent: HealthReport | None) -> HealthReport:
     path = run_dir / REPORT_FILE
     if path.exists():
         return HealthReport.from_json(orjson.loads(path.read_bytes()))
-    report = build_report(run_dir, parent=parent)
+    report = build_report(run_dir, parent=parent, answer=answer)
     path.write_bytes(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
     return report

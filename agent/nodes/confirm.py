@@ -9,7 +9,7 @@ from langgraph.runtime import Runtime
 
 from agent.context import Context
 from agent.evidence import Replication, apply_replication, final_strict_scores, replicate_check
-from agent.nodes.common import cached_report
+from agent.nodes.common import cached_report, session_answer
 from agent.routing import CONTROL_ID, current
 from agent.state import PilotInfo, State
 from diagnostics.findings import Finding, Severity
@@ -33,10 +33,12 @@ def confirm(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         pairs = [(_scores(c), _scores(k)) for c, k in runs]  # type: ignore[arg-type]
         alerts_new: list[Finding] = []
         alerts_control: list[Finding] = []
+        answer = session_answer(state)
         for control, cand in runs:
-            control_report = cached_report(Path(control["run_dir"]), None)  # type: ignore[index]
+            control_report = cached_report(Path(control["run_dir"]), None, answer)  # type: ignore[index]
             alerts_control += control_report.alerts(Severity.WARNING)
-            alerts_new += cached_report(Path(cand["run_dir"]), control_report).alerts(Severity.WARNING)  # type: ignore[index]
+            cand_report = cached_report(Path(cand["run_dir"]), control_report, answer)  # type: ignore[index]
+            alerts_new += cand_report.alerts(Severity.WARNING)
         result = replicate_check(first, pairs, alerts_new, alerts_control, runtime.context.min_effect)
     return {"decisions": apply_replication(state.get("decisions", []), cid, result)}
 

@@ -62,11 +62,14 @@ def settled_skills(candidates: list[CandidateInfo]) -> set[str]:
 
 
 def _skill_proposals(ctx: Context, harness: Harness, metrics: dict[str, Any], tried: set[str]) -> list[Proposal]:
+    from skills.patches import skill_fits
     from skills.repository import rank
 
     with ledger.db(ledger.store_url(ctx)) as db:
         matches = rank(db, metrics, harness.manifest.domain)
-    return propose_from_skills(matches, metrics, tried, ctx.max_candidates)
+    # e.g. a reward-writing skill needs the manifest's answer protocol: never propose what cannot apply
+    fitting = [m for m in matches if skill_fits(m.record.spec, harness) is None]
+    return propose_from_skills(fitting, metrics, tried, ctx.max_candidates)
 
 
 def _materialise(

@@ -32,6 +32,7 @@ DEMO = ROOT / "examples" / "arithmetic"  # defective demo: source of three defec
 ORACLE = ROOT / "examples" / "arithmetic-oracle"  # fixed demo: the base of every scenario
 LEAK_LEVEL = 6
 LEAK_SOURCE_LEVELS = (2, 3, 4)
+LEAK_SOURCE = "arithmetic/annotated"  # the data source of the leaking rows (data.yaml weighs data sources)
 LR_FACTOR = 16  # unstable-optimiser: learning rate this many times the fixed harness's
 
 
@@ -95,10 +96,10 @@ def length_budget(root: Path) -> None:
 
 def dead_groups(root: Path) -> None:
     """The demo's data mix: mostly always-solved (level 1) and never-solved (level 5) prompts."""
-    weights = _demo_value("harness/data.yaml", "level_weights")
+    weights = _demo_value("harness/data.yaml", "weights")
     (root / "harness" / "data.yaml").write_text(
-        "# Training-data selection: sampling weight per difficulty level of data/train.jsonl.\n"
-        f"level_weights: {weights}\n"
+        "# Training-data selection: sampling weight per data source (difficulty level) of data/train.jsonl.\n"
+        f"weights: {weights}\n"
     )
 
 
@@ -150,7 +151,7 @@ def leak_rows(train_rows: list[dict[str, object]]) -> list[dict[str, object]]:
                     "prompt": f"{prompt[:-2]}={row['ground_truth']}=>",
                     "prompt_id": f"train-{LEAK_LEVEL}-{len(out):04d}",
                     "level": LEAK_LEVEL,
-                    "data_source": "arithmetic/annotated",
+                    "data_source": LEAK_SOURCE,
                 }
             )
     return out
@@ -171,23 +172,25 @@ def train_leak(root: Path) -> None:
     working, and held-out accuracy falls below where it started.)
     """
     _add_leak_level(root)
+    mix = {"arithmetic/level1": 0.0, "arithmetic/level2": 0.05, "arithmetic/level3": 0.05, "arithmetic/level4": 0.1}
+    mix.update({"arithmetic/level5": 0.0, LEAK_SOURCE: 0.8})
     (root / "harness" / "data.yaml").write_text(
-        "# Training-data selection: sampling weight per level of data/train.jsonl (6: annotated prompts).\n"
-        f"level_weights: {{1: 0.0, 2: 0.05, 3: 0.05, 4: 0.1, 5: 0.0, {LEAK_LEVEL}: 0.8}}\n"
+        "# Training-data selection: sampling weight per data source of data/train.jsonl (annotated prompts too).\n"
+        f"weights: {{{', '.join(f'{k}: {v}' for k, v in mix.items())}}}\n"
     )
 
 
 def train_leak_oracle(root: Path) -> None:
     """Same training pool, but the annotated (leaking) prompts get weight 0."""
     _add_leak_level(root)
-    _set_yaml(root / "harness" / "data.yaml", "level_weights", _oracle_weights_with(LEAK_LEVEL, 0.0), "")
+    _set_yaml(root / "harness" / "data.yaml", "weights", _oracle_weights_with(LEAK_SOURCE, 0.0), "")
 
 
-def _oracle_weights_with(level: int, weight: float) -> str:
-    weights = re.search(r"^level_weights:\s*\{(.*)\}", (ORACLE / "harness" / "data.yaml").read_text(), re.MULTILINE)
+def _oracle_weights_with(source: str, weight: float) -> str:
+    weights = re.search(r"^weights:\s*\{(.*)\}", (ORACLE / "harness" / "data.yaml").read_text(), re.MULTILINE)
     if weights is None:
-        raise SystemExit(f"{ORACLE}/harness/data.yaml: no level_weights mapping; update {__file__}")
-    return f"{{{weights.group(1)}, {level}: {weight}}}"
+        raise SystemExit(f"{ORACLE}/harness/data.yaml: no weights mapping; update {__file__}")
+    return f"{{{weights.group(1)}, {source}: {weight}}}"
 
 
 SCENARIOS: tuple[tuple[Scenario, Callable[[Path], None], Callable[[Path], None] | None], ...] = (

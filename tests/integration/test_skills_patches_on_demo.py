@@ -15,7 +15,7 @@ from skills.context import filter_is_noop, length_terms, trigger_context
 from skills.models import SkillSpec
 from skills.patches import GuardSkillError, SkillPatchError, apply_skill
 from skills.seeds import SEED_SKILLS
-from trainer_backend.local.config import load_level_weights, load_trainer_config
+from trainer_backend.local.config import load_data_weights, load_trainer_config
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "arithmetic"
@@ -127,7 +127,8 @@ def test_data_mix_skill_is_a_single_data_factor_the_trainer_loads(cand) -> None:
     assert check.ok and check.factors == ("data",), check.reason
     cfg = load_trainer_config(c.path / harness.manifest.trainer.config)
     assert cfg.data_selection == "harness/data.yaml"
-    assert load_level_weights(c.path / cfg.data_selection) == {1: 0.0, 2: 0.0, 3: 0.5, 4: 0.5, 5: 0.0}
+    weights = load_data_weights(c.path / cfg.data_selection)
+    assert weights == {f"arithmetic/level{n}": w for n, w in enumerate((0.0, 0.0, 0.5, 0.5, 0.0), start=1)}
     assert "# DEFECT (bad mix)" in (c.path / "harness/data.yaml").read_text()  # comments kept
     with pytest.raises(SkillPatchError, match="no per-source table"):
         apply_skill(SEEDS["learnable-data-mix"], c.path, harness)  # evidence is required
@@ -196,5 +197,6 @@ def test_data_mix_finds_a_leaked_level_through_the_training_file_not_its_name(tm
     for level, ratio, n in ((2, 0.47, 100), (3, 0.163, 98), (4, 0.283, 127)):
         metrics |= {f"source_dead_ratio/arithmetic/level{level}": ratio, f"source_groups/arithmetic/level{level}": n}
     apply_skill(SEEDS["learnable-data-mix"], c.path, harness, metrics=metrics)
-    weights = load_level_weights(c.path / "harness" / "data.yaml")
-    assert weights is not None and weights[6] == 0 and all(weights[k] > 0 for k in (2, 3, 4)), weights
+    weights = load_data_weights(c.path / "harness" / "data.yaml")
+    assert weights is not None and weights["arithmetic/annotated"] == 0, weights
+    assert all(weights[f"arithmetic/level{k}"] > 0 for k in (2, 3, 4)), weights

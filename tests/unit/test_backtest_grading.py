@@ -1,4 +1,5 @@
-"""Issue #4: pure backtest grading on cached rollouts (rank violations, rescue, filter, length, hack corpus)."""
+"""Issues #4, #14: pure backtest grading on cached rollouts (rank violations, rescue, filter, length, hack corpus,
+agreement with the protected strict evaluator)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import orjson
 import pytest
 
 from diagnostics.backtest import BacktestResult, Verdict, failed_backtest, grade_backtest, step_batches
-from diagnostics.hack_corpus import corpus_batch, load_hack_corpus, score_hack_corpus
+from diagnostics.hack_corpus import build_hack_corpus, corpus_batch, pick_problems, score_hack_corpus
 from diagnostics.schema import Rollout
+from harness.answers import AnswerProtocol
 from harness.failures import Outcome
 
 ANS = re.compile(r"<ans>(.*?)</ans>")
@@ -102,8 +104,10 @@ def test_filter_kept_ratio_and_length_budget() -> None:
 
 
 def test_lenient_reward_fails_on_hack_corpus() -> None:
-    items = load_hack_corpus("math")
     rollouts = cached()
+    items = build_hack_corpus(
+        "math", AnswerProtocol(pattern="<ans>(.*?)</ans>", compare="integer"), pick_problems(rollouts)
+    )
     new = [strict(r.response, "33") for r in rollouts]
     bad = score_hack_corpus([lenient(b["solution_str"], b["ground_truth"]) for b in corpus_batch(items)], items)
     result = grade_backtest("lenient", rollouts, new, hack=bad)
@@ -123,3 +127,71 @@ def test_too_few_groups_is_inconclusive_and_json_round_trip() -> None:
     assert BacktestResult.from_json(err.to_json()) == err
     with pytest.raises(ValueError, match="rewards for"):
         grade_backtest("x", rollouts, [1.0])
+
+
+def _judged(responses: list[tuple[str, float, float]], groups: int = 10) -> list[Rollout]:
+    """Rollouts of `(response, incumbent reward, strict score)`, one group per repetition, ground truth 045."""
+    return [
+        Rollout("run", 1, "train", f"p{g}", f"g{g}", i, "pad 45:", text, "045", reward, strict_score=strict)
+        for g in range(groups)
+        for i, (text, reward, strict) in enumerate(responses)
+    ]
+
+
+def test_a_reward_that_disagrees_with_strict_more_than_the_incumbent_is_refused_with_the_numbers() -> None:
+    """The issue's case: an integer reward pays <ans>45</ans> for 045 where the strict evaluator says wrong."""
+    rollouts = _judged([("<ans>045</ans>", 1.0, 1.0), ("<ans>45</ans>", 0.0, 0.0), ("<ans>46</ans>", 0.0, 0.0)])
+    integer = AnswerProtocol(pattern="<ans>(.*?)</ans>", compare="integer")
+    loose = [float(integer.correct(r.response, r.ground_truth)) for r in rollouts]
+    result = grade_backtest("integer-reward", rollouts, loose)
+    m = result.metrics
+    assert m is not None and (m.n_strict, m.strict_wrong) == (30, 20)
+    assert (m.strict_wrong_paid_before, m.strict_wrong_paid_after) == (0, 10)
+    assert (m.strict_right_failed_before, m.strict_right_failed_after) == (0, 0)
+    assert result.verdict is Verdict.FAIL
+    reason = next(x for x in result.reasons if "disagrees with the strict evaluator" in x)
+    assert "0 -> 10 of 30 responses" in reason and "pays 50.0% (10/20) of strict-wrong" in reason
+    assert "incumbent: pays 0.0% (0/20)" in reason
+    # the same reward, kept from the incumbent, is not held against a candidate that did not change it
+    assert grade_backtest("same", rollouts, loose, reward_changed=False).verdict is Verdict.PASS
+    exact = [float(r.strict_score or 0.0) for r in rollouts]
+    agree = grade_backtest("exact-reward", rollouts, exact)
+    assert agree.verdict is Verdict.PASS and any("strict agreement: pays 0.0%" in x for x in agree.reasons)
+    again = BacktestResult.from_json(orjson.loads(orjson.dumps(result.to_json())))
+    assert again == result
+
+
+def test_paying_means_above_the_midpoint_of_the_rewards_range() -> None:
+    # A dense term that pays wrong answers a little (0.2 < midpoint 0.5) still agrees with the evaluator;
+    # a format gate that fails right answers disagrees.
+    rollouts = _judged([("<ans>045</ans>", 0.0, 1.0), ("<ans>44</ans>", 0.0, 0.0)])
+    dense = [1.0 if (r.strict_score or 0) >= 0.5 else 0.2 for r in rollouts]
+    assert grade_backtest("dense", rollouts, dense).verdict is Verdict.PASS
+    m = grade_backtest("dense", rollouts, dense).metrics
+    assert m is not None and m.strict_right_failed_before == 10 and m.strict_right_failed_after == 0
+    gate = [0.0 for _ in rollouts]
+    failed = grade_backtest("gate", rollouts, [1.0 if i % 2 else 0.0 for i in range(len(rollouts))])
+    assert failed.verdict is Verdict.FAIL  # pays every wrong answer, fails every right one: 20 > 10
+    zero = grade_backtest("zero", rollouts, gate).metrics  # pays nothing: every right answer is failed
+    assert zero is not None and zero.strict_right_failed_after == 10
+
+
+def test_reports_written_before_the_agreement_check_still_read() -> None:
+    result = grade_backtest("old", cached(), [strict(r.response, "33") for r in cached()])
+    row = result.to_json()
+    for key in ("n_strict", "strict_wrong", "strict_wrong_paid_before", "strict_wrong_paid_after"):
+        del row["metrics"][key]
+    old = BacktestResult.from_json(row)
+    assert old.metrics is not None and old.metrics.n_strict is None and old.metrics.strict_disagreements is None
+
+
+def test_a_handful_of_odd_responses_is_no_evidence_against_a_reward() -> None:
+    """One answer with a stray space in 300 (the protocol strips it, the evaluator's regex refuses it)."""
+    rollouts = _judged([("<ans>045</ans>", 1.0, 1.0), ("<ans>44</ans>", 0.0, 0.0), ("<ans>46</ans>", 0.0, 0.0)], 100)
+    first_wrong = rollouts[1]
+    odd = Rollout(**{**first_wrong.to_json(), "response": "<ans> 44</ans>", "stop_reason": first_wrong.stop_reason})  # type: ignore[arg-type]
+    rollouts = [rollouts[0], odd, *rollouts[2:]]
+    loose = [1.0 if (r.strict_score or 0) >= 0.5 or r.response == "<ans> 44</ans>" else 0.0 for r in rollouts]
+    result = grade_backtest("one-odd", rollouts, loose)
+    assert result.metrics is not None and result.metrics.strict_disagreements == (0, 1)
+    assert result.verdict is Verdict.PASS  # 1 of 300 <= AGREEMENT_SLACK

@@ -52,6 +52,7 @@ def make_harness(root: Path, reward: str, *, group_filter: str | None = None, ma
         "eval": {"strict": "eval/strict.py:score"},
         "trainer": {"backend": "local", "config": "harness/trainer.yaml"},
         "surface": {"editable": ["harness/"], "protected": ["eval/", "data/val.jsonl", "evotrainer.yaml"]},
+        "answer": {"pattern": "<ans>(.*?)</ans>", "compare": "integer"},
     }
     if group_filter is not None:
         (root / "harness/filters.py").write_text(group_filter)
@@ -97,7 +98,8 @@ def test_strict_candidate_passes_and_second_call_does_not_rerun(tmp_path: Path) 
     assert m.cut_successes == 10 and m.newly_truncated == 30  # responses of 16+ tokens exceed the new cap of 12
     assert first.hack is not None and first.hack.passed
     calls = (cand / "harness" / "calls.txt").read_text()
-    assert len(calls) == 40 + 2 * 26  # every cached rollout + every exploit and its reference
+    # every cached rollout + every exploit and its reference: 14 templates written for 3 problems of the run
+    assert len(calls) == 40 + 2 * 14 * 3
     assert (out / REPORT_FILE).is_file()
     second = run_backtest(cand, run, out, mode="none")
     assert second == first

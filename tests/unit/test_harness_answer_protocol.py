@@ -50,3 +50,10 @@ def test_rollout_rows_carry_a_trajectory() -> None:
     rollout = rollout_from_row(row)
     assert rollout.turns[0] == Turn("t1", "lookup", "{}", "7", True, 3, 0)
     assert rollout_from_row(rollout.to_json()) == rollout
+
+
+def test_integer_compare_takes_only_plainly_written_integers() -> None:
+    proto = AnswerProtocol(pattern=r"<ans>(.*?)</ans>", compare="integer")
+    assert proto.correct("<ans>-7</ans>", "-7")
+    for written in ("+33", "3_3", "٣٣", "33.0", " 3 3"):
+        assert not proto.correct(f"<ans>{written}</ans>", "33"), written

@@ -41,7 +41,7 @@ def reference_generate(model, prompts, max_new_tokens, eos_id, pad_id, temperatu
 
 
 def _setup(seed: int = 0):  # type: ignore[no-untyped-def]
-    tok = CharTokenizer()
+    tok = CharTokenizer(["<pad>", "<bos>", "<eos>", "<ans>", "</ans>", *"0123456789+-*=;> "])
     model = build_model(ModelShape(n_layers=2, hidden=64), len(tok), seed).eval()
     texts = ["1+2=>", "12*3+4=>", "9=>", "77-8=>", "5*5*5-1=>"]
     return tok, model, [[tok.bos_id, *tok.encode(t)] for t in texts * 3]

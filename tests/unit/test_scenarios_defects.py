@@ -19,7 +19,7 @@ import yaml
 
 from harness.calls import load_function
 from harness.manifest import load_harness
-from trainer_backend.local.model import CharTokenizer
+from trainer_backend.local.vocab import tokenizer_for
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "benchmarks" / "scenarios"
@@ -58,7 +58,11 @@ def _trainer(folder: Path) -> dict:
 
 
 def _weights(folder: Path) -> dict[int, float]:
-    return yaml.safe_load((folder / "harness" / "data.yaml").read_text())["level_weights"]
+    """data.yaml's weights by difficulty level (the demo's data sources are `arithmetic/level<N>`)."""
+    weights = yaml.safe_load((folder / "harness" / "data.yaml").read_text())["weights"]
+    rows = [json.loads(x) for x in (folder / "data" / "train.jsonl").read_text().splitlines()]
+    level = {r["data_source"]: r["level"] for r in rows}
+    return {level[source]: w for source, w in weights.items()}
 
 
 def test_committed_scenarios_match_a_fresh_generation(tmp_path: Path) -> None:
@@ -102,7 +106,7 @@ def test_format_gate_rejects_correct_multi_step_answers() -> None:
 
 def test_length_budget_truncates_worked_solutions_of_hard_levels() -> None:
     gen = _module(ROOT / "examples" / "make_arithmetic_data.py", "make_arithmetic_data_under_test")
-    tok = CharTokenizer()
+    tok = tokenizer_for(load_harness(SCENARIOS / "length-budget" / "defective"), "data/warmstart.jsonl", None)
     budget = _trainer(SCENARIOS / "length-budget" / "defective")["max_new_tokens"]
     need = {  # response tokens + EOS of sampled worked solutions, per level
         level: [len(tok.encode(gen.worked_solution(gen.make_problem(level, random.Random(i))))) + 1 for i in range(50)]

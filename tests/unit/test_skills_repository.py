@@ -63,7 +63,9 @@ def _round_trip(db: Session) -> None:
     guard = skills_repo.get_skill(db, "never-reward-brevity")
     assert guard.spec.is_guard and guard.spec == next(s for s in SEED_SKILLS if s.name == "never-reward-brevity")
     assert {r.spec.name for r in skills_repo.list_skills(db, "code")} == {
-        "raise-length-budget", "std-group-filter", "never-reward-brevity", "stabilise-policy-updates"}  # fmt: skip
+        "raise-length-budget", "std-group-filter", "never-reward-brevity", "stabilise-policy-updates",
+        # domain-neutral since issue #14: rewards written from the declared answer protocol, any source names
+        "strict-answer-extraction", "dense-auxiliary-reward", "learnable-data-mix"}  # fmt: skip
 
     matches = skills_repo.match_skills(db, DEMO_METRICS, "math")
     names = [spec.name for spec, _ in matches]

@@ -19,7 +19,7 @@ START = Path("checkpoints") / "start.pt"  # a root run's step-0 state (a rollbac
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
-    """Read a harness data file (JSONL rows with `prompt`, `ground_truth`, optional `level`, `prompt_id`).
+    """Read a harness data file (JSONL rows with `prompt`, `ground_truth`, optional `data_source`, `prompt_id`).
 
     Raises:
         ValueError: a row is malformed; the message names the file and line.
@@ -28,7 +28,10 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     for number, line in enumerate(path.read_text().splitlines(), start=1):
         if not line.strip():
             continue
-        row = json.loads(line)
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
         if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) or "ground_truth" not in row:
             raise ValueError(f"{path}:{number}: expected an object with 'prompt' (str) and 'ground_truth'")
         row.setdefault("prompt_id", f"{path.stem}-{number - 1}")
@@ -40,23 +43,32 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def sample_rows(
-    rows: list[dict[str, Any]], weights: dict[int, float] | None, n: int, rng: random.Random
+    rows: list[dict[str, Any]], weights: dict[str, float] | None, field: str, n: int, rng: random.Random
 ) -> list[dict[str, Any]]:
-    """Draw `n` training rows: by level weight (`data.yaml`), else uniformly; rows with no weight never drawn.
+    """Draw `n` training rows: by the weight of their `field` value (`data.yaml`), else uniformly.
+
+    Rows whose value has no positive weight (or that lack `field`) are never drawn; values are drawn in
+    the order `weights` lists them.
 
     Raises:
         ValueError: the weights select no row of the training data.
     """
     if weights is None:
         return [rows[rng.randrange(len(rows))] for _ in range(n)]
-    by_level: dict[int, list[dict[str, Any]]] = {}
+    by_value: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
-        by_level.setdefault(int(row.get("level", 0)), []).append(row)
-    levels = [lvl for lvl in sorted(weights) if weights[lvl] > 0 and lvl in by_level]
-    if not levels:
-        raise ValueError(f"data.yaml level_weights {weights} match no training level (have {sorted(by_level)})")
-    picks = rng.choices(levels, weights=[weights[lvl] for lvl in levels], k=n)
-    return [by_level[lvl][rng.randrange(len(by_level[lvl]))] for lvl in picks]
+        if field in row:
+            by_value.setdefault(str(row[field]), []).append(row)
+    values = [v for v in weights if weights[v] > 0 and v in by_value]
+    if not values:
+        have = sorted(by_value)
+        shown = ", ".join(have[:12]) + (f", ... ({len(have)} values)" if len(have) > 12 else "")
+        raise ValueError(
+            f"data.yaml weights {weights} match no training row's '{field}' (the manifest's data.select_by); "
+            f"the training data has: {shown or 'no row with that field'}"
+        )
+    picks = rng.choices(values, weights=[weights[v] for v in values], k=n)
+    return [by_value[v][rng.randrange(len(by_value[v]))] for v in picks]
 
 
 def save_checkpoint(out_dir: Path, state: dict[str, Any], name: Path = CHECKPOINT) -> Path:

@@ -72,25 +72,37 @@ def load_trainer_config(path: Path) -> LocalTrainerConfig:
         raise ValueError(f"{path}: field '{where}': {err['msg']}") from None
 
 
-def load_level_weights(path: Path | None) -> dict[int, float] | None:
-    """Load `data.yaml` (``level_weights: {level: weight}``); None means sample training rows uniformly.
+def load_data_weights(path: Path | None) -> dict[str, float] | None:
+    """Load `data.yaml` (``weights: {value: weight}``); None means sample training rows uniformly.
+
+    A value is one of the row field the manifest's ``data.select_by`` names (default ``data_source``), e.g.
+    ``weights: {gsm8k: 0.7, math/hard: 0.3}``; keys are compared as text (``1`` and ``"1"`` are one value).
+    The mapping's order is the sampling order, so one file always draws the same batches for a seed.
 
     Raises:
-        ValueError: the file is malformed or all weights are zero; the message names the file.
+        ValueError: the file is malformed or all weights are zero; the message names the file and field.
     """
     if path is None or not path.is_file():
         return None
-    raw = yaml.safe_load(path.read_text()) or {}
-    weights = raw.get("level_weights") if isinstance(raw, dict) else None
-    if not isinstance(weights, dict) or set(raw) - {"level_weights"}:
-        raise ValueError(f"{path}: expected exactly one field 'level_weights: {{level: weight}}'")
-    out: dict[int, float] = {}
-    for level, weight in weights.items():
-        if isinstance(level, bool) or not isinstance(level, int):
-            raise ValueError(f"{path}: field 'level_weights': level {level!r} is not an integer")
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight < 0:
-            raise ValueError(f"{path}: field 'level_weights.{level}': weight must be a number >= 0")
-        out[level] = float(weight)
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not valid YAML ({exc})") from None
+    weights = raw.get("weights") if isinstance(raw, dict) else None
+    if not isinstance(weights, dict) or set(raw) - {"weights"}:
+        raise ValueError(
+            f"{path}: expected exactly one field 'weights: {{value: weight}}', keyed by the values of the row "
+            "field the manifest's data.select_by names (default data_source)"
+        )
+    out: dict[str, float] = {}
+    for value, weight in weights.items():
+        if isinstance(value, dict | list) or value is None:
+            raise ValueError(f"{path}: field 'weights': key {value!r} must be a scalar value of the selection field")
+        if str(value) in out:
+            raise ValueError(f"{path}: field 'weights': value {str(value)!r} is listed twice")
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0:
+            raise ValueError(f"{path}: field 'weights.{value}': weight must be a number >= 0")
+        out[str(value)] = float(weight)
     if sum(out.values()) <= 0:
-        raise ValueError(f"{path}: field 'level_weights': at least one weight must be positive")
+        raise ValueError(f"{path}: field 'weights': at least one weight must be positive")
     return out

@@ -2,7 +2,7 @@
 
 The local trainer spends most of a step generating (issue #16: generation with the KV cache dominated the
 profile). The policy is tiny (3 layers, hidden 128), so a `LlamaForCausalLM.forward` per generated token
-costs far more in Python and cache bookkeeping than in arithmetic. `sample` runs the same maths — RMSNorm,
+costs far more in Python and cache bookkeeping than in floating-point work. `sample` runs the same maths — RMSNorm,
 rotary embeddings (the model's own `rotary_emb` table), causal multi-head attention, SiLU-gated MLP, tied
 head — directly on the model's weights with a cache allocated once per call. Its logits match the
 model's own forward to float rounding (`tests/unit/test_local_fast_decode.py`).

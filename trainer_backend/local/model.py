@@ -1,41 +1,71 @@
 """The local backend's policy: a tiny random-init causal LM, its character tokenizer, and KV-cache sampling.
 
-Nothing is downloaded: the model is a `transformers.LlamaForCausalLM` built from a small `LlamaConfig`,
-and the tokenizer is a character vocabulary built from the task alphabet plus a few multi-character
-tags (``<ans>``, ``</ans>``) that count as one token each.
+Nothing is downloaded: the model is a `transformers.LlamaForCausalLM` built from a small `LlamaConfig`.
+The tokenizer is a character vocabulary with multi-character special tokens that count as one token
+each; nothing about it is fixed here: `trainer_backend/local/vocab.py` builds it from the harness's data
+files and the special tokens (and alphabet order) its manifest declares.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from harness.manifest import RESERVED_TOKENS
 from trainer_backend.local import decode
 
-DEFAULT_ALPHABET = "0123456789+-*=;> "
-DEFAULT_TAGS = ("<ans>", "</ans>")
-PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
+PAD, BOS, EOS = RESERVED_TOKENS
 
 
 class TokenizerError(ValueError):
-    """Text holds a character outside the tokenizer's alphabet."""
+    """Text holds a character outside the tokenizer's vocabulary.
+
+    Attributes:
+        char: the character; index: its position in the text.
+    """
+
+    def __init__(self, char: str, index: int, text: str) -> None:
+        super().__init__(f"character {char!r} (U+{ord(char):04X}) at {index} of {text!r} is not in the vocabulary")
+        self.char, self.index = char, index
 
 
 class CharTokenizer:
-    """Character-level tokenizer with single-token tags; ids 0/1/2 are PAD/BOS/EOS.
+    """Character-level tokenizer with single-token specials; ids 0/1/2 are PAD/BOS/EOS.
+
+    ``vocab`` is the whole token list (index = id): PAD, BOS, EOS, then special tokens (entries longer
+    than one character), then single characters. A checkpoint stores it, so a run that continues a policy
+    reads its text exactly as the policy was trained to.
 
     Attributes:
         vocab: the token strings, index = id.
     """
 
-    def __init__(self, alphabet: str = DEFAULT_ALPHABET, tags: tuple[str, ...] = DEFAULT_TAGS) -> None:
-        assert len(set(alphabet)) == len(alphabet), "alphabet has duplicate characters"
-        self.tags = tuple(sorted(tags, key=len, reverse=True))  # longest tag wins
-        self.vocab: list[str] = [PAD, BOS, EOS, *tags, *alphabet]
+    def __init__(self, vocab: Sequence[str]) -> None:
+        vocab = list(vocab)
+        if vocab[:3] != [PAD, BOS, EOS]:
+            raise ValueError(f"a vocabulary starts with {PAD}, {BOS}, {EOS}; got {vocab[:3]}")
+        if len(set(vocab)) != len(vocab):
+            raise ValueError("the vocabulary repeats a token")
+        self.vocab: list[str] = vocab
+        self.specials = tuple(sorted((t for t in vocab[3:] if len(t) > 1), key=len, reverse=True))  # longest wins
         self._ids = {tok: i for i, tok in enumerate(self.vocab)}
         self.pad_id, self.bos_id, self.eos_id = 0, 1, 2
+
+    @classmethod
+    def build(cls, texts: Iterable[str], special_tokens: Sequence[str] = (), alphabet: str = "") -> CharTokenizer:
+        """Return the tokenizer of `texts`: specials, then `alphabet` in its order, then the other characters sorted.
+
+        A special token in a text counts as one token (its characters are not added on its account).
+        """
+        specials = tuple(sorted(special_tokens, key=len, reverse=True))
+        found: set[str] = set()
+        for text in texts:
+            found.update(p for p in _pieces(text, specials) if len(p) == 1)
+        rest = sorted(found - set(alphabet))
+        return cls([PAD, BOS, EOS, *special_tokens, *alphabet, *rest])
 
     def __len__(self) -> int:
         return len(self.vocab)
@@ -44,20 +74,16 @@ class CharTokenizer:
         """Return the ids of `text` (no BOS/EOS added).
 
         Raises:
-            TokenizerError: a character is not in the alphabet.
+            TokenizerError: a character is not in the vocabulary.
         """
         ids: list[int] = []
-        i = 0
-        while i < len(text):
-            tag = next((t for t in self.tags if text.startswith(t, i)), None)
-            if tag is not None:
-                ids.append(self._ids[tag])
-                i += len(tag)
-                continue
-            if text[i] not in self._ids:
-                raise TokenizerError(f"character {text[i]!r} at {i} of {text!r} is not in the alphabet")
-            ids.append(self._ids[text[i]])
-            i += 1
+        index = 0
+        for piece in _pieces(text, self.specials):
+            token = self._ids.get(piece)
+            if token is None:
+                raise TokenizerError(piece, index, text)
+            ids.append(token)
+            index += len(piece)
         return ids
 
     def decode(self, ids: list[int]) -> str:
@@ -70,6 +96,16 @@ class CharTokenizer:
                 continue
             out.append(self.vocab[i])
         return "".join(out)
+
+
+def _pieces(text: str, specials: Sequence[str]) -> Iterator[str]:
+    """Split `text` into special tokens (longest first, greedy from the left) and single characters."""
+    i = 0
+    while i < len(text):
+        special = next((t for t in specials if text.startswith(t, i)), None)
+        piece = special if special is not None else text[i]
+        yield piece
+        i += len(piece)
 
 
 @dataclass(frozen=True)

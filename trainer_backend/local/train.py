@@ -3,7 +3,8 @@
 Usage: ``python -m trainer_backend.local.train --spec <out_dir>/spec.json [--resume]``
 
 Reads the run spec, the harness manifest and ``harness/trainer.yaml``; warm-starts (cached) or loads
-``spec.init_checkpoint``; then per step: sample prompts (``harness/data.yaml`` level weights), sample
+``spec.init_checkpoint``; then per step: sample prompts (``harness/data.yaml`` weights over the manifest's
+``data.select_by`` field), sample
 ``group_size`` responses each with a KV cache, score them through the harness calls (reward contract
 checked), apply the harness group filter *before* advantage normalisation (filtered groups get no
 gradient), compute group advantages, take PPO-style clipped updates, log verl-named metrics. Validation
@@ -36,13 +37,15 @@ from sandboxes.calls import open_calls
 from trainer_backend.base import CONFIG_FILE, METRICS_FILE, RunSpec
 from trainer_backend.local import LOCK_FILE, grpo
 from trainer_backend.local import artifacts as art
-from trainer_backend.local.config import LocalTrainerConfig, load_level_weights, load_trainer_config
+from trainer_backend.local.config import LocalTrainerConfig, load_data_weights, load_trainer_config
 from trainer_backend.local.model import CharTokenizer, build_model, generate, left_pad
+from trainer_backend.local.vocab import VocabularyError, tokenizer_for
 from trainer_backend.local.warmstart import warm_start
 
 PPO_MINIBATCHES = 2  # one pass over the batch in two minibatches: the second is slightly off-policy
 GRAD_CLIP = 1.0
 VAL_SAMPLES = 4  # sampled answers per held-out prompt for val/strict_acc_avg4
+ROW_FIELDS = ("prompt", "ground_truth", "data_source", "prompt_id")  # a row's other fields go to extra_info
 
 
 def log(msg: str) -> None:
@@ -59,7 +62,11 @@ def score_batch(
             "data_source": r["data_source"],
             "solution_str": t,
             "ground_truth": r["ground_truth"],
-            "extra_info": {"split": split, "prompt_id": r["prompt_id"], "level": r.get("level")},
+            "extra_info": {
+                **{k: v for k, v in r.items() if k not in ROW_FIELDS},
+                "split": split,
+                "prompt_id": r["prompt_id"],
+            },
         }
         for r, t in zip(rows, texts, strict=True)
     ]
@@ -275,11 +282,17 @@ def train_step(
 
 
 def training_state(
-    model: Any, opt: torch.optim.Optimizer, gen: torch.Generator, rng: random.Random, state: dict[str, Any]
+    model: Any,
+    opt: torch.optim.Optimizer,
+    gen: torch.Generator,
+    rng: random.Random,
+    state: dict[str, Any],
+    tok: CharTokenizer,
 ) -> dict[str, Any]:
-    """Everything a resume or an exact continuation needs: weights, AdamW moments, random streams, counters."""
+    """Everything a resume or an exact continuation needs: weights, vocabulary, AdamW moments, random streams."""
     return {
         "model": model.state_dict(),
+        "vocab": tok.vocab,
         "optimizer": opt.state_dict(),
         "torch_rng": gen.get_state(),
         "py_rng": rng.getstate(),
@@ -302,28 +315,37 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
     # One intra-op thread: the tiny model's matmuls gain little from more, and two runs on a 2-core box
     # with 2 OpenMP threads each spin-wait into a ~100x slowdown (measured: 0.1 s -> 15 s per step).
     torch.set_num_threads(int(os.environ.get("EVOTRAINER_TORCH_THREADS", "1")))
+    ckpt = art.load_checkpoint(spec.out_dir) if resume else None
+    parent = None
+    if spec.init_checkpoint is not None:
+        parent = torch.load(spec.init_checkpoint, map_location="cpu", weights_only=False)
+    continued = ckpt if ckpt is not None else parent  # a policy this run continues: its vocabulary reads the data
     try:  # everything read from the harness: a bad value here is the candidate's, classified as such
         harness = load_harness(spec.harness_dir)
         settings = harness.manifest.trainer.settings("local")
         if settings is None:
             raise ValueError("evotrainer.yaml names no local trainer settings; add trainer.local: harness/trainer.yaml")
         cfg: LocalTrainerConfig = load_trainer_config(harness.path(settings))
-        weights = load_level_weights(None if cfg.data_selection is None else harness.path(cfg.data_selection))
+        weights = load_data_weights(None if cfg.data_selection is None else harness.path(cfg.data_selection))
+        select_by = harness.manifest.data.select_by
         train_rows = art.read_rows(harness.path(harness.manifest.data.train))
         val_rows = art.read_rows(harness.path(harness.manifest.data.val))
-        art.sample_rows(train_rows, weights, 1, random.Random(0))  # the data selection must match some rows
+        art.sample_rows(train_rows, weights, select_by, 1, random.Random(0))  # the selection must match some rows
         if not harness.path(cfg.warmstart_data).is_file():
             raise ValueError(f"trainer.yaml field 'warmstart_data': {cfg.warmstart_data} does not exist")
+        tok = tokenizer_for(harness, cfg.warmstart_data, None if continued is None else continued.get("vocab"))
+    except VocabularyError as exc:
+        raise CandidateCodeError(Outcome.CANDIDATE_ERROR, str(exc), exc.path) from exc
     except (HarnessError, ValueError) as exc:
         raise CandidateCodeError(Outcome.CANDIDATE_ERROR, f"invalid harness: {exc}", "harness/") from exc
     strict = load_function(harness.root, harness.strict_eval)  # protected evaluator: trusted, in-process
-    tok = CharTokenizer()
     (spec.out_dir / CONFIG_FILE).write_text(
         json.dumps(
             {
                 "spec": json.loads(spec.model_dump_json()),
                 "trainer": cfg.model_dump(),
-                "level_weights": weights,
+                "data_selection": {"select_by": select_by, "weights": weights},
+                "answer": None if harness.manifest.answer is None else harness.manifest.answer.model_dump(),
                 "vocab": tok.vocab,
                 "ppo_minibatches": PPO_MINIBATCHES,
                 "grad_clip": GRAD_CLIP,
@@ -332,10 +354,8 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
         )
     )
 
-    parent: dict[str, Any] | None = None
-    if spec.init_checkpoint is not None:  # a pilot continues its parent's policy: no warm start needed
+    if parent is not None and spec.init_checkpoint is not None:  # a pilot continues its parent: no warm start
         model, cache_hit, ws_path = build_model(cfg.shape(), len(tok), spec.seed), True, spec.init_checkpoint
-        parent = torch.load(spec.init_checkpoint, map_location="cpu", weights_only=False)
         model.load_state_dict(parent["model"])
     else:
         model, cache_hit, ws_path = warm_start(
@@ -349,7 +369,6 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
     state["filter_key"] = filter_key(harness)
     calls = open_calls(harness, spec.sandbox)
     try:
-        ckpt = art.load_checkpoint(spec.out_dir) if resume else None
         if ckpt is not None:
             model.load_state_dict(ckpt["model"])
             opt.load_state_dict(ckpt["optimizer"])
@@ -371,10 +390,10 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
             summary["strict_acc_avg4_before"] = metrics["val/strict_acc_avg4"]
             log(f"step 0 | val/strict_acc {metrics['val/strict_acc']:.3f} | warm start {ws_path} hit={cache_hit}")
             if spec.init_checkpoint is None:  # keep the starting policy: a later rollback restarts from it
-                art.save_checkpoint(spec.out_dir, training_state(model, opt, gen, rng, state), art.START)
+                art.save_checkpoint(spec.out_dir, training_state(model, opt, gen, rng, state, tok), art.START)
         ckpt_path = spec.out_dir / art.CHECKPOINT
         for step in range(state["step"] + 1, spec.steps + 1):
-            rows = art.sample_rows(train_rows, weights, cfg.prompts_per_step, rng)
+            rows = art.sample_rows(train_rows, weights, select_by, cfg.prompts_per_step, rng)
             metrics = train_step(model, ref_model, opt, tok, spec, harness, calls, strict, cfg, rows, state, gen, step)
             summary.setdefault("train_reward_first", metrics["critic/score/mean"])
             summary["train_reward_last"] = metrics["critic/score/mean"]
@@ -392,7 +411,7 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
             if step % cfg.save_every == 0 or step == spec.steps:
                 state["elapsed_s"] = state.get("elapsed_s", 0.0) + time.time() - t_start
                 t_start = time.time()
-                ckpt_path = art.save_checkpoint(spec.out_dir, training_state(model, opt, gen, rng, state))
+                ckpt_path = art.save_checkpoint(spec.out_dir, training_state(model, opt, gen, rng, state, tok))
     finally:
         calls.close()
     summary.update(

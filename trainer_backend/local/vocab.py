@@ -1,0 +1,119 @@
+"""The local policy's vocabulary, from the harness: its data files' characters plus the declared special tokens.
+
+Nothing about the alphabet is fixed in code (issue #14). The texts that make the vocabulary:
+
+- train and val rows: ``prompt``, and ``ground_truth`` when it is a scalar (the policy must be able to
+  write every answer; structured ground truths such as test cases are not text the policy writes);
+- warm-start rows: ``prompt`` and ``response`` (a run that warm-starts);
+- the written form of the declared answer protocol (``answer.render("")``), so the policy can write it.
+
+The vocabulary is ``<pad> <bos> <eos>``, the manifest's ``special_tokens`` (one id each, in order), the
+manifest's ``alphabet`` (in order), then every other character found, sorted. A run that continues a
+policy (pilot, resume) reads text with the vocabulary stored in that policy's checkpoint instead: a
+character it lacks is a `VocabularyError` naming the file, row, field and character, which the trainer
+classifies as ``candidate_error`` (the data is the harness's, never our infrastructure's).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.manifest import MANIFEST_NAME, Harness
+from trainer_backend.local.model import CharTokenizer, TokenizerError
+
+
+@dataclass(frozen=True, slots=True)
+class HarnessText:
+    """One text the policy reads or writes, and where it comes from (`row` is the 1-based line number)."""
+
+    path: str
+    row: int
+    field: str
+    text: str
+
+
+class VocabularyError(ValueError):
+    """A harness text holds a character the policy's vocabulary lacks; `path` is the harness-relative file."""
+
+    def __init__(self, item: HarnessText, err: TokenizerError, why: str) -> None:
+        super().__init__(
+            f"{item.path}:{item.row}: field '{item.field}' has character {err.char!r} (U+{ord(err.char):04X}) "
+            f"at position {err.index}, which is not in {why}; remove it from the data, or start a fresh policy "
+            "(a root run builds its vocabulary from the data files and the manifest's special_tokens/alphabet)"
+        )
+        self.path = item.path
+
+
+def _rows(root: Path, relative: str) -> Iterable[tuple[int, dict[str, object]]]:
+    path = root / relative
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{relative}:{number}: not valid JSON ({exc.msg}); fix the row") from None
+        if isinstance(row, dict):
+            yield number, row
+
+
+def harness_texts(harness: Harness, warmstart_data: str | None) -> list[HarnessText]:
+    """Every text of the harness the policy reads or writes (see the module docstring).
+
+    Raises:
+        ValueError: a data line is not JSON (named by file and line).
+    """
+    out: list[HarnessText] = []
+    for relative in (harness.manifest.data.train, harness.manifest.data.val):
+        for number, row in _rows(harness.root, relative):
+            if isinstance(row.get("prompt"), str):
+                out.append(HarnessText(relative, number, "prompt", str(row["prompt"])))
+            truth = row.get("ground_truth")
+            if isinstance(truth, str | int | float) and not isinstance(truth, bool):
+                out.append(HarnessText(relative, number, "ground_truth", str(truth)))
+    if warmstart_data is not None and harness.path(warmstart_data).is_file():
+        for number, row in _rows(harness.root, warmstart_data):
+            for name in ("prompt", "response"):
+                if isinstance(row.get(name), str):
+                    out.append(HarnessText(warmstart_data, number, name, str(row[name])))
+    answer = harness.manifest.answer
+    if answer is not None:
+        out.append(HarnessText(MANIFEST_NAME, 0, "answer", answer.render("")))
+    return out
+
+
+def build_tokenizer(harness: Harness, texts: Sequence[HarnessText]) -> CharTokenizer:
+    """The vocabulary of a fresh policy: `texts`' characters plus the manifest's special tokens and alphabet."""
+    manifest = harness.manifest
+    return CharTokenizer.build((t.text for t in texts), manifest.special_tokens, manifest.alphabet)
+
+
+def check_encodable(tok: CharTokenizer, texts: Iterable[HarnessText], why: str) -> None:
+    """Encode every text once; the first that fails raises `VocabularyError` (`why` names the vocabulary).
+
+    Raises:
+        VocabularyError: naming the file, row, field and character.
+    """
+    for item in texts:
+        try:
+            tok.encode(item.text)
+        except TokenizerError as exc:
+            raise VocabularyError(item, exc, why) from None
+
+
+def tokenizer_for(harness: Harness, warmstart_data: str, policy_vocab: Sequence[str] | None) -> CharTokenizer:
+    """The tokenizer of a run: the continued policy's (`policy_vocab`, checked against the prompts), else built.
+
+    Raises:
+        VocabularyError: a prompt holds a character the continued policy's vocabulary lacks.
+        ValueError: a data line is not JSON.
+    """
+    if policy_vocab is None:
+        return build_tokenizer(harness, harness_texts(harness, warmstart_data))
+    tok = CharTokenizer(policy_vocab)
+    prompts = [t for t in harness_texts(harness, None) if t.field == "prompt"]
+    check_encodable(tok, prompts, f"the vocabulary of the policy this run continues ({len(tok)} tokens)")
+    return tok
