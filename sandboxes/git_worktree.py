@@ -66,6 +66,10 @@ class SurfaceError(GitWorktreeError):
     """A write or patch would touch a path outside the harness's editable surface."""
 
 
+class LinkRefusedError(SurfaceError):
+    """A write, read or patch would create or go through a symlink, hard link, gitlink or other non-regular file."""
+
+
 class NothingToCommitError(GitWorktreeError):
     """``commit_candidate`` found no change against the worktree's HEAD."""
 
@@ -142,12 +146,12 @@ def parse_trailers(message: str) -> dict[str, str]:
 # --- low-level runner -------------------------------------------------------------------------------
 
 
-def _git(cwd: Path | str, *args: str, strip: bool = True) -> str:
-    """Run ``git <args>`` in ``cwd``; raise ``GitWorktreeError`` with git's stderr on failure."""
+def _git(cwd: Path | str, *args: str, strip: bool = True, env: Mapping[str, str] | None = None) -> str:
+    """Run ``git <args>`` in ``cwd`` (``env``: extra variables); raise ``GitWorktreeError`` with git's stderr."""
     try:
         out = Git(str(cwd)).execute(
             ["git", *args],
-            env={**_IDENTITY, "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"},
+            env={**_IDENTITY, "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0", **(env or {})},
             strip_newline_in_stdout=strip,
         )
     except GitCommandError as exc:
@@ -341,6 +345,21 @@ def commit_candidate(worktree: Path, message: InterventionMessage | str) -> str:
         raise NothingToCommitError(f"no change to commit in {worktree}")
     _git(worktree, "commit", "--quiet", "--no-verify", "-m", text)
     return _rev(worktree, "HEAD")
+
+
+def restore_to_base(worktree: Path, branch: str) -> str:
+    """Put a refused candidate's worktree (and branch) back at its base commit; return the base sha.
+
+    Whatever the candidate left — edits, new files, links, a commit made by an earlier run — is gone from
+    the worktree (``reset --hard`` + ``clean -ffdx``): a refused candidate must not leave a changed
+    evaluator behind. A worktree that no longer exists is left alone.
+    """
+    if not worktree.is_dir():
+        return ""
+    base = _git(worktree, "config", "--get", f"branch.{branch}.{BASE_CONFIG_KEY}")
+    _git(worktree, "reset", "--quiet", "--hard", base)
+    _git(worktree, "clean", "-q", "-ffdx")
+    return base
 
 
 def commit_message(repo: Repo, rev: str) -> str:

@@ -259,9 +259,12 @@ class SandboxCalls:
     def filter_groups(
         self, group_rewards: list[list[float]], state: dict[str, Any]
     ) -> tuple[list[bool], dict[str, Any]]:
-        """Return the filter's keep flags (one bool per group) and the state it left behind."""
+        """Return the filter's keep flags (one bool per group) and the state it left behind.
+
+        A harness without a group filter keeps every group (as `harness.calls.InProcessCalls` does).
+        """
         if self.filter_entry is None:
-            raise ValueError("this SandboxCalls has no filter_entry")
+            return [True] * len(group_rewards), state
         path = self.filter_entry.partition(":")[0]
         response = self._call({"op": "filter", "group_rewards": group_rewards, "state": state}, path)
         keep, new_state = response.get("keep"), response.get("state")
