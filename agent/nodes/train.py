@@ -7,11 +7,13 @@ on uninterrupted (a session that merges nothing ends with the static harness's p
 node, added as `replicate`, re-trains a merge candidate and the control with the optimizer moments but fresh
 random streams (`payload["replicate"]` = r > 0, `init_state="optimizer"`). After a rollback (`diagnose` found
 that the incumbent's own run damaged its policy, agent/rollback.py) candidates start from the incumbent's
-starting checkpoint instead; the control still continues the incumbent.
+starting checkpoint instead; the control still continues the incumbent. A pilot that cannot even be
+launched is recorded as an `infra_error` pilot (never a crash of the session).
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,10 @@ from langgraph.runtime import Runtime
 from agent.context import Context
 from agent.nodes.common import pilot_from_result, run_training
 from agent.routing import CONTROL_ID
+from harness.failures import Outcome
+from trainer_backend.base import RunResult
+
+log = logging.getLogger(__name__)
 
 
 def train(payload: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
@@ -37,18 +43,24 @@ def train(payload: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
         init, start_steps = rollback["checkpoint"], int(rollback["steps"])
     else:
         init, start_steps = version["checkpoint"], version["steps"]
-    result = run_training(
-        ctx,
-        session_id,
-        run_id,
-        harness_dir,
-        ctx.pilot_steps,
-        init_checkpoint=init or None,
-        kind="pilot",
-        seed=pilot_seed(ctx.seed, iteration, replicate),
-        candidate_id=candidate["id"] if candidate else None,
-        init_state="optimizer" if replicate else "exact",
-    )
+    try:
+        result = run_training(
+            ctx,
+            session_id,
+            run_id,
+            harness_dir,
+            ctx.pilot_steps,
+            init_checkpoint=init or None,
+            kind="pilot",
+            seed=pilot_seed(ctx.seed, iteration, replicate),
+            candidate_id=candidate["id"] if candidate else None,
+            init_state="optimizer" if replicate else "exact",
+        )
+    except Exception as exc:  # the trainer classifies candidate faults itself; nothing may end the session
+        log.exception("pilot %s could not run", run_id)
+        out_dir = ctx.session_dir(session_id) / "runs" / run_id
+        message = f"the pilot could not run ({type(exc).__name__}: {exc})"
+        result = RunResult(run_id=run_id, outcome=Outcome.INFRA_ERROR, out_dir=out_dir, message=message)
     pilot = pilot_from_result(result, iteration=iteration, candidate_id=cid, steps=ctx.pilot_steps)
     pilot["replicate"] = replicate
     pilot["init_checkpoint"], pilot["start_steps"] = init, start_steps

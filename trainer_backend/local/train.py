@@ -328,7 +328,7 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
         art.sample_rows(train_rows, weights, 1, random.Random(0))  # the data selection must match some rows
         if not harness.path(cfg.warmstart_data).is_file():
             raise ValueError(f"trainer.yaml field 'warmstart_data': {cfg.warmstart_data} does not exist")
-    except (HarnessError, ValueError) as exc:
+    except (HarnessError, ValueError, TypeError, KeyError) as exc:  # e.g. a data row whose level is null
         raise CandidateCodeError(Outcome.CANDIDATE_ERROR, f"invalid harness: {exc}", "harness/") from exc
     strict = load_function(harness.root, harness.strict_eval)  # protected evaluator: trusted, in-process
     tok = CharTokenizer()
