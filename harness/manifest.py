@@ -115,7 +115,9 @@ class Surface(BaseModel):
     @field_validator("editable", "protected")
     @classmethod
     def _paths(cls, value: list[str]) -> list[str]:
-        return [normalise(p, allow_root=True) for p in value]  # harness/paths.py: one path rule
+        for path in value:
+            normalise(path, allow_root=True)  # harness/paths.py: one path rule (raises naming the path)
+        return value
 
 
 class Manifest(BaseModel):
@@ -205,7 +207,7 @@ def _canonical(relative: str) -> str | None:
 
 def _matches(rel: str, prefixes: list[str]) -> bool:
     """Whole-component prefix match of a canonical path (never a string prefix: `..harness` is not `harness`)."""
-    return any(is_under(rel, prefix) for prefix in prefixes)
+    return any(is_under(rel, normalise(prefix, allow_root=True)) for prefix in prefixes)
 
 
 def load_harness(root: Path) -> Harness:

@@ -21,6 +21,8 @@ prefixes. The result is the canonical form, and equal paths have equal canonical
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 MAX_PATH_CHARS = 4096
 
 
@@ -45,31 +47,35 @@ def components(path: str, *, allow_root: bool = False) -> tuple[str, ...]:
     """Return the canonical components of `path` (see `normalise`)."""
     if not isinstance(path, str):
         raise PathRuleError(f"path {path!r} is not a string")
-    shown = repr(path[:200])
     if len(path) > MAX_PATH_CHARS:
-        raise PathRuleError(f"path {shown}... is longer than {MAX_PATH_CHARS} characters")
+        _refuse(path, f"longer than {MAX_PATH_CHARS} characters")
     if "\0" in path or "\\" in path or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path):
-        raise PathRuleError(f"path {shown} holds a NUL, a backslash or a control character")
+        _refuse(path, "it holds a NUL, a backslash or a control character")
     if path != path.strip():
-        raise PathRuleError(f"path {shown} starts or ends with whitespace")
+        _refuse(path, "it starts or ends with whitespace")
     if path.startswith("/"):
-        raise PathRuleError(f"path {shown} is absolute; give a path relative to the harness root")
+        _refuse(path, "it is absolute")
     body = path[:-1] if path.endswith("/") else path
     parts = body.split("/") if body else []
     if "" in parts:
-        raise PathRuleError(f"path {shown} has an empty component ('//')")
+        _refuse(path, "it has an empty component ('//')")
     out: list[str] = []
     for part in parts:
         if part == ".":
             continue
         if set(part) == {"."}:
-            raise PathRuleError(f"path {shown} has a component {part!r} made of dots (no '..' or parent tricks)")
+            _refuse(path, f"component {part!r} is made of dots (no '..' or other parent tricks)")
         if part.rstrip(" .").lower() == ".git":
-            raise PathRuleError(f"path {shown} has a {part!r} component: git metadata is never a harness file")
+            _refuse(path, f"component {part!r}: git metadata is never a harness file")
         out.append(part)
     if not out and not allow_root:
-        raise PathRuleError(f"path {shown} names the harness root, not a file")
+        _refuse(path, "it names the harness root, not a file")
     return tuple(out)
+
+
+def _refuse(path: str, why: str) -> NoReturn:
+    shown = repr(path[:200]) + ("..." if len(path) > 200 else "")
+    raise PathRuleError(f"{shown} is not a relative path inside the harness: {why}")
 
 
 def is_under(path: str, prefix: str) -> bool:

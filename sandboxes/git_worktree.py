@@ -22,8 +22,10 @@ the log. Git runs with ``LC_ALL=C`` so that the messages carried by ``PatchError
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -359,6 +361,12 @@ def restore_to_base(worktree: Path, branch: str) -> str:
     base = _git(worktree, "config", "--get", f"branch.{branch}.{BASE_CONFIG_KEY}")
     _git(worktree, "reset", "--quiet", "--hard", base)
     _git(worktree, "clean", "-q", "-ffdx")
+    for folder, dirs, files in os.walk(worktree):  # git sees no FIFO, socket or device: remove them too
+        dirs[:] = [d for d in dirs if d != ".git"]
+        for name in files:
+            path = os.path.join(folder, name)
+            if not stat.S_ISREG(os.lstat(path).st_mode) and not stat.S_ISLNK(os.lstat(path).st_mode):
+                os.unlink(path)
     return base
 
 

@@ -296,9 +296,11 @@ class SandboxCalls:
             self._fail(Outcome.SPOOF_DETECTED, "response does not answer this request", path)
         assert isinstance(response, dict)
         if not response.get("ok"):
-            err = response.get("error") or {}
-            msg = f"{err.get('kind', 'error')} failed: {err.get('type')}: {err.get('message')}"
-            self._fail(Outcome.CANDIDATE_ERROR, msg, err.get("path") or path)
+            err = response.get("error")
+            err = err if isinstance(err, dict) else {}  # the frame comes from the candidate's process
+            where = str(err.get("path") or path)[:300]
+            msg = f"{err.get('kind', 'error')} failed in {where}: {err.get('type')}: {str(err.get('message'))[:2000]}"
+            self._fail(Outcome.CANDIDATE_ERROR, msg, where)
         return response
 
     def _read_frame(self, timeout_s: float, path: str) -> bytes:

@@ -45,7 +45,10 @@ def surface_path(rel: str, harness: Harness) -> str:
     """Return canonical `rel` when it is on the editable surface; raise `SurfaceError` saying why not."""
     surface = harness.manifest.surface
     where = f"(editable: {surface.editable}, protected: {surface.protected})"
-    path = canonical(rel)
+    try:
+        path = normalise(rel)
+    except PathRuleError as exc:
+        raise SurfaceError(f"{exc} {where}") from None
     if harness.is_protected(path):
         raise SurfaceError(f"{path} is on the protected surface and may never be edited {where}")
     if not harness.is_editable(path):
@@ -355,28 +358,31 @@ def _mode_kind(mode: str) -> str:
 
 
 def non_regular_changes(worktree: Path, base_sha: str) -> list[str]:
-    """Return why each changed path is not a plain regular file (symlink, gitlink, hard link...); [] when none.
+    """Return why each new non-regular entry of the worktree is one (symlink, gitlink, hard link, FIFO...); [].
 
-    Covers what no tool would make but candidate code in the weaker process sandbox could: git's modes
-    of every change against ``base_sha`` (same scope as ``diff``), and the link count of changed files.
+    Covers what no tool would make but candidate code in the weaker process sandbox could: git's modes of
+    every change against ``base_sha`` (same scope as ``diff``), and every entry on disk that is not a
+    regular single-link file — git does not even see a FIFO, which could still hang whoever opens it.
+    Symlinks the base commit itself holds are the incumbent's, not the candidate's.
     """
     _git(worktree, "add", "--all")
     out = _git(worktree, "diff", "--cached", "--no-renames", "--raw", "-z", base_sha, strip=False)
     fields = out.split("\0")
-    problems: list[str] = []
+    problems: dict[str, str] = {}
     for meta, path in zip(fields[0::2], fields[1::2], strict=False):
-        if not meta.startswith(":"):
-            continue
-        new_mode = meta[1:].split(" ")[1]
+        new_mode = meta[1:].split(" ")[1] if meta.startswith(":") else "000000"
         if new_mode != "000000" and new_mode not in REGULAR_MODES:
-            problems.append(f"{path} is {_mode_kind(new_mode)} (mode {new_mode})")
-            continue
-        if new_mode != "000000":
-            try:
-                _check_reachable(worktree, path)
-            except (LinkRefusedError, SurfaceError) as exc:
-                problems.append(str(exc).split(";")[0])
-    return problems
+            problems[path] = f"{path} is {_mode_kind(new_mode)} (mode {new_mode})"
+    base_links = {
+        record.partition("\t")[2]
+        for record in _git(worktree, "ls-tree", "-r", "-z", base_sha, strip=False).split("\0")
+        if record.startswith("120000 ")
+    }
+    for entry in list_tree(worktree):
+        inherited = entry.kind == "a symlink" and entry.path in base_links
+        if entry.kind != "file" and entry.path not in problems and not inherited:
+            problems[entry.path] = f"{entry.path} is {entry.kind}"
+    return [problems[p] for p in sorted(problems)]
 
 
 @contextlib.contextmanager

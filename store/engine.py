@@ -14,6 +14,7 @@ for an invalid URL, and an unreachable Postgres fails at the first connection at
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,6 +30,7 @@ DEFAULT_DIR = ".evotrainer"
 DEFAULT_FILE = "evotrainer.db"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 PG_CONNECT_TIMEOUT_S = 5
+MIGRATION_LOCK_POLL_S = 0.05
 MIGRATION_LOCK_KEY = 0x45564F5452414E  # "EVOTRAN": the advisory lock every migrating process takes (Postgres)
 # From this file, not `store.__file__`: an editable install may expose `store` as a namespace package.
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
@@ -227,7 +229,11 @@ def migration_lock(url: str) -> Iterator[None]:
     engine = make_engine(url)
     try:
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.exec_driver_sql(f"SELECT pg_advisory_lock({MIGRATION_LOCK_KEY})")
+            # Polled with pg_try_advisory_lock, never a blocking pg_advisory_lock: a statement waiting on the
+            # lock holds a virtual transaction id, which LangGraph's CREATE INDEX CONCURRENTLY (run by the
+            # lock holder) waits for: a deadlock Postgres does not detect.
+            while not conn.exec_driver_sql(f"SELECT pg_try_advisory_lock({MIGRATION_LOCK_KEY})").scalar():
+                time.sleep(MIGRATION_LOCK_POLL_S)
             try:
                 yield
             finally:

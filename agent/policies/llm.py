@@ -236,10 +236,14 @@ class _Meter:
 
 
 def _chars(message: Any) -> int:
-    """Characters of a message as it travels: its content and any tool calls."""
-    calls = [*getattr(message, "tool_calls", []), *getattr(message, "invalid_tool_calls", [])]
+    """Characters of a message as it travels: its content, and each tool call's id, name and arguments."""
     content = message.content if isinstance(message.content, str) else json.dumps(message.content, default=str)
-    return len(content) + (len(json.dumps(calls, default=str)) if calls else 0)
+    total = len(content)
+    for call in [*getattr(message, "tool_calls", []), *getattr(message, "invalid_tool_calls", [])]:
+        args = call.get("args")
+        total += len(str(call.get("id") or "")) + len(str(call.get("name") or ""))
+        total += len(args) if isinstance(args, str) else len(json.dumps(args, default=str))
+    return total
 
 
 def _bounded(messages: list[Any]) -> list[Any]:
