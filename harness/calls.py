@@ -70,7 +70,10 @@ def _number(value: object, what: str, entry: str, bounds: tuple[float, float]) -
         raise RewardContractError(f"{where}: {kind} is not a number; return a float or a dict with 'score'")
     number = int.__int__(value) if isinstance(value, int) else float.__float__(value)  # plain, not a subclass
     if isinstance(number, float) and not math.isfinite(number):
-        raise RewardContractError(f"{where}: not finite; rewards must be finite numbers in [{low:g}, {high:g}]")
+        raise RewardContractError(
+            f"{entry} returned a non-finite {what} ({number}); rewards must be finite numbers in "
+            f"[{low:g}, {high:g}] (evotrainer.yaml field 'reward_range')"
+        )
     if not low <= number <= high:  # exact int/float comparison: 10**400 compares without overflowing
         raise RewardContractError(
             f"{where}: outside the reward range [{low:g}, {high:g}] (evotrainer.yaml field 'reward_range')"
