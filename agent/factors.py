@@ -23,9 +23,10 @@ context lines); lines that are only comments or blank carry no factor, so a comm
 
 ``check_candidate`` refuses: paths that break the one path rule (``harness/paths.py``: ``..``, ``.git``,
 absolute, NUL...), protected paths and paths off the editable surface (the reason names the path); paths
-are compared in their canonical form, as the surface compares them; multi-factor diffs unless every touched factor is declared *and* a justification is given; a
-single factor that contradicts the declared set; and empty diffs, which come back as *null*
-(``factors=()``, ``ok=False``) so the controller can record a no-op candidate. This module is pure.
+are compared in their canonical form, as the surface compares them; multi-factor diffs unless every
+touched factor is declared *and* a justification is given; a single factor that contradicts the declared
+set; and empty diffs, which come back as *null* (``factors=()``, ``ok=False``) so the controller can
+record a no-op candidate. This module is pure.
 """
 
 from __future__ import annotations
