@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -255,8 +256,34 @@ def _walk(top_fd: int, prefix: str, skip: frozenset[str]) -> list[Entry]:
 # --- patches ------------------------------------------------------------------------------------------
 
 
+_HEADER_PATH = re.compile(r"^(?:(?:copy|rename) (?:from|to|old|new) |--- a/|\+\+\+ b/)(?P<path>.+?)\t?$")
+_GIT_HEADER = re.compile(r"^diff --git a/(?P<a>.+?) b/(?P<b>.+)$")
+
+
 def patch_paths(worktree: Path, diff_text: str) -> list[str]:
-    """Return every path a patch touches (both sides of renames), as git reads it."""
+    """Return every path a patch touches, as git reads it, plus every path its headers name.
+
+    ``git apply --numstat`` lists only the destination of a pure copy (``copy from eval/strict.py`` /
+    ``copy to harness/x.py`` would copy the evaluator onto the editable surface unseen), so the sources
+    and targets named by ``diff --git``, ``---``/``+++``, ``copy``/``rename`` header lines are added
+    (quotes stripped; a C-quoted name with escapes then breaks the path rule and the patch is refused).
+    """
+    return list(dict.fromkeys([*_numstat_paths(worktree, diff_text), *_named_paths(diff_text)]))
+
+
+def _named_paths(diff_text: str) -> list[str]:
+    names: list[str] = []
+    for line in diff_text.splitlines():
+        header = _GIT_HEADER.match(line)
+        found = [header["a"], header["b"]] if header else []
+        match = _HEADER_PATH.match(line)
+        if match and match["path"] != "/dev/null":
+            found.append(match["path"])
+        names += [name[1:-1] if len(name) > 1 and name[0] == name[-1] == '"' else name for name in found]
+    return names
+
+
+def _numstat_paths(worktree: Path, diff_text: str) -> list[str]:
     with _patch_file(diff_text) as patch:
         try:
             out = _git(worktree, "apply", "--numstat", "-z", patch, strip=False)

@@ -60,6 +60,15 @@ LINK_THEN_THROUGH = _link_patch("harness/d", "../eval") + (
     "diff --git a/harness/d/strict.py b/harness/d/strict.py\nnew file mode 100644\n--- /dev/null\n"
     "+++ b/harness/d/strict.py\n@@ -0,0 +1 @@\n+def score(s, g): return 1.0\n"
 )
+# git applies a pure copy without listing its source in --numstat: the source must meet the surface too
+COPIES = {
+    "copy_eval": "diff --git a/eval/strict.py b/harness/x.py\nsimilarity index 100%\ncopy from eval/strict.py\n"
+    "copy to harness/x.py\n",
+    "copy_val": 'diff --git "a/data/val.jsonl" "b/harness/v.jsonl"\nsimilarity index 100%\ncopy from "data/val.jsonl"\n'
+    'copy to "harness/v.jsonl"\n',
+    "rename_manifest": "diff --git a/evotrainer.yaml b/harness/m.yaml\nsimilarity index 100%\n"
+    "rename from evotrainer.yaml\nrename to harness/m.yaml\n",
+}
 ODD_PATHS = ["..harness/x.py", ".harness/x.py", ".../harness/x.py", "harness/.git/config", "harness/../eval/strict.py",
              "/etc/passwd", "harness//x.py", "harness\\x.py", " harness/x.py"]  # fmt: skip
 
@@ -131,6 +140,7 @@ def test_odd_paths_are_refused_by_every_file_tool_and_create_nothing(tmp_path: P
         _open("open", "paths"),
         {"tool_calls": calls[:16]},
         {"tool_calls": calls[16:]},
+        {"tool_calls": [_call(cid, "apply_patch", diff=diff) for cid, diff in COPIES.items()]},
         {
             "tool_calls": [
                 _call("patch", "apply_patch", diff=patch),
@@ -146,9 +156,12 @@ def test_odd_paths_are_refused_by_every_file_tool_and_create_nothing(tmp_path: P
             reply = mock.reply_to(cid)[1]
             assert reply.startswith("ERROR:"), (path, reply)
     assert "ERROR:" in mock.reply_to("patch")[1] and "..harness/y.py" in mock.reply_to("patch")[1]
+    for cid in COPIES:
+        assert mock.reply_to(cid)[1].startswith("ERROR:") and "protected surface" in mock.reply_to(cid)[1], cid
     assert mock.reply_to("ls")[1].startswith("ERROR:") and mock.reply_to("ls2")[1].startswith("ERROR:")
     wt = _worktree(ctx, state, 1, "paths")
-    for made in ("..harness", ".harness", "...", "harness/.git", "harness/x.py", "harness\\x.py", " harness"):
+    for made in ("..harness", ".harness", "...", "harness/.git", "harness/x.py", "harness\\x.py", " harness",
+                 "harness/v.jsonl", "harness/m.yaml"):  # fmt: skip
         assert not os.path.lexists(wt / made), made
     assert outcome.candidates[0]["status"] == "refused"
     _assert_nothing_leaked(mock, Path(state["harness_dir"]))
