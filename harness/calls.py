@@ -31,6 +31,9 @@ DEFAULT_RANGE = (-DEFAULT_REWARD_BOUND, DEFAULT_REWARD_BOUND)
 # What candidate code may raise and still be the candidate's fault: anything but a real Ctrl-C, SystemExit
 # included (a reward calling sys.exit() must fail its candidate, not end the trainer without a summary).
 _CANDIDATE_RAISES = (Exception, SystemExit, GeneratorExit)
+MAX_COMPONENTS = 64  # reward extras kept per sample (each becomes a metric)
+MAX_COMPONENT_NAME = 100
+MAX_FILTER_STATE_CHARS = 1024 * 1024  # the filter state rides in every checkpoint
 
 
 class RewardContractError(ValueError):
@@ -117,12 +120,17 @@ def _validate(value: object, entry: str, reward_range: tuple[float, float]) -> t
     score = _number(dict.__getitem__(value, "score"), "score", entry, reward_range)
     components: dict[str, float] = {}
     extras = (-MAX_REWARD_MAGNITUDE, MAX_REWARD_MAGNITUDE)
+    if len(keys) > MAX_COMPONENTS + 1:
+        raise RewardContractError(f"{entry} returned {len(keys) - 1} extras; at most {MAX_COMPONENTS} are kept")
     for key in keys:
         if key == "score":
             continue
-        if not isinstance(key, str):
-            raise RewardContractError(f"{entry} returned an extra with a {type(key).__name__} key; keys are strings")
-        components[str.__str__(key)[:200]] = _number(dict.__getitem__(value, key), f"extra {key[:40]!r}", entry, extras)
+        if not isinstance(key, str) or not 0 < len(key) <= MAX_COMPONENT_NAME:
+            raise RewardContractError(
+                f"{entry} returned an extra named {str(key)[:40]!r}; "
+                f"names are strings of 1-{MAX_COMPONENT_NAME} characters"
+            )
+        components[str.__str__(key)] = _number(dict.__getitem__(value, key), f"extra {key[:40]!r}", entry, extras)
     return score, components
 
 
@@ -152,11 +160,17 @@ def validate_filter_state(state: object, entry: str) -> dict[str, Any]:
             Outcome.CANDIDATE_ERROR, f"{entry} left its state as {type(state).__name__}, not a dict", path
         )
     try:
-        json.dumps(state, allow_nan=True)
+        size = len(json.dumps(state, allow_nan=True))
     except Exception as exc:  # candidate values: any failure to serialise is the candidate's
         raise CandidateCodeError(
             Outcome.CANDIDATE_ERROR, f"{entry} left a state that is not JSON-serialisable ({type(exc).__name__})", path
         ) from exc
+    if size > MAX_FILTER_STATE_CHARS:
+        raise CandidateCodeError(
+            Outcome.CANDIDATE_ERROR,
+            f"{entry} left a state of {size} characters (at most {MAX_FILTER_STATE_CHARS})",
+            path,
+        )
     return state
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, NoReturn
 
+from harness.calls import validate_filter_state
 from harness.failures import CandidateCodeError, InfraError, Outcome
 from sandboxes.docker import (
     SandboxConfig,
@@ -271,9 +272,10 @@ class SandboxCalls:
         if not isinstance(keep, list) or len(keep) != len(group_rewards) or not all(isinstance(k, bool) for k in keep):
             got = f"{type(keep).__name__} of length {len(keep)}" if isinstance(keep, list) else type(keep).__name__
             self._fail(Outcome.CANDIDATE_ERROR, f"filter must return {len(group_rewards)} bools, got {got}", path)
-        if not isinstance(new_state, dict):
-            self._fail(Outcome.CANDIDATE_ERROR, f"filter left state as {type(new_state).__name__}, not a dict", path)
-        return keep, new_state
+        try:
+            return keep, validate_filter_state(new_state, self.filter_entry)
+        except CandidateCodeError as exc:
+            self._fail(exc.outcome, exc.message, path)
 
     def _call(self, request: dict[str, Any], path: str) -> dict[str, Any]:
         self.start()

@@ -200,3 +200,34 @@ def test_big_ints_through_the_process_worker_are_classified(tmp_path: Path) -> N
         with pytest.raises(RewardContractError, match="reward_range"):
             validate_reward(raw[0], str(harness.reward), harness.manifest.reward_range)
     assert sys.get_int_max_str_digits() > 0
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"score": 0.5, **{f"c{i}": 1.0 for i in range(65)}},
+        {"score": 0.5, "x" * 101: 1.0},
+        {"score": 0.5, "": 1.0},
+    ],
+    ids=["too-many-extras", "long-name", "empty-name"],
+)
+def test_extras_are_bounded_in_number_and_name(value: object) -> None:
+    with pytest.raises(RewardContractError, match=r"harness/reward\.py"):
+        validate_reward(value, ENTRY, RANGE)
+
+
+def test_a_filter_state_that_grows_without_bound_fails_the_candidate(tmp_path: Path) -> None:
+    from sandboxes.calls import open_calls
+
+    root = _copy(tmp_path)
+    (root / "harness" / "filters.py").write_text(
+        "def filter_groups(group_rewards, state):\n    state['junk'] = 'x' * (2 << 20)\n"
+        "    return [True] * len(group_rewards)\n"
+    )
+    for mode in ("none", "process"):
+        calls = open_calls(load_harness(root), mode)
+        try:
+            with pytest.raises(CandidateCodeError, match="characters"):
+                calls.filter_groups([[0.0, 1.0]], {})
+        finally:
+            calls.close()
