@@ -3,11 +3,13 @@
 `Toolbox` holds one propose step's tools over the incumbent version. Every tool takes validated
 arguments (a Pydantic model per tool; its JSON schema is what the model sees) and returns text. Every
 refusal is text too, starting with ``ERROR:`` — bad arguments, a nonexistent or protected file, a patch
-that does not apply, a multi-factor diff, a spent budget — so the model can read the reason and act on it
-while the session goes on. The tools enforce what the design promises: files are read and written only on
-the editable surface (protected code is never shown), a candidate goes through the same lifecycle and
-single-factor check as every policy (`agent.candidates`), scripts run only in the sandbox, and results are
-truncated so the context stays bounded. Lookups are written to the search trace; the ones a submitted
+that does not apply, a multi-factor diff, a spent budget, and any exception a tool raises — so the model
+can read the reason and act on it while the session goes on. Paths follow one rule (`harness.paths`) and
+files are read, listed and written without following links (`sandboxes.worktree_files`). The tools
+enforce what the design promises: files are read and written only on the editable surface (protected code
+is never shown), a candidate goes through the same lifecycle and single-factor check as every policy
+(`agent.candidates`), scripts run only in the sandbox, and results are truncated so the context stays
+bounded. Lookups are written to the search trace; the ones a submitted
 candidate references (its declared evidence, skills and changed files) are marked used.
 """
 
@@ -166,7 +168,7 @@ class Toolbox:
             result = f"ERROR: {exc}"
         except Exception as exc:  # model output never ends a session (issue 13 §4): the model reads why
             log.warning("tool %s failed on %r", name, args, exc_info=True)
-            result = f"ERROR: {name} failed ({type(exc).__name__}: {exc}); the call changed nothing it reports"
+            result = f"ERROR: {name} failed ({type(exc).__name__}: {str(exc)[:500]}); the session goes on"
         return _truncate(str(result), MAX_RESULT_CHARS)
 
     # --- evidence ---------------------------------------------------------------------------------------
