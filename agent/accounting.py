@@ -1,28 +1,23 @@
 """What the meta LLM cost and what it looked up: token/cost accounting, budgets, and the search trace.
 
-Pure part: `call_cost` (a small per-model price table, or an explicit `--price-per-1k`) and
-`budget_stop` (which budget, if any, is spent). Adapter part: thin store helpers that record one call's
+Pure part: `call_cost` (the price table of `agent.prices`, or an explicit `--price-per-1k`), `budget_stop`
+(which budget, if any, is spent), and what a call is charged: the server's usage report clamped
+(`clamp_tokens`), never below a local count of the text that went each way (`estimate_tokens`), since an
+endpoint can report anything (issue 13 §5). Adapter part: thin store helpers that record one call's
 usage (`record_usage`), sum a session's usage per node (`usage_by_node`, `session_usage`), and append to /
 settle the search trace (`trace_lookup`, `mark_used`). Tokens are always recorded; the cost is 0 when
-the model is not in the table and no price was given (the tokens still say what was spent).
+the model is not in the table and no price was given (the tokens still say what was spent), which is why a
+cost budget for such a model is refused at start (`agent.context.Context`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-# USD per 1k tokens (prompt, completion). Small on purpose: pass --price-per-1k for anything else.
-PRICE_PER_1K: Mapping[str, tuple[float, float]] = {
-    "gpt-4o": (0.0025, 0.01),
-    "gpt-4o-mini": (0.00015, 0.0006),
-    "gpt-4.1": (0.002, 0.008),
-    "gpt-4.1-mini": (0.0004, 0.0016),
-    "gpt-4.1-nano": (0.0001, 0.0004),
-    "o3-mini": (0.0011, 0.0044),
-    "o4-mini": (0.0011, 0.0044),
-}
+from agent.prices import PRICE_PER_1K
 
 
 @dataclass(frozen=True)
@@ -38,6 +33,28 @@ class Usage:
     def total_tokens(self) -> int:
         """Prompt plus completion tokens."""
         return self.prompt_tokens + self.completion_tokens
+
+
+MAX_TOKENS_PER_CALL = 10_000_000  # no context window is larger: a report above it is clamped to it
+CHARS_PER_TOKEN = 4  # the usual rule of thumb for BPE tokenizers (code and JSON take more tokens, not fewer)
+
+
+def clamp_tokens(reported: object) -> int:
+    """Return a server-reported token count as a sane int: 0 for anything but a non-negative number, capped.
+
+    The report comes from the endpoint (untrusted): negative, NaN, text, bools and absurd values
+    (``10**30``) never reach the store or the budget as they are.
+    """
+    if isinstance(reported, bool) or not isinstance(reported, (int, float)):
+        return 0
+    if isinstance(reported, float) and not math.isfinite(reported):
+        return MAX_TOKENS_PER_CALL if reported > 0 else 0
+    return int(min(max(reported, 0), MAX_TOKENS_PER_CALL))
+
+
+def estimate_tokens(chars: int) -> int:
+    """Return a local token count for `chars` characters of text (rounded up; capped like a report)."""
+    return min(-(-max(chars, 0) // CHARS_PER_TOKEN), MAX_TOKENS_PER_CALL)
 
 
 def call_cost(model: str, prompt_tokens: int, completion_tokens: int, price_per_1k: float | None = None) -> float:

@@ -1,9 +1,11 @@
 """Candidate lifecycle shared by every policy: open a branch + worktree, finalise (check, commit, record), refuse.
 
 The heuristic policy applies skill patches between `open_candidate` and `finalise_candidate`; the LLM
-policy edits files through its tools in between. Either way the same surface and single-factor checks
-(`agent.factors.check_candidate`) decide, and the same store rows are written. Idempotent: a re-run finds
-the branch, worktree and commit it made before.
+policy edits files through its tools in between. Either way the same checks decide — no symlink, gitlink
+or other non-regular file (`sandboxes.worktree_files.non_regular_changes`), the surface and the
+single-factor rule (`agent.factors.check_candidate`) — and the same store rows are written. A refused
+candidate's worktree goes back to its base commit. Idempotent: a re-run finds the branch, worktree and
+commit it made before.
 """
 
 from __future__ import annotations
@@ -80,6 +82,9 @@ def finalise_candidate(ctx: Context, state: State, harness: Harness, cand: OpenC
     from sandboxes import worktree_files as wf
 
     info, path = cand.info, Path(cand.info["worktree"])
+    links = wf.non_regular_changes(path, cand.base_sha)
+    if links:  # by whatever route they came (issue 13 §1): never committed, never backtested
+        return refuse_candidate(ctx, state, info, f"refused: {'; '.join(links)}: {wf.LINK_RULE}")
     check = check_candidate(
         wf.changed_files(path, cand.base_sha),
         wf.diff(path, cand.base_sha),
@@ -113,9 +118,17 @@ def finalise_candidate(ctx: Context, state: State, harness: Harness, cand: OpenC
 
 
 def refuse_candidate(ctx: Context, state: State, info: CandidateInfo, reason: str) -> CandidateInfo:
-    """Mark a candidate refused with its reason (recorded; the session goes on)."""
+    """Mark a candidate refused with its reason (recorded; the session goes on).
+
+    Its worktree is restored to the base commit first, so nothing it changed (a protected file written
+    through a link, a link itself) stays on disk; the reason and the store row keep the record.
+    """
+    from pathlib import Path
+
+    from sandboxes import git_worktree as gw
     from store.repository import update_candidate_status
 
+    gw.restore_to_base(Path(info["worktree"]), info["branch"])
     info["status"], info["reason"] = "refused", reason
     with ledger.db(ledger.store_url(ctx)) as db:
         _ensure_row(db, state, info)

@@ -6,11 +6,13 @@ through `Runtime[Context]`. Env never silently overrides an explicit value; secr
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, cast, get_args
 from urllib.parse import urlparse
 
+from agent.prices import has_price
 from harness.manifest import BACKEND_NAMES, BackendName
 
 Mode = Literal["evotrainer", "score-only"]
@@ -79,8 +81,17 @@ class Context:
             raise ValueError("replicates must be >= 0 (0 = merge on one seed's evidence)")
         if self.max_candidates < 1:
             raise ValueError("max_candidates must be >= 1")
-        if self.max_llm_tokens < 0 or self.max_cost_usd < 0 or (self.price_per_1k or 0) < 0:
-            raise ValueError("LLM budgets and prices must be >= 0 (0 = no budget)")
+        if (
+            self.max_llm_tokens < 0
+            or not 0 <= self.max_cost_usd < math.inf
+            or not 0 <= (self.price_per_1k or 0) < math.inf
+        ):
+            raise ValueError("LLM budgets and prices must be finite and >= 0 (0 = no budget)")
+        if self.policy == "llm" and self.max_cost_usd > 0 and not has_price(self.llm_model, self.price_per_1k):
+            raise ValueError(
+                f"--max-cost needs a price for model {self.llm_model!r}, which is not in the price table "
+                "(agent/accounting.py): pass --price-per-1k USD"
+            )
         if self.escalate_after < 0 or self.llm_max_turns < 1:
             raise ValueError("escalate_after must be >= 0 (0 = never) and llm_max_turns >= 1")
         if self.backend not in BACKEND_NAMES:

@@ -21,10 +21,12 @@ Factors (paper §2: reward, filtering, data selection, rollout settings, optimis
 Trainer-config lines are classified by their YAML key path, reconstructed from the hunk (changed and
 context lines); lines that are only comments or blank carry no factor, so a comment-only edit is null.
 
-``check_candidate`` refuses: protected paths and paths off the editable surface (the reason names the
-path); multi-factor diffs unless every touched factor is declared *and* a justification is given; a
-single factor that contradicts the declared set; and empty diffs, which come back as *null*
-(``factors=()``, ``ok=False``) so the controller can record a no-op candidate. This module is pure.
+``check_candidate`` refuses: paths that break the one path rule (``harness/paths.py``: ``..``, ``.git``,
+absolute, NUL...), protected paths and paths off the editable surface (the reason names the path); paths
+are compared in their canonical form, as the surface compares them; multi-factor diffs unless every
+touched factor is declared *and* a justification is given; a single factor that contradicts the declared
+set; and empty diffs, which come back as *null* (``factors=()``, ``ok=False``) so the controller can
+record a no-op candidate. This module is pure.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from pathlib import PurePosixPath
 from typing import Literal, get_args
 
 from harness.manifest import Harness
+from harness.paths import PathRuleError, check_or_none, is_under, normalise
 
 Factor = Literal["reward", "filter", "data", "trainer", "diagnostic", "other"]
 FACTORS: tuple[Factor, ...] = get_args(Factor)
@@ -130,20 +133,18 @@ def parse_diff(diff_text: str) -> dict[str, FileDiff]:
     return files
 
 
-def _rel(path: str) -> str:
-    return PurePosixPath(path).as_posix().removeprefix("./")
-
-
 def _under(path: str, folder: str | None) -> bool:
-    if not folder:
-        return False
-    f = folder.rstrip("/")
-    return path == f or path.startswith(f + "/")
+    canonical = None if not folder else check_or_none(folder)
+    return canonical is not None and is_under(path, canonical)
 
 
 def classify_path(path: str, file_diff: FileDiff | None, harness: Harness) -> tuple[tuple[Factor, ...], list[str]]:
-    """Return the factors one changed file touches, and for the trainer config the keys it changes."""
+    """Return the factors one changed file touches, and for the trainer config the keys it changes.
+
+    `path` and the manifest's paths are compared in their canonical form (`harness.paths`).
+    """
     m = harness.manifest
+    path = check_or_none(path) or path
     name = PurePosixPath(path).name.lower()
     if _under(path, m.diagnostics) or any("diagnos" in part.lower() for part in PurePosixPath(path).parts[:-1]):
         return ("diagnostic",), []
@@ -151,7 +152,7 @@ def classify_path(path: str, file_diff: FileDiff | None, harness: Harness) -> tu
         return ("reward",), []
     if harness.group_filter is not None and path == harness.group_filter.path:
         return ("filter",), []
-    if path == m.trainer.config:
+    if path == check_or_none(m.trainer.config):
         return _classify_trainer_config(file_diff)
     if "filter" in name:
         return ("filter",), []
@@ -222,10 +223,14 @@ def check_candidate(
         justification: why a bundle is needed (required when more than one factor is touched).
     """
     parsed = parse_diff(diff)
-    paths = list(dict.fromkeys([_rel(p) for p in changed] + list(parsed)))
     unknown = sorted(set(declared_factors) - set(FACTORS))
     if unknown:
         return FactorCheck((), False, f"unknown declared factor(s) {unknown}; use {list(FACTORS)}")
+    try:  # the one path rule (harness/paths.py): `..harness/x`, `harness/.git/x` never reach the surface check
+        paths = list(dict.fromkeys(normalise(p) for p in [*changed, *parsed]))
+        parsed = {normalise(p): fd for p, fd in parsed.items()}
+    except PathRuleError as exc:
+        return FactorCheck((), False, f"refused: {exc}")
     if not paths:
         return FactorCheck((), False, "empty diff: the candidate changes nothing (null candidate)")
     surface = harness.manifest.surface

@@ -3,11 +3,13 @@
 `Toolbox` holds one propose step's tools over the incumbent version. Every tool takes validated
 arguments (a Pydantic model per tool; its JSON schema is what the model sees) and returns text. Every
 refusal is text too, starting with ``ERROR:`` — bad arguments, a nonexistent or protected file, a patch
-that does not apply, a multi-factor diff, a spent budget — so the model can read the reason and act on it
-while the session goes on. The tools enforce what the design promises: files are read and written only on
-the editable surface (protected code is never shown), a candidate goes through the same lifecycle and
-single-factor check as every policy (`agent.candidates`), scripts run only in the sandbox, and results are
-truncated so the context stays bounded. Lookups are written to the search trace; the ones a submitted
+that does not apply, a multi-factor diff, a spent budget, and any exception a tool raises — so the model
+can read the reason and act on it while the session goes on. Paths follow one rule (`harness.paths`) and
+files are read, listed and written without following links (`sandboxes.worktree_files`). The tools
+enforce what the design promises: files are read and written only on the editable surface (protected code
+is never shown), a candidate goes through the same lifecycle and single-factor check as every policy
+(`agent.candidates`), scripts run only in the sandbox, and results are truncated so the context stays
+bounded. Lookups are written to the search trace; the ones a submitted
 candidate references (its declared evidence, skills and changed files) are marked used.
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,11 +46,14 @@ from agent.tool_args import (
     WriteFileArgs,
 )
 from harness.manifest import Harness
+from harness.paths import PathRuleError, normalise
+
+log = logging.getLogger(__name__)
 
 MAX_RESULT_CHARS = 4000
 MAX_FILE_CHARS = 6000
 ANALYSIS_TIMEOUT_S = 120.0
-SKIP_DIRS = {".git", "__pycache__", ".venv", ".pytest_cache"}
+SKIP_DIRS = frozenset({".git", "__pycache__", ".venv", ".pytest_cache"})
 
 
 class ToolError(Exception):
@@ -160,7 +166,10 @@ class Toolbox:
             result = tool.run(parsed)
         except (ToolError, GitWorktreeError, OSError, ValueError) as exc:
             result = f"ERROR: {exc}"
-        return _truncate(result, MAX_RESULT_CHARS)
+        except Exception as exc:  # model output never ends a session (issue 13 §4): the model reads why
+            log.warning("tool %s failed on %r", name, args, exc_info=True)
+            result = f"ERROR: {name} failed ({type(exc).__name__}: {str(exc)[:500]}); the session goes on"
+        return _truncate(str(result), MAX_RESULT_CHARS)
 
     # --- evidence ---------------------------------------------------------------------------------------
 
@@ -229,18 +238,18 @@ class Toolbox:
     # --- files ------------------------------------------------------------------------------------------
 
     def list_files(self, a: PathArgs) -> str:
-        """Files under `path` that lie on the editable surface, with sizes."""
-        root = self._root()
-        base = (root / a.path).resolve() if a.path else root.resolve()
-        if not base.is_relative_to(root.resolve()):
-            raise ToolError(f"{a.path!r} is outside the harness")
-        if not base.exists():
-            raise ToolError(f"no such folder {a.path!r}; list_files with no path shows the editable files")
-        found = []
-        for p in sorted(base.rglob("*") if base.is_dir() else [base]):
-            rel = p.relative_to(root.resolve()).as_posix()
-            if p.is_file() and not SKIP_DIRS & set(p.parts) and self.harness.is_editable(rel):
-                found.append(f"{rel} ({p.stat().st_size} bytes)")
+        """Files under `path` that lie on the editable surface, with sizes (links are shown, never followed)."""
+        from sandboxes import worktree_files as wf
+
+        try:
+            entries = wf.list_tree(self._root(), a.path, skip=SKIP_DIRS)
+        except FileNotFoundError:
+            raise ToolError(f"no such folder {a.path!r}; list_files with no path shows the editable files") from None
+        found = [
+            f"{e.path} ({e.size} bytes)" if e.kind == "file" else f"{e.path} ({e.kind}: not followed, not readable)"
+            for e in entries
+            if self.harness.is_editable(e.path)
+        ]
         self._trace("list_files", a.path or ".", f"{len(found)} files", set())
         surface = self.harness.manifest.surface
         head = f"editable files under {a.path or '.'} (editable: {surface.editable}; protected files are not shown):"
@@ -248,11 +257,13 @@ class Toolbox:
 
     def read_file(self, a: ReadFileArgs) -> str:
         """The file's text from `offset` (protected or off-surface files are refused, never shown)."""
+        from sandboxes import worktree_files as wf
+
         rel = self._surface(a.path)
-        target = self._root() / rel
-        if not target.is_file():
-            raise ToolError(f"no such file {rel!r} in {self._where()}; list_files shows what exists")
-        text = target.read_text(errors="replace")
+        try:
+            text = wf.read_file(self._root(), rel)  # no link followed, regular files only
+        except (FileNotFoundError, IsADirectoryError):
+            raise ToolError(f"no such file {rel!r} in {self._where()}; list_files shows what exists") from None
         self._trace("read_file", rel, f"{len(text)} chars", {rel})
         chunk = text[a.offset : a.offset + MAX_FILE_CHARS]
         more = len(text) - a.offset - len(chunk)
@@ -454,10 +465,14 @@ class Toolbox:
         return f"candidate {self.open.info['id']}" if self.open is not None else "the incumbent harness"
 
     def _surface(self, path: str) -> str:
-        """Normalise `path` and refuse anything off the editable surface (protected paths are never shown)."""
-        rel = Path(path.strip()).as_posix().removeprefix("./")
-        if Path(rel).is_absolute() or ".." in Path(rel).parts:
-            raise ToolError(f"{path!r} is not a relative path inside the harness")
+        """Normalise `path` (`harness.paths`) and refuse anything off the editable surface (protected: never shown).
+
+        Returns the canonical path.
+        """
+        try:
+            rel = normalise(path)
+        except PathRuleError as exc:
+            raise ToolError(f"{exc}; give a relative path inside the harness, e.g. harness/reward.py") from None
         if self.harness.is_protected(rel):
             raise ToolError(f"{rel} is on the protected surface (strict evaluator, held-out data, manifest): "
                             "it is never shown or edited")  # fmt: skip

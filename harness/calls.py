@@ -9,12 +9,15 @@ same methods, and `sandboxes.calls.open_calls` picks one by sandbox mode. Either
 naming the harness file, never a traceback or a silent zero.
 
 `validate_reward` is the pure reward contract check (verl's: a float, or a dict with ``"score"`` plus
-numeric extras).
+numeric extras), with the score inside the manifest's ``reward_range``; `validate_keep_flags` and
+`validate_filter_state` check what a group filter returns. A harness without a group filter keeps every
+group, in every sandbox mode.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import sys
 from collections.abc import Callable
@@ -22,7 +25,15 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness.failures import CandidateCodeError, Outcome
-from harness.manifest import EntryPoint, Harness
+from harness.manifest import DEFAULT_REWARD_BOUND, MAX_REWARD_MAGNITUDE, EntryPoint, Harness
+
+DEFAULT_RANGE = (-DEFAULT_REWARD_BOUND, DEFAULT_REWARD_BOUND)
+# What candidate code may raise and still be the candidate's fault: anything but a real Ctrl-C, SystemExit
+# included (a reward calling sys.exit() must fail its candidate, not end the trainer without a summary).
+_CANDIDATE_RAISES = (Exception, SystemExit, GeneratorExit)
+MAX_COMPONENTS = 64  # reward extras kept per sample (each becomes a metric)
+MAX_COMPONENT_NAME = 100
+MAX_FILTER_STATE_CHARS = 1024 * 1024  # the filter state rides in every checkpoint
 
 
 class RewardContractError(ValueError):
@@ -41,44 +52,85 @@ class HarnessCalls(Protocol):
     def close(self) -> None: ...
 
 
-def _number(value: object) -> float | None:
+def _describe(value: object) -> str:
+    """A short, safe rendering of a candidate's value (a huge int has no cheap decimal repr)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        bits = int.bit_length(value)
+        if bits > 64:
+            return f"an integer of about 10^{int(bits * math.log10(2))}"
+        return str(int.__int__(value))
+    if isinstance(value, float):
+        return repr(float.__float__(value))
+    return f"{type(value).__name__} {object.__repr__(value)[:40]}"
+
+
+def _number(value: object, what: str, entry: str, bounds: tuple[float, float]) -> float:
+    """Return `value` as a float inside `bounds`, checked before any conversion (no OverflowError)."""
+    low, high = bounds
+    where = f"{entry} returned {what} {_describe(value)}"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
+        kind = "a bool" if isinstance(value, bool) else f"type {type(value).__name__}"
+        raise RewardContractError(f"{where}: {kind} is not a number; return a float or a dict with 'score'")
+    number = int.__int__(value) if isinstance(value, int) else float.__float__(value)  # plain, not a subclass
+    if isinstance(number, float) and not math.isfinite(number):
+        raise RewardContractError(
+            f"{entry} returned a non-finite {what} ({number}); rewards must be finite numbers in "
+            f"[{low:g}, {high:g}] (evotrainer.yaml field 'reward_range')"
+        )
+    if not low <= number <= high:  # exact int/float comparison: 10**400 compares without overflowing
+        raise RewardContractError(
+            f"{where}: outside the reward range [{low:g}, {high:g}] (evotrainer.yaml field 'reward_range')"
+        )
+    return float(number)
 
 
-def validate_reward(value: object, entry: str) -> tuple[float, dict[str, float]]:
+def validate_reward(
+    value: object, entry: str, reward_range: tuple[float, float] = DEFAULT_RANGE
+) -> tuple[float, dict[str, float]]:
     """Check one raw reward value against the contract and return `(score, components)`.
 
-    Accepts an int/float, or a dict with a numeric ``"score"`` and numeric extras (components).
+    Accepts an int/float, or a dict with a numeric ``"score"`` and numeric extras (components). The score
+    must lie in `reward_range` (the manifest's ``reward_range``, default +-1e6); extras must be finite and
+    within +-`MAX_REWARD_MAGNITUDE`. Values are range-checked before they are converted, so a huge int
+    (``10**400``) is a refusal, never an ``OverflowError``; an object whose methods raise (in-process
+    candidate values can be any object) is a refusal too.
 
     Raises:
-        RewardContractError: None, a string or other type, NaN/inf, a dict without ``"score"`` or with
-            a non-numeric or non-finite extra; the message names `entry` (``harness/reward.py:compute_score``).
+        RewardContractError: None, a string or other type, NaN/inf, out of range, a dict without
+            ``"score"`` or with a bad extra; the message names `entry` (``harness/reward.py:compute_score``),
+            the value and the range.
     """
-    if isinstance(value, dict):
-        if "score" not in value:
-            raise RewardContractError(f"{entry} returned a dict without 'score' (keys: {sorted(value)[:8]})")
-        score = _number(value["score"])
-        if score is None:
-            raise RewardContractError(f"{entry} returned 'score' of type {type(value['score']).__name__}")
-        components: dict[str, float] = {}
-        for key, extra in value.items():
-            if key == "score":
-                continue
-            number = _number(extra)
-            if number is None or not math.isfinite(number):
-                raise RewardContractError(f"{entry} returned extra {key!r}={extra!r}: extras must be finite numbers")
-            components[str(key)] = number
-    else:
-        number = _number(value)
-        if number is None:
+    try:
+        return _validate(value, entry, reward_range)
+    except RewardContractError:
+        raise
+    except Exception as exc:  # a candidate object whose dunder methods raise: still the candidate's value
+        raise RewardContractError(
+            f"{entry} returned a value that cannot be read ({type(exc).__name__}: {exc})"
+        ) from exc
+
+
+def _validate(value: object, entry: str, reward_range: tuple[float, float]) -> tuple[float, dict[str, float]]:
+    if not isinstance(value, dict):
+        return _number(value, "score", entry, reward_range), {}
+    keys = list(dict.keys(value))
+    if "score" not in keys:
+        shown = sorted(str(k)[:40] for k in keys[:8])
+        raise RewardContractError(f"{entry} returned a dict without 'score' (keys: {shown})")
+    score = _number(dict.__getitem__(value, "score"), "score", entry, reward_range)
+    components: dict[str, float] = {}
+    extras = (-MAX_REWARD_MAGNITUDE, MAX_REWARD_MAGNITUDE)
+    if len(keys) > MAX_COMPONENTS + 1:
+        raise RewardContractError(f"{entry} returned {len(keys) - 1} extras; at most {MAX_COMPONENTS} are kept")
+    for key in keys:
+        if key == "score":
+            continue
+        if not isinstance(key, str) or not 0 < len(key) <= MAX_COMPONENT_NAME:
             raise RewardContractError(
-                f"{entry} returned {type(value).__name__} {value!r:.40}; return a float or a dict with 'score'"
+                f"{entry} returned an extra named {str(key)[:40]!r}; "
+                f"names are strings of 1-{MAX_COMPONENT_NAME} characters"
             )
-        score, components = number, {}
-    if not math.isfinite(score):
-        raise RewardContractError(f"{entry} returned a non-finite score ({score})")
+        components[str.__str__(key)] = _number(dict.__getitem__(value, key), f"extra {key[:40]!r}", entry, extras)
     return score, components
 
 
@@ -96,6 +148,32 @@ def validate_keep_flags(keep: object, num_groups: int, entry: str) -> list[bool]
     return keep
 
 
+def validate_filter_state(state: object, entry: str) -> dict[str, Any]:
+    """Check the state a group filter leaves: a JSON-serialisable dict (the trainer checkpoints it).
+
+    Raises:
+        CandidateCodeError: not a dict, or not JSON-serialisable; names `entry`.
+    """
+    path = entry.partition(":")[0]
+    if type(state) is not dict:
+        raise CandidateCodeError(
+            Outcome.CANDIDATE_ERROR, f"{entry} left its state as {type(state).__name__}, not a dict", path
+        )
+    try:
+        size = len(json.dumps(state, allow_nan=True))
+    except Exception as exc:  # candidate values: any failure to serialise is the candidate's
+        raise CandidateCodeError(
+            Outcome.CANDIDATE_ERROR, f"{entry} left a state that is not JSON-serialisable ({type(exc).__name__})", path
+        ) from exc
+    if size > MAX_FILTER_STATE_CHARS:
+        raise CandidateCodeError(
+            Outcome.CANDIDATE_ERROR,
+            f"{entry} left a state of {size} characters (at most {MAX_FILTER_STATE_CHARS})",
+            path,
+        )
+    return state
+
+
 def load_function(root: Path, entry: EntryPoint) -> Callable[..., Any]:
     """Import `root/entry.path` as a fresh module and return `entry.function` from it.
 
@@ -111,7 +189,7 @@ def load_function(root: Path, entry: EntryPoint) -> Callable[..., Any]:
     sys.modules[name] = module  # dataclasses and pickling inside the harness need the module registered
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:  # candidate code: any import-time failure is the candidate's, classified
+    except _CANDIDATE_RAISES as exc:  # candidate code: any import-time failure is the candidate's, classified
         raise CandidateCodeError(
             Outcome.CANDIDATE_ERROR, f"importing {entry.path} raised {type(exc).__name__}: {exc}", entry.path
         ) from exc
@@ -145,7 +223,7 @@ class InProcessCalls:
                 out.append(
                     self._reward(item["data_source"], item["solution_str"], item["ground_truth"], item["extra_info"])
                 )
-            except Exception as exc:  # candidate code: re-raised as a classified failure, never a default
+            except _CANDIDATE_RAISES as exc:  # candidate code: re-raised as a classified failure, never a default
                 raise CandidateCodeError(
                     Outcome.CANDIDATE_ERROR,
                     f"{self.reward_entry} raised {type(exc).__name__}: {exc}",
@@ -160,12 +238,13 @@ class InProcessCalls:
         entry = "(no group filter)" if self.filter_entry is None else str(self.filter_entry)
         try:
             keep = self._filter(group_rewards, state)
-        except Exception as exc:  # candidate code: re-raised as a classified failure, never a default
+        except _CANDIDATE_RAISES as exc:  # candidate code: re-raised as a classified failure, never a default
             path = "" if self.filter_entry is None else self.filter_entry.path
             raise CandidateCodeError(
                 Outcome.CANDIDATE_ERROR, f"{entry} raised {type(exc).__name__}: {exc}", path
             ) from exc
-        return validate_keep_flags(keep, len(group_rewards), entry), state
+        flags = validate_keep_flags(keep, len(group_rewards), entry)
+        return flags, validate_filter_state(state, entry)
 
     def close(self) -> None:
         """Nothing to release in-process."""

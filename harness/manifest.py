@@ -18,6 +18,7 @@ Example manifest::
     answer: {pattern: '<ans>(.*?)</ans>', compare: integer}   # optional (harness/answers.py)
     special_tokens: ['<ans>', '</ans>']                 # optional: one token each (local tokenizer)
     alphabet: '0123456789+-*=;> '                       # optional: pins the local vocabulary's order
+    reward_range: [-1.0e6, 1.0e6]                       # optional; rewards outside it are refused
 
 Every field is documented in docs/harness.md. ``data.select_by`` (default ``data_source``) names the row
 field whose values ``harness/data.yaml`` weighs (``weights: {value: weight}``).
@@ -41,11 +42,14 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness.answers import AnswerProtocol
+from harness.paths import PathRuleError, is_under, normalise
 
 MANIFEST_NAME = "evotrainer.yaml"
 BackendName = Literal["local", "verl"]  # the training backends (trainer_backend.BACKENDS holds their modules)
 BACKEND_NAMES: tuple[BackendName, ...] = get_args(BackendName)
 RESERVED_TOKENS = ("<pad>", "<bos>", "<eos>")  # the local tokenizer's own ids 0, 1, 2
+DEFAULT_REWARD_BOUND = 1e6
+MAX_REWARD_MAGNITUDE = 1e12
 
 
 class HarnessError(ValueError):
@@ -56,8 +60,10 @@ def _check_entry_point(value: str) -> str:
     path, sep, func = value.partition(":")
     if not sep or not path.endswith(".py") or not func.isidentifier():
         raise ValueError(f"{value!r} is not 'relative/path.py:function' (e.g. harness/reward.py:compute_score)")
-    if Path(path).is_absolute() or ".." in Path(path).parts:
-        raise ValueError(f"{value!r} must be a path inside the harness folder")
+    try:
+        normalise(path)
+    except PathRuleError as exc:
+        raise ValueError(f"{value!r} must be a path inside the harness folder ({exc})") from None
     return value
 
 
@@ -73,7 +79,7 @@ class EntryPoint(BaseModel):
         """Parse `relative/path.py:function`."""
         _check_entry_point(value)
         path, _, func = value.partition(":")
-        return cls(path=path, function=func)
+        return cls(path=normalise(path), function=func)
 
     def __str__(self) -> str:
         return f"{self.path}:{self.function}"
@@ -139,6 +145,13 @@ class Surface(BaseModel):
     editable: list[str] = Field(min_length=1)
     protected: list[str] = Field(default_factory=list)
 
+    @field_validator("editable", "protected")
+    @classmethod
+    def _paths(cls, value: list[str]) -> list[str]:
+        for path in value:
+            normalise(path, allow_root=True)  # harness/paths.py: one path rule (raises naming the path)
+        return value
+
 
 class Manifest(BaseModel):
     """`evotrainer.yaml`: the harness contract."""
@@ -189,6 +202,10 @@ class Manifest(BaseModel):
             raise ValueError(f"alphabet repeats {''.join(repeated)!r}; list each character once")
         return value
 
+    # Rewards outside [low, high] are the candidate's fault (harness.calls.validate_reward); finite and
+    # within +-MAX_REWARD_MAGNITUDE, so a float32 trainer never sees inf (issue 13 §3).
+    reward_range: tuple[float, float] = (-DEFAULT_REWARD_BOUND, DEFAULT_REWARD_BOUND)
+
     @field_validator("reward")
     @classmethod
     def _reward_ep(cls, value: str) -> str:
@@ -198,6 +215,14 @@ class Manifest(BaseModel):
     @classmethod
     def _filter_ep(cls, value: str | None) -> str | None:
         return None if value is None else _check_entry_point(value)
+
+    @field_validator("reward_range")
+    @classmethod
+    def _reward_range(cls, value: tuple[float, float]) -> tuple[float, float]:
+        low, high = value
+        if not (-MAX_REWARD_MAGNITUDE <= low < high <= MAX_REWARD_MAGNITUDE):
+            raise ValueError(f"must be [low, high] with low < high, both within +-{MAX_REWARD_MAGNITUDE:g}")
+        return value
 
 
 class Harness(BaseModel):
@@ -228,21 +253,29 @@ class Harness(BaseModel):
         return EntryPoint.parse(self.manifest.eval.strict)
 
     def is_protected(self, relative: str) -> bool:
-        """Return True when `relative` (a path inside the harness) lies on the protected surface."""
-        return _matches(relative, self.manifest.surface.protected) or relative == MANIFEST_NAME
+        """Return True when `relative` (a path inside the harness) lies on the protected surface.
+
+        A path that breaks the path rule (`harness.paths`) counts as protected: it is never touched.
+        """
+        rel = _canonical(relative)
+        return rel is None or rel == MANIFEST_NAME or _matches(rel, self.manifest.surface.protected)
 
     def is_editable(self, relative: str) -> bool:
-        """Return True when `relative` is editable and not protected."""
-        return _matches(relative, self.manifest.surface.editable) and not self.is_protected(relative)
+        """Return True when `relative` is editable and not protected (never for a path breaking the rule)."""
+        rel = _canonical(relative)
+        return rel is not None and _matches(rel, self.manifest.surface.editable) and not self.is_protected(rel)
 
 
-def _matches(relative: str, prefixes: list[str]) -> bool:
-    rel = Path(relative).as_posix().lstrip("./")
-    for prefix in prefixes:
-        p = prefix.rstrip("/")
-        if rel == p or rel.startswith(p + "/"):
-            return True
-    return False
+def _canonical(relative: str) -> str | None:
+    try:
+        return normalise(relative)
+    except PathRuleError:
+        return None
+
+
+def _matches(rel: str, prefixes: list[str]) -> bool:
+    """Whole-component prefix match of a canonical path (never a string prefix: `..harness` is not `harness`)."""
+    return any(is_under(rel, normalise(prefix, allow_root=True)) for prefix in prefixes)
 
 
 def load_harness(root: Path) -> Harness:

@@ -96,7 +96,7 @@ def _call_candidate(
     for start in range(0, len(batch), REWARD_CHUNK):
         raw.extend(calls.compute_rewards(batch[start : start + REWARD_CHUNK]))
     entry = str(harness.reward)
-    scores = [validate_reward(value, entry)[0] for value in raw]
+    scores = [validate_reward(value, entry, harness.manifest.reward_range)[0] for value in raw]
     if harness.group_filter is None:
         return scores, None
     keep: dict[GroupKey, bool] = {}

@@ -4,8 +4,10 @@ Covered (each has a property test in `tests/integration/test_sandbox_docker_*.py
 
 - network: `network_mode="none"` — only a loopback interface; no route to the internet or the host.
 - file system: the root fs is read-only; code and data are bind-mounted read-only; the only writable places
-  are a size-capped tmpfs at `/scratch` and, only when the trusted side asks for one, `/results`. Files
-  in `/results` are read back by the trusted side without following symlinks, with size caps.
+  are a size-capped tmpfs at `/scratch` and, only when the trusted side asks for one, a tmpfs at `/results`
+  capped in bytes and inodes (nothing the candidate writes lands on the host's disk). Its regular files
+  are read back through `tar` run by the trusted side in the container, size-capped; more than
+  `RESULTS_MAX_BYTES` written there is a `candidate_error`.
 - resources: memory capped (`mem_limit`, swap equal, so no swap), CPU capped (`nano_cpus`), process count
   capped (`pids_limit`, fork bombs hit it), wall-clock timeout that kills the container; the container is
   removed in `finally` on every path; a container whose creating process died without running its
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import shutil
 import stat
 import time
@@ -41,11 +44,16 @@ from pathlib import Path
 from typing import Any
 
 from harness.failures import InfraError, Outcome
-from sandboxes.owners import owner_gone, owner_token, scratch_dir
+from sandboxes.owners import owner_gone, owner_token
 
 OUTPUT_CAP_BYTES = 64 * 1024
 RESULTS_MAX_FILES = 64
 RESULTS_MAX_BYTES = 16 * 1024 * 1024
+# The /results tmpfs holds a little more than the cap, so "over the cap" is seen rather than only ENOSPC.
+RESULTS_TMPFS_BYTES = RESULTS_MAX_BYTES + 1024 * 1024
+RESULTS_TMPFS_INODES = 4 * RESULTS_MAX_FILES
+RESULTS_READ_TIMEOUT_S = 30.0
+_EXEC_GRACE_S = 0.5  # output still in flight when the exec has already ended
 SANDBOX_USER = "65534:65534"
 LABEL = "evotrainer.sandbox"  # on every sandbox container, so leftovers can be found
 OWNER_LABEL = "evotrainer.owner"  # "host/pid/start time" of the process that created the container
@@ -110,18 +118,23 @@ def container_options(
     config: SandboxConfig,
     ro_mounts: dict[Path, str],
     env: dict[str, str] | None = None,
-    results_dir: Path | None = None,
+    results: bool = False,
 ) -> dict[str, Any]:
     """Return the `containers.create` keyword arguments that enforce the sandbox (one place for all limits).
 
-    `ro_mounts` maps host paths to container paths (bind-mounted read-only); `results_dir` (host) is the
-    only writable bind mount, at `/results`.
+    `ro_mounts` maps host paths to container paths (bind-mounted read-only); with `results`, a capped
+    tmpfs is mounted at `/results` (never a host folder: what a candidate writes cannot fill the host).
     """
     from sandboxes.image import image_tag
 
     volumes = {str(Path(h).resolve()): {"bind": c, "mode": "ro"} for h, c in ro_mounts.items()}
-    if results_dir is not None:
-        volumes[str(results_dir.resolve())] = {"bind": "/results", "mode": "rw"}
+    tmpfs = {"/scratch": f"rw,nosuid,nodev,noexec,size={config.scratch_mb}m,mode=1777"}
+    if results:  # uid/gid, not mode: the engine gives a tmpfs the mode of the folder it covers
+        user, _, group = SANDBOX_USER.partition(":")
+        tmpfs["/results"] = (
+            f"rw,nosuid,nodev,noexec,size={RESULTS_TMPFS_BYTES // 1024}k,"
+            f"nr_inodes={RESULTS_TMPFS_INODES},uid={user},gid={group}"
+        )
     mem = f"{config.mem_limit_mb}m"
     return {
         "image": config.image or image_tag(),
@@ -132,7 +145,7 @@ def container_options(
         "pids_limit": config.pids_limit,
         "read_only": True,
         "volumes": volumes,
-        "tmpfs": {"/scratch": f"rw,nosuid,nodev,noexec,size={config.scratch_mb}m,mode=1777"},
+        "tmpfs": tmpfs,
         "working_dir": "/scratch",
         "environment": {**BASE_ENV, **(env or {})},
         "user": SANDBOX_USER,
@@ -228,6 +241,8 @@ def run_in_container(
 ) -> SandboxResult:
     """Run `command` in a fresh sandbox container, wait at most `config.timeout_s`, classify the outcome.
 
+    With `want_results`, the command runs as an exec in a container that idles (`sleep`), so the capped
+    `/results` tmpfs is still there to be read when it ends; its exit code comes from the engine.
     Docker/engine failures come back as `INFRA_ERROR` results (never raised); the container is killed and
     removed on every path.
     """
@@ -237,43 +252,167 @@ def run_in_container(
     config = config or SandboxConfig()
     t0 = time.monotonic()
     container = None
-    with scratch_dir("results") as tmp:
-        results_dir = Path(tmp) if want_results else None
-        if results_dir is not None:
-            results_dir.chmod(0o777)  # the sandbox user (65534) writes here
-        try:
-            opts = container_options(config, ro_mounts or {}, env, results_dir)
-            container = client.containers.create(command=command, detach=True, **opts)
+    try:
+        opts = container_options(config, ro_mounts or {}, env, results=want_results)
+        if want_results:
+            container = client.containers.create(command=["sleep", "infinity"], detach=True, **opts)
             container.start()
-            timed_out = False
-            try:
-                status = container.wait(timeout=config.timeout_s)
-                exit_code: int | None = int(status.get("StatusCode", -1))
-            except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
-                timed_out = True
-                exit_code = None
-                container.kill()
-            wall_s = time.monotonic() - t0
-            container.reload()
-            oom_killed = bool(container.attrs["State"].get("OOMKilled", False))
-            stdout = tail(container.logs(stdout=True, stderr=False), config.output_cap_bytes)
-            stderr = tail(container.logs(stdout=False, stderr=True), config.output_cap_bytes)
-            files, note = read_results(results_dir) if results_dir is not None else ({}, "")
-        except docker.errors.ImageNotFound as exc:
-            return _infra(t0, f"sandbox image missing ({exc}); run `evotrainer sandbox build`")
-        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-            return _infra(t0, f"docker engine error: {type(exc).__name__}: {exc}")
-        finally:
-            if container is not None:
-                remove_container(container)
+            return _run_exec(client, container, command, config, t0)
+        container = client.containers.create(command=command, detach=True, **opts)
+        container.start()
+        timed_out = False
+        try:
+            status = container.wait(timeout=config.timeout_s)
+            exit_code: int | None = int(status.get("StatusCode", -1))
+        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+            timed_out = True
+            exit_code = None
+            container.kill()
+        wall_s = time.monotonic() - t0
+        container.reload()
+        oom_killed = bool(container.attrs["State"].get("OOMKilled", False))
+        stdout = tail(container.logs(stdout=True, stderr=False), config.output_cap_bytes)
+        stderr = tail(container.logs(stdout=False, stderr=True), config.output_cap_bytes)
+    except docker.errors.ImageNotFound as exc:
+        return _infra(t0, f"sandbox image missing ({exc}); run `evotrainer sandbox build`")
+    except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
+        return _infra(t0, f"docker engine error: {type(exc).__name__}: {exc}")
+    finally:
+        if container is not None:
+            remove_container(container)
+    return _classified(config, exit_code, oom_killed, timed_out, stdout, stderr, wall_s, {}, "")
+
+
+def _classified(
+    config: SandboxConfig,
+    exit_code: int | None,
+    oom_killed: bool,
+    timed_out: bool,
+    stdout: str,
+    stderr: str,
+    wall_s: float,
+    files: dict[str, bytes],
+    note: str,
+    over_cap: str = "",
+) -> SandboxResult:
     if timed_out:
         outcome, reason = Outcome.TIMEOUT, f"wall-clock timeout after {config.timeout_s:g}s: container killed"
+    elif over_cap:
+        outcome, reason = Outcome.CANDIDATE_ERROR, over_cap
     elif exit_code == 0 and not oom_killed:
         outcome, reason = Outcome.OK, ""
     else:
         outcome, reason = Outcome.CANDIDATE_ERROR, failure_reason(exit_code, oom_killed, stderr, config)
     reason = "; ".join(r for r in (reason, note) if r)
     return SandboxResult(outcome, exit_code, stdout, stderr, wall_s, oom_killed, timed_out, files, reason)
+
+
+def _run_exec(client: Any, container: Any, command: list[str], config: SandboxConfig, t0: float) -> SandboxResult:
+    """Run `command` as an exec of the idle `container`, then read back its `/results` (see `run_in_container`)."""
+    api = client.api
+    exec_id = api.exec_create(container.id, command)["Id"]
+    run = _exec_output(api, exec_id, time.monotonic() + config.timeout_s, config.output_cap_bytes, keep="tail")
+    wall_s = time.monotonic() - t0
+    exit_code: int | None = None
+    files: dict[str, bytes] = {}
+    note = over_cap = ""
+    if run.finished:
+        code = api.exec_inspect(exec_id).get("ExitCode")
+        exit_code = None if code is None else int(code)
+        files, note, over_cap = _collect_results(api, container.id)
+    container.reload()
+    oom_killed = bool(container.attrs["State"].get("OOMKilled", False))
+    stdout, stderr = tail(run.stdout, config.output_cap_bytes), tail(run.stderr, config.output_cap_bytes)
+    return _classified(config, exit_code, oom_killed, not run.finished, stdout, stderr, wall_s, files, note, over_cap)
+
+
+@dataclass
+class _ExecRun:
+    stdout: bytes
+    stderr: bytes
+    finished: bool  # the exec ended before the deadline
+    overflow: bool = False  # `keep="head"`: stdout went past the limit
+
+
+def _exec_output(api: Any, exec_id: str, deadline: float, limit: int, keep: str) -> _ExecRun:
+    """Start an exec and read its demultiplexed output until it ends (plus a short grace) or `deadline`.
+
+    `keep="tail"` keeps the last `limit` bytes of stdout (candidate output, for humans); `keep="head"`
+    keeps the first `limit` and flags anything beyond (a tar stream that must fit). A background process
+    still holding the exec's stdout cannot stretch the wait: the exec's own end is polled.
+    """
+    sock = api.exec_start(exec_id, socket=True)
+    raw = getattr(sock, "_sock", sock)
+    buf, out, err = bytearray(), bytearray(), bytearray()
+    overflow, ended_at, next_poll = False, None, 0.0
+    try:
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                return _ExecRun(bytes(out), bytes(err), False, overflow)
+            if ended_at is None and now >= next_poll:
+                next_poll = now + 0.25
+                if not api.exec_inspect(exec_id).get("Running", False):
+                    ended_at = now
+            if ended_at is not None and now >= ended_at + _EXEC_GRACE_S:
+                break
+            wait = min(0.25, deadline - now) if ended_at is None else max(0.0, ended_at + _EXEC_GRACE_S - now)
+            if not select.select([raw], [], [], wait)[0]:
+                continue
+            chunk = raw.recv(1 << 20)
+            if not chunk:
+                break
+            buf += chunk
+            while len(buf) >= 8 and len(buf) >= 8 + int.from_bytes(buf[4:8], "big"):
+                stream, size = buf[0], int.from_bytes(buf[4:8], "big")
+                payload = bytes(buf[8 : 8 + size])
+                del buf[: 8 + size]
+                if stream == 2:
+                    err = (err + payload)[-limit:]
+                elif keep == "tail":
+                    out = (out + payload)[-limit:]
+                elif len(out) + len(payload) > limit:
+                    overflow = True
+                else:
+                    out += payload
+    finally:
+        sock.close()
+    return _ExecRun(bytes(out), bytes(err), True, overflow)
+
+
+def _collect_results(api: Any, container_id: str) -> tuple[dict[str, bytes], str, str]:
+    """Read `/results` through `tar` in the container: (files, note on skipped entries, over-the-cap reason)."""
+    import io
+    import tarfile
+
+    limit = RESULTS_TMPFS_BYTES + (RESULTS_TMPFS_INODES + 4) * 1024 + 20480  # data + tar headers and padding
+    exec_id = api.exec_create(container_id, ["tar", "-C", "/results", "-cf", "-", "."])["Id"]
+    run = _exec_output(api, exec_id, time.monotonic() + RESULTS_READ_TIMEOUT_S, limit, keep="head")
+    cap = f"{RESULTS_MAX_BYTES} bytes"
+    if run.overflow or not run.finished:
+        return {}, "", f"results in /results could not be read within the cap ({cap}, {RESULTS_READ_TIMEOUT_S:g}s)"
+    files: dict[str, bytes] = {}
+    skipped: list[str] = []
+    total = 0
+    try:
+        with tarfile.open(fileobj=io.BytesIO(run.stdout), mode="r:") as archive:
+            for member in archive.getmembers():
+                name = member.name.removeprefix("./")
+                if name in ("", "."):
+                    continue
+                total += member.size if member.isreg() else 0
+                fh = archive.extractfile(member) if member.isreg() and "/" not in name else None
+                if fh is None:
+                    skipped.append(f"{name} (not a regular file at the top of /results)")
+                elif len(files) >= RESULTS_MAX_FILES:
+                    skipped.append(f"{name} (over the {RESULTS_MAX_FILES} files cap)")
+                else:
+                    files[name] = fh.read()
+    except (tarfile.TarError, OSError) as exc:
+        return {}, "", f"results in /results are not readable ({type(exc).__name__}: {exc})"
+    if total > RESULTS_MAX_BYTES:
+        return {}, "", f"wrote {total} bytes to /results, over the {cap} cap"
+    return files, ("skipped in /results: " + ", ".join(skipped[:20])) if skipped else "", ""
 
 
 def _infra(t0: float, reason: str) -> SandboxResult:

@@ -30,8 +30,10 @@ the log. Git runs with ``LC_ALL=C`` so that the messages carried by ``PatchError
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
+import stat
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -74,6 +76,10 @@ class PatchError(GitWorktreeError):
 
 class SurfaceError(GitWorktreeError):
     """A write or patch would touch a path outside the harness's editable surface."""
+
+
+class LinkRefusedError(SurfaceError):
+    """A write, read or patch would create or go through a symlink, hard link, gitlink or other non-regular file."""
 
 
 class NothingToCommitError(GitWorktreeError):
@@ -371,6 +377,27 @@ def commit_candidate(worktree: Path, message: InterventionMessage | str) -> str:
         raise NothingToCommitError(f"no change to commit in {worktree}")
     _git(worktree, "commit", "--quiet", "--no-verify", "-m", text)
     return _rev(worktree, "HEAD")
+
+
+def restore_to_base(worktree: Path, branch: str) -> str:
+    """Put a refused candidate's worktree (and branch) back at its base commit; return the base sha.
+
+    Whatever the candidate left — edits, new files, links, a commit made by an earlier run — is gone from
+    the worktree (``reset --hard`` + ``clean -ffdx``): a refused candidate must not leave a changed
+    evaluator behind. A worktree that no longer exists is left alone.
+    """
+    if not worktree.is_dir():
+        return ""
+    base = _git(worktree, "config", "--get", f"branch.{branch}.{BASE_CONFIG_KEY}")
+    _git(worktree, "reset", "--quiet", "--hard", base)
+    _git(worktree, "clean", "-q", "-ffdx")
+    for folder, dirs, files in os.walk(worktree):  # git sees no FIFO, socket or device: remove them too
+        dirs[:] = [d for d in dirs if d != ".git"]
+        for name in files:
+            path = os.path.join(folder, name)
+            if not stat.S_ISREG(os.lstat(path).st_mode) and not stat.S_ISLNK(os.lstat(path).st_mode):
+                os.unlink(path)
+    return base
 
 
 def commit_message(repo: Repo, rev: str) -> str:

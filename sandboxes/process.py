@@ -5,7 +5,8 @@ result it produces carries `weaker_isolation=True` and says "weaker isolation" i
 
 What it still does: empty environment (only explicitly passed variables), a fresh temporary scratch dir as
 cwd, rlimits (CPU seconds, address space, file size, no core dumps, process count when not root),
-a wall-clock timeout that kills the whole process group, capped output.
+a wall-clock timeout that kills the whole process group, capped output, and a results folder whose size is
+polled (over `RESULTS_MAX_BYTES` the group is killed and the run is a `candidate_error`).
 
 What it does NOT do (the reasons it is weaker): no network isolation, no file-system isolation (the child
 can read and write whatever the host user can), no pid/memory cgroup (RLIMIT_AS is per process, and
@@ -25,11 +26,20 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from harness.failures import Outcome
-from sandboxes.docker import BASE_ENV, SandboxConfig, SandboxResult, failure_reason, read_results, tail
+from sandboxes.docker import (
+    BASE_ENV,
+    RESULTS_MAX_BYTES,
+    SandboxConfig,
+    SandboxResult,
+    failure_reason,
+    read_results,
+    tail,
+)
 from sandboxes.owners import scratch_dir
 
 WEAKER = "weaker isolation (process fallback: no network or file-system isolation)"
 FILE_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
+RESULTS_POLL_S = 0.1
 
 
 def _user_process_count(uid: int) -> int:
@@ -117,18 +127,17 @@ def run_process(
         with open(Path(tmp) / "stdout", "w+b") as out, open(Path(tmp) / "stderr", "w+b") as err:
             cpu_s = int(config.timeout_s) + 1
             proc = spawn(argv, config, scratch, extra, cpu_s, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
-            timed_out = False
-            try:
-                exit_code: int | None = proc.wait(timeout=config.timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out, exit_code = True, None
+            exit_code, timed_out, over = _wait(proc, t0 + config.timeout_s, results if want_results else None)
             # The group may outlive its leader (orphaned forks): kill it on every path.
             kill_group(proc)
             wall_s = time.monotonic() - t0
             stdout, stderr = (_read_tail(f, config.output_cap_bytes) for f in (out, err))
-        files, note = read_results(results) if want_results else ({}, "")
+        size = results_size(results) if want_results else 0
+        files, note = read_results(results) if want_results and size <= RESULTS_MAX_BYTES else ({}, "")
     if timed_out:
         outcome, reason = Outcome.TIMEOUT, f"wall-clock timeout after {config.timeout_s:g}s: process group killed"
+    elif over or size > RESULTS_MAX_BYTES:
+        outcome, reason = Outcome.CANDIDATE_ERROR, f"wrote over {RESULTS_MAX_BYTES} bytes to its results folder (cap)"
     elif exit_code == 0:
         outcome, reason = Outcome.OK, ""
     else:
@@ -137,6 +146,34 @@ def run_process(
     return SandboxResult(
         outcome, exit_code, stdout, stderr, wall_s, False, timed_out, files, reason, weaker_isolation=True
     )
+
+
+def _wait(proc: subprocess.Popen[bytes], deadline: float, results: Path | None) -> tuple[int | None, bool, bool]:
+    """Wait for `proc` until `deadline`: (exit code, timed out, results over the cap: killed for it).
+
+    The results folder is on the host's disk here (no tmpfs without privileges), so its size is polled
+    and the group is killed once it passes `RESULTS_MAX_BYTES`; a fast writer can overshoot by what it
+    writes in one poll interval (weaker isolation, like the rest of this fallback).
+    """
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None, True, False
+        try:
+            return proc.wait(timeout=min(RESULTS_POLL_S, remaining)), False, False
+        except subprocess.TimeoutExpired:
+            if results is not None and results_size(results) > RESULTS_MAX_BYTES:
+                return None, False, True
+
+
+def results_size(folder: Path) -> int:
+    """Bytes of everything under `folder` (lstat: links are not followed)."""
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for name in (*dirnames, *filenames):
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+    return total
 
 
 def _read_tail(fh: BinaryIO, cap: int) -> str:

@@ -28,6 +28,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, NoReturn
 
+from harness.calls import validate_filter_state
 from harness.failures import CandidateCodeError, InfraError, Outcome
 from sandboxes.docker import (
     SandboxConfig,
@@ -259,18 +260,22 @@ class SandboxCalls:
     def filter_groups(
         self, group_rewards: list[list[float]], state: dict[str, Any]
     ) -> tuple[list[bool], dict[str, Any]]:
-        """Return the filter's keep flags (one bool per group) and the state it left behind."""
+        """Return the filter's keep flags (one bool per group) and the state it left behind.
+
+        A harness without a group filter keeps every group (as `harness.calls.InProcessCalls` does).
+        """
         if self.filter_entry is None:
-            raise ValueError("this SandboxCalls has no filter_entry")
+            return [True] * len(group_rewards), state
         path = self.filter_entry.partition(":")[0]
         response = self._call({"op": "filter", "group_rewards": group_rewards, "state": state}, path)
         keep, new_state = response.get("keep"), response.get("state")
         if not isinstance(keep, list) or len(keep) != len(group_rewards) or not all(isinstance(k, bool) for k in keep):
             got = f"{type(keep).__name__} of length {len(keep)}" if isinstance(keep, list) else type(keep).__name__
             self._fail(Outcome.CANDIDATE_ERROR, f"filter must return {len(group_rewards)} bools, got {got}", path)
-        if not isinstance(new_state, dict):
-            self._fail(Outcome.CANDIDATE_ERROR, f"filter left state as {type(new_state).__name__}, not a dict", path)
-        return keep, new_state
+        try:
+            return keep, validate_filter_state(new_state, self.filter_entry)
+        except CandidateCodeError as exc:
+            self._fail(exc.outcome, exc.message, path)
 
     def _call(self, request: dict[str, Any], path: str) -> dict[str, Any]:
         self.start()
@@ -293,9 +298,11 @@ class SandboxCalls:
             self._fail(Outcome.SPOOF_DETECTED, "response does not answer this request", path)
         assert isinstance(response, dict)
         if not response.get("ok"):
-            err = response.get("error") or {}
-            msg = f"{err.get('kind', 'error')} failed: {err.get('type')}: {err.get('message')}"
-            self._fail(Outcome.CANDIDATE_ERROR, msg, err.get("path") or path)
+            err = response.get("error")
+            err = err if isinstance(err, dict) else {}  # the frame comes from the candidate's process
+            where = str(err.get("path") or path)[:300]
+            msg = f"{err.get('kind', 'error')} failed in {where}: {err.get('type')}: {str(err.get('message'))[:2000]}"
+            self._fail(Outcome.CANDIDATE_ERROR, msg, where)
         return response
 
     def _read_frame(self, timeout_s: float, path: str) -> bytes:

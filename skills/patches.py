@@ -33,7 +33,8 @@ over ``current`` and the skill's ``params`` (overridable per call). Operations:
   and ``N`` may be ``{{ expressions }}`` over the skill's params;
 - ``{"op": "guard", "rule": TEXT}``: a guard skill's refusal rule; applying it is an error.
 
-Every write goes through ``worktree_files.write_file``, which refuses paths off the editable surface.
+Every write goes through ``worktree_files.write_file``, which refuses paths off the editable surface, and every
+read through ``worktree_files.read_file``: neither follows a symlink (a link on the way is refused).
 The whole template is computed before anything is written, so a failing op leaves the worktree as it was.
 """
 
@@ -120,9 +121,9 @@ def resolve_file(ref: str, harness: Harness, worktree: Path | None = None) -> st
 
 def _data_selection(harness: Harness, worktree: Path | None) -> str:
     config = harness.manifest.trainer.config
-    path = (worktree / config) if worktree is not None else harness.path(config)
+    text = _read(worktree if worktree is not None else harness.root, config)
     try:
-        raw = yaml.safe_load(path.read_text()) if path.is_file() else None
+        raw = yaml.safe_load(text) if text is not None else None
     except yaml.YAMLError as exc:
         raise SkillPatchError(f"{config}: not valid YAML ({exc}); '@data_selection' has no file") from None
     value = raw.get("data_selection") if isinstance(raw, dict) else None
@@ -184,14 +185,14 @@ def _plan(
 ) -> tuple[str, str | None, str]:
     """Compute one op's effect: (file, new content or None for no write, note)."""
     kind = op["op"]
-    rel = resolve_file(str(op["file"]), harness, worktree)
+    rel = worktree_files.surface_path(resolve_file(str(op["file"]), harness, worktree), harness)
     worktree_files.check_surface(worktree, rel, harness)
-    path = worktree / rel
+    current = _read(worktree, rel)  # never through a link (worktree_files refuses them)
     if kind == "set_yaml_key":
         _only(op, {"op", "file", "key", "value", "create", "default"})
-        if rel not in writes and not path.is_file():
+        if rel not in writes and current is None:
             raise TemplateError(f"{rel} does not exist in the worktree")
-        text = writes.get(rel) or path.read_text()
+        text = writes.get(rel) or current or ""
         new_text, old, new = set_yaml_key(
             text,
             str(op["key"]),
@@ -202,9 +203,9 @@ def _plan(
         return rel, new_text, f"{rel}: {op['key']} {old!r} -> {new!r}"
     if kind == "reweight_sources":
         _only(op, {"op", "file", "key", "dead_at", "min_groups"})
-        if rel not in writes and not path.is_file():
+        if rel not in writes and current is None:
             raise TemplateError(f"{rel} does not exist in the worktree")
-        text = writes.get(rel) or path.read_text()
+        text = writes.get(rel) or current or ""
         key = str(op["key"])
         try:
             weights = get_yaml_value(text, key)
@@ -214,8 +215,7 @@ def _plan(
             raise TemplateError(f"{rel}: {key!r} holds {weights!r}, not a mapping of weights")
         dead_at = render_value(op.get("dead_at", DEAD_SOURCE_AT), variables)
         min_groups = render_value(op.get("min_groups", MIN_SOURCE_GROUPS), variables)
-        field = harness.manifest.data.select_by
-        by_entry = sources_by_entry(worktree / harness.manifest.data.train, field)
+        by_entry = sources_by_entry(worktree, harness.manifest.data.train, harness.manifest.data.select_by)
         new_weights, note = reweight(weights, metrics, dead_at, min_groups, by_entry)
         new_text, _, _ = set_yaml_mapping(text, key, new_weights)
         return rel, new_text, f"{rel}: {key} {note}"
@@ -231,31 +231,35 @@ def _plan(
         return rel, str(op["content"]), f"{rel}: replaced ({len(str(op['content']))} chars)"
     if kind == "write_file_if_missing":
         _only(op, {"op", "file", "content"})
-        if rel in writes or path.exists():
+        if rel in writes or current is not None:
             return rel, None, f"{rel}: exists, left as is"
         return rel, str(op["content"]), f"{rel}: created"
     raise TemplateError(f"op {kind!r} cannot be applied")
 
 
-def sources_by_entry(train_file: Path, field: str) -> dict[str, set[str]]:
-    """`{str(row[field]): {row["data_source"], ...}}` over a JSONL training file; empty when unreadable.
+def sources_by_entry(worktree: Path, train_file: str, field: str) -> dict[str, set[str]]:
+    """`{str(row[field]): {row["data_source"], ...}}` over the worktree's JSONL training file; empty when unreadable.
 
     This is how the data file itself says which data sources an entry of the selection mapping draws
     (with ``field`` = ``data_source`` each entry draws itself).
     """
     out: dict[str, set[str]] = {}
-    try:
-        with train_file.open() as fh:
-            for line in fh:
-                try:
-                    row = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(row, dict) and field in row and isinstance(row.get("data_source"), str):
-                    out.setdefault(str(row[field]), set()).add(row["data_source"])
-    except OSError:
-        return {}
+    for line in (_read(worktree, train_file) or "").splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and field in row and isinstance(row.get("data_source"), str):
+            out.setdefault(str(row[field]), set()).add(row["data_source"])
     return out
+
+
+def _read(root: Path, rel: str) -> str | None:
+    """The text of `rel` under `root`, None when it does not exist; a link on the way is refused (raises)."""
+    try:
+        return worktree_files.read_file(root, rel)
+    except (FileNotFoundError, IsADirectoryError):
+        return None
 
 
 def reweight(

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, get_args
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from skills.models import SkillRecord, SkillSpec, template_ops
@@ -85,6 +85,8 @@ def save_skill(db: Session, spec: SkillSpec, provenance: str | None = None) -> i
 
     ``provenance`` (e.g. "session s1, candidate evo/s1/v2.1-strict-reward, strict_acc +0.12") replaces
     the spec's own when given. The trigger is re-parsed here so an invalid one fails before any write.
+    One ``INSERT ... ON CONFLICT (name) DO UPDATE`` statement: two processes saving (or seeding) the same
+    skill at once both succeed, with one row (issue 13 §8: a check-then-insert died on ``uq_skills_name``).
 
     Raises:
         skills.triggers.TriggerError: the trigger is invalid.
@@ -92,7 +94,6 @@ def save_skill(db: Session, spec: SkillSpec, provenance: str | None = None) -> i
     parse(spec.trigger)
     if provenance is not None:
         spec = spec.model_copy(update={"provenance": provenance})
-    row = _row(db, spec.name)
     fields: dict[str, Any] = {
         "domain": spec.domain,
         "trigger": spec.trigger,
@@ -105,18 +106,38 @@ def save_skill(db: Session, spec: SkillSpec, provenance: str | None = None) -> i
         "applicability": list(spec.applicability),
         "provenance": spec.provenance,
     }
-    if row is None:
-        row = Skill(name=spec.name, **fields)
-        db.add(row)
-    else:
-        for key, value in fields.items():
-            setattr(row, key, value)
-    db.flush()
-    return row.id
+    insert = _insert(db)
+    stmt = insert(Skill).values(name=spec.name, **fields)
+    stmt = stmt.on_conflict_do_update(index_elements=[Skill.name], set_={**fields, "updated_at": utcnow()})
+    row: Skill = db.scalars(stmt.returning(Skill), execution_options={"populate_existing": True}).one()
+    return int(row.id)
+
+
+def _insert(db: Session) -> Any:
+    """The dialect's INSERT construct (both SQLite and Postgres have ``ON CONFLICT``)."""
+    if db.get_bind().dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return sqlite_insert
+
+
+def _bump(db: Session, skill_id: int, counters: Mapping[str, int], also: Mapping[str, Any] | None = None) -> None:
+    """Add `counters` to a skill's counts in SQL (``uses = uses + 1``), setting `also`: no update is ever lost."""
+    values: dict[str, Any] = {name: getattr(Skill, name) + delta for name, delta in counters.items() if delta}
+    values.update(also or {})
+    if not values:
+        return
+    db.execute(
+        update(Skill).where(Skill.id == skill_id).values(**values),
+        execution_options={"synchronize_session": "fetch"},
+    )
 
 
 def seed_skills(db: Session, seeds: Sequence[SkillSpec] = SEED_SKILLS) -> list[int]:
-    """Upsert the seed skills by name (idempotent) and return their ids, in order."""
+    """Upsert the seed skills by name (idempotent, safe under concurrent starts) and return their ids, in order."""
     return [save_skill(db, spec) for spec in seeds]
 
 
@@ -169,7 +190,12 @@ def record_use(
     (``skills.triggers.matched_values``). Idempotent per (skill, session, candidate) when a candidate is
     given, so a re-run node does not count the use twice.
     """
-    row = _row(db, skill_name)
+    # FOR UPDATE (Postgres; SQLite transactions are serialised already): the idempotency check below and
+    # the insert happen under the skill row's lock, so two processes cannot both record the same use.
+    row = db.scalars(
+        select(Skill).where(Skill.name == skill_name).with_for_update(),
+        execution_options={"populate_existing": True},
+    ).one_or_none()
     if row is None:
         raise SkillNotFoundError(f"no skill named {skill_name!r}")
     if candidate_id is not None:
@@ -190,8 +216,8 @@ def record_use(
         result="pending",
     )
     db.add(use)
-    row.uses += 1
     db.flush()
+    _bump(db, row.id, {"uses": 1})
     return use.id
 
 
@@ -204,25 +230,25 @@ def record_result(db: Session, use_id: int, win: bool) -> SkillRecord:
     Raises:
         SkillNotFoundError: no use with that id.
     """
-    use = db.get(SkillUse, use_id)
+    # The use row is locked (Postgres) and re-read, so two settlements of one use cannot both move a count;
+    # the counts themselves move in SQL, so settlements of different uses of one skill never lose one.
+    use = db.get(SkillUse, use_id, with_for_update=True, populate_existing=True)
     if use is None:
         raise SkillNotFoundError(f"no skill use with id {use_id}")
-    skill = db.get(Skill, use.skill_id)
-    assert skill is not None, f"skill_uses.{use_id} points at a missing skill"
     new: SkillResult = "win" if win else "loss"
     if use.result != new:
-        if use.result == "win":
-            skill.wins -= 1
-        elif use.result == "loss":
-            skill.losses -= 1
+        counters = {"wins": 0, "losses": 0}
+        if use.result in ("win", "loss"):
+            counters["wins" if use.result == "win" else "losses"] -= 1
+        counters["wins" if win else "losses"] += 1
+        also: dict[str, Any] = {"updated_at": utcnow()}
         if win:
-            skill.wins += 1
-            skill.last_verified_session = use.session_id
-        else:
-            skill.losses += 1
+            also["last_verified_session"] = use.session_id
         use.result = new
-        skill.updated_at = utcnow()
-    db.flush()
+        db.flush()
+        _bump(db, use.skill_id, counters, also)
+    skill = db.get(Skill, use.skill_id, populate_existing=True)
+    assert skill is not None, f"skill_uses.{use_id} points at a missing skill"
     return to_record(skill)
 
 

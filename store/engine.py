@@ -2,7 +2,8 @@
 
 This module is the store's only I/O adapter: it resolves which database to use (`--db` >
 `EVOTRAINER_DB` > `sqlite:///<cwd>/.evotrainer/evotrainer.db`), builds engines with the settings each
-backend needs, and runs migrations through Alembic's command API. SQLite gets WAL, foreign keys,
+backend needs, and runs migrations through Alembic's command API, one process at a time per database
+(`migration_lock`). SQLite gets WAL, foreign keys,
 a busy timeout and `BEGIN IMMEDIATE` transactions, so several processes can write one store without
 losing rows; Postgres gets `pool_pre_ping` and a connect timeout.
 
@@ -13,6 +14,7 @@ for an invalid URL, and an unreachable Postgres fails at the first connection at
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +30,8 @@ DEFAULT_DIR = ".evotrainer"
 DEFAULT_FILE = "evotrainer.db"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 PG_CONNECT_TIMEOUT_S = 5
+MIGRATION_LOCK_POLL_S = 0.05
+MIGRATION_LOCK_KEY = 0x45564F5452414E  # "EVOTRAN": the advisory lock every migrating process takes (Postgres)
 # From this file, not `store.__file__`: an editable install may expose `store` as a namespace package.
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 
@@ -208,15 +212,62 @@ def _prepared(url: str) -> Any:
     return alembic_config(url)
 
 
+@contextmanager
+def migration_lock(url: str) -> Iterator[None]:
+    """Hold the store's migration lock while the block runs: one migrating process per database at a time.
+
+    Postgres: a session-level advisory lock (`pg_advisory_lock`) on a connection of its own, released when
+    the block ends (or the process dies: the server drops it with the connection). Two `evotrainer run`
+    starting at once on one database then migrate one after the other, and the second finds nothing to
+    do (issue 13 §8: without it one died with `UniqueViolation` on `CREATE TABLE alembic_version`).
+    SQLite needs none: every transaction begins with `BEGIN IMMEDIATE`, and Alembic reads the current
+    revision inside its transaction, so a second migrator waits for the first and then sees head.
+    """
+    if make_url(normalise_url(url)).get_backend_name() != "postgresql":
+        yield
+        return
+    engine = make_engine(url)
+    try:
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            # Polled with pg_try_advisory_lock, never a blocking pg_advisory_lock: a statement waiting on the
+            # lock holds a virtual transaction id, which LangGraph's CREATE INDEX CONCURRENTLY (run by the
+            # lock holder) waits for: a deadlock Postgres does not detect.
+            while not conn.exec_driver_sql(f"SELECT pg_try_advisory_lock({MIGRATION_LOCK_KEY})").scalar():
+                time.sleep(MIGRATION_LOCK_POLL_S)
+            try:
+                yield
+            finally:
+                conn.exec_driver_sql(f"SELECT pg_advisory_unlock({MIGRATION_LOCK_KEY})")
+    finally:
+        engine.dispose()
+
+
 def upgrade(url: str, revision: str = "head") -> None:
     """Migrate the store at `url` up to `revision` (default: head); creates an empty SQLite file's folder.
+
+    Safe under concurrent callers (`migration_lock`). On Postgres the LangGraph checkpoint tables are set
+    up under the same lock, since their own setup (create, then insert its version rows) is not safe
+    against a second process doing the same; a session's later `setup()` then finds nothing to do.
 
     Raises:
         DatabaseURLError: the URL is invalid or the server unreachable (nothing is written).
     """
     from alembic import command
 
-    command.upgrade(_prepared(url), revision)
+    cfg = _prepared(url)
+    with migration_lock(url):
+        command.upgrade(cfg, revision)
+        if make_url(normalise_url(url)).get_backend_name() == "postgresql":
+            _setup_checkpointer(url)
+
+
+def _setup_checkpointer(url: str) -> None:
+    """Create or migrate LangGraph's Postgres checkpoint tables (idempotent; call under `migration_lock`)."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    conn_string = make_url(normalise_url(url)).set(drivername="postgresql").render_as_string(hide_password=False)
+    with PostgresSaver.from_conn_string(conn_string) as saver:
+        saver.setup()
 
 
 def downgrade(url: str, revision: str) -> None:
@@ -227,7 +278,9 @@ def downgrade(url: str, revision: str) -> None:
     """
     from alembic import command
 
-    command.downgrade(_prepared(url), revision)
+    cfg = _prepared(url)
+    with migration_lock(url):
+        command.downgrade(cfg, revision)
 
 
 def check(url: str) -> None:

@@ -5,7 +5,9 @@ request pops the next scripted turn — `{"tool_calls": [{"name", "arguments"}],
 `arguments` is a dict (sent as JSON) or a raw string (sent as is, e.g. malformed JSON) — or, when the
 script is exhausted, answers plain text (so the tool loop ends). A turn may also be a callable taking the
 request body and returning a turn. Every request body is recorded (`requests`), and every reported usage
-(`usages`); the default usage is deterministic (chars / 4). `stream: true` gets SSE chunks.
+(`usages`); the default usage is deterministic (chars / 4 of the messages and tool schemas). A hostile
+server is scripted with `raw_usage` (the usage object sent as is) or `raw_reply` (the whole response body
+sent as is), and a call `"id": None` is sent as null. `stream: true` gets SSE chunks.
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ class MockOpenAI:
         n = len(self.requests)
         calls = [
             {
-                "id": call.get("id") or f"call_{n}_{i}",
+                "id": call.get("id", f"call_{n}_{i}"),  # an explicit None is sent as null
                 "type": "function",
                 "function": {
                     "name": call["name"],
@@ -104,21 +106,28 @@ class MockOpenAI:
         if calls:
             message["tool_calls"] = calls
         usage = turn.get("usage") or {
-            "prompt_tokens": len(json.dumps(body.get("messages", []))) // 4,
+            # like a real server, the tool schemas count as prompt tokens
+            "prompt_tokens": (len(json.dumps(body.get("messages", []))) + len(json.dumps(body.get("tools", [])))) // 4,
             "completion_tokens": len(json.dumps(message)) // 4 + 1,
         }
-        prompt, completion = int(usage["prompt_tokens"]), int(usage["completion_tokens"])
         with self._lock:
-            self.usages.append((prompt, completion))
             self.tool_call_ids.append([c["id"] for c in calls])
-        return {
+        if "raw_usage" in turn:  # sent as is: whatever a hostile server may claim (not recorded in `usages`)
+            wire_usage = turn["raw_usage"]
+        else:
+            prompt, completion = int(usage["prompt_tokens"]), int(usage["completion_tokens"])
+            with self._lock:
+                self.usages.append((prompt, completion))
+            wire_usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+        reply = {
             "id": f"chatcmpl-{n}",
             "object": "chat.completion",
             "created": 0,
             "model": body.get("model", "mock"),
             "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+            "usage": wire_usage,
         }
+        return turn.get("raw_reply", reply)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         mock = self

@@ -1,7 +1,13 @@
-"""backtest: replay one candidate's reward/filter on the incumbent's cached rollouts in the sandbox (fan-out)."""
+"""backtest: replay one candidate's reward/filter on the incumbent's cached rollouts in the sandbox (fan-out).
+
+A candidate's faults come back from `run_backtest` as classified results (`candidate_error`, `timeout`,
+`spoof_detected`); anything else it raises is recorded as an inconclusive `infra_error` backtest, so the
+session goes on and the pilot run judges the candidate (issue 13 §3).
+"""
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 from typing import Any
@@ -12,6 +18,10 @@ from sqlalchemy import select
 from agent import ledger
 from agent.context import Context
 from agent.state import BacktestInfo, CandidateInfo
+from diagnostics.backtest import failed_backtest
+from harness.failures import Outcome
+
+log = logging.getLogger(__name__)
 
 
 def backtest(payload: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
@@ -33,15 +43,20 @@ def backtest(payload: dict[str, Any], runtime: Runtime[Context]) -> dict[str, An
             report_path="",
         )
         return {"backtests": [info]}
-    # verl: a candidate whose pilot config verl rejects is a candidate_error before any GPU time
-    refused = verl_refusal(ctx, payload, out_dir) if ctx.backend == "verl" else None
-    result = refused or run_backtest(
-        Path(candidate["worktree"]),
-        Path(version["run_dir"]),
-        out_dir,
-        mode=ctx.sandbox,
-        base_dir=Path(payload["harness_dir"]),
-    )
+    try:
+        # verl: a candidate whose pilot config verl rejects is a candidate_error before any GPU time
+        refused = verl_refusal(ctx, payload, out_dir) if ctx.backend == "verl" else None
+        result = refused or run_backtest(
+            Path(candidate["worktree"]),
+            Path(version["run_dir"]),
+            out_dir,
+            mode=ctx.sandbox,
+            base_dir=Path(payload["harness_dir"]),
+        )
+    except Exception as exc:  # candidate faults are classified inside; whatever escapes must not end the session
+        log.exception("backtest of %s crashed", candidate["id"])
+        why = f"backtest crashed ({type(exc).__name__}: {exc}); not held against the candidate, its pilot decides"
+        result = failed_backtest(candidate["id"], Outcome.INFRA_ERROR, why)
     info = BacktestInfo(
         iteration=payload["iteration"],
         candidate_id=candidate["id"],

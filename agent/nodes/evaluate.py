@@ -27,11 +27,29 @@ def evaluate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     control_report = cached_report(Path(control["run_dir"]), None, answer) if control["outcome"] == "ok" else None
     control_scores = _scores(control) if control_report else {}
     evaluations = [
-        _evaluate_one(p, control, control_report, control_scores, runtime.context.min_effect, answer)
+        _contained(p, control, control_report, control_scores, runtime.context.min_effect, answer)
         for p in pilots
         if p["candidate_id"] != CONTROL_ID
     ]
     return {"evaluations": [_to_state(e, state["iteration"]) for e in evaluations]}
+
+
+def _contained(
+    pilot: PilotInfo,
+    control: PilotInfo,
+    control_report: HealthReport | None,
+    control_scores: dict[str, float],
+    min_effect: float,
+    answer: AnswerProtocol | None,
+) -> Evaluation:
+    """`_evaluate_one`, with a failure to read one pilot's artefacts recorded as that candidate's evaluation."""
+    try:
+        return _evaluate_one(pilot, control, control_report, control_scores, min_effect, answer)
+    except Exception as exc:  # one candidate's unreadable evidence must not end the session (issue 13 §3)
+        why = f"its run's artefacts could not be evaluated ({type(exc).__name__}: {exc})"
+        return Evaluation(
+            pilot["candidate_id"], False, why, None, "insufficient", pilot["train_reward"], control["train_reward"], ()
+        )
 
 
 def _evaluate_one(

@@ -12,10 +12,14 @@ the incumbent's starting checkpoint instead; the control still continues the inc
 
 With a Ray cluster (`Context.ray_address`) every branch of the fan-out submits its run as a Ray job at once
 (the session raises its concurrency to the iteration's run count) and polls it; the cluster runs them.
+
+A pilot that cannot even be launched is recorded as an `infra_error` pilot (never a crash of the session);
+only a Ray cluster that stays unreachable stops the session, so that `resume` adopts its jobs.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +30,11 @@ from langgraph.runtime import Runtime
 from agent.context import Context
 from agent.nodes.common import pilot_from_result, run_training
 from agent.routing import CONTROL_ID
+from harness.failures import Outcome
+from trainer_backend.base import RunResult
+from trainer_backend.ray_jobs import RayJobsError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -74,18 +83,26 @@ def train(payload: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     plan = plan_pilot(ctx, payload)
     candidate = payload.get("candidate")
-    result = run_training(
-        ctx,
-        payload["session_id"],
-        plan.run_id,
-        plan.harness_dir,
-        ctx.pilot_steps,
-        init_checkpoint=plan.init_checkpoint or None,
-        kind="pilot",
-        seed=plan.seed,
-        candidate_id=candidate["id"] if candidate else None,
-        init_state=plan.init_state,
-    )
+    try:
+        result = run_training(
+            ctx,
+            payload["session_id"],
+            plan.run_id,
+            plan.harness_dir,
+            ctx.pilot_steps,
+            init_checkpoint=plan.init_checkpoint or None,
+            kind="pilot",
+            seed=plan.seed,
+            candidate_id=candidate["id"] if candidate else None,
+            init_state=plan.init_state,
+        )
+    except RayJobsError:
+        raise  # the cluster stayed unreachable: stop the session, `resume` adopts its jobs
+    except Exception as exc:  # the trainer classifies candidate faults itself; nothing may end the session
+        log.exception("pilot %s could not run", plan.run_id)
+        out_dir = ctx.session_dir(payload["session_id"]) / "runs" / plan.run_id
+        message = f"the pilot could not run ({type(exc).__name__}: {exc})"
+        result = RunResult(run_id=plan.run_id, outcome=Outcome.INFRA_ERROR, out_dir=out_dir, message=message)
     pilot = pilot_from_result(
         result, iteration=payload["iteration"], candidate_id=plan.candidate_id, steps=ctx.pilot_steps
     )

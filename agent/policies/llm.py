@@ -3,12 +3,15 @@
 Runs inside the sync `propose` node. The model (langchain-openai `ChatOpenAI` on any OpenAI-compatible
 endpoint, or any chat model with `bind_tools` in tests) sees a bounded briefing (agent/prompts.py) and
 acts only through the tools of `agent.tools.Toolbox`; a tool refusal comes back as a `ToolMessage` it can
-act on, and malformed tool-call JSON is answered the same way. The loop stops when the model calls
-`finish` or answers without a tool call, after `ctx.llm_max_turns` calls, when the session's token or cost
-budget is spent (checked before every call, so an exhausted budget means no call at all), or when the
-endpoint fails. Every call's tokens and cost are recorded for the `propose` node. The rest of the graph
-(backtest, train, decide) is the same as for the heuristic policy: this returns the `CandidateInfo`s
-created, submitted or refused.
+act on, and malformed tool-call JSON is answered the same way. Model output never ends the session: an
+unreadable reply is answered with the reason, tool failures of any kind are refusals, and a reply's tool
+calls are capped (`MAX_TOOL_CALLS_PER_REPLY`). The loop stops when the model calls `finish` or answers
+without a tool call, after `ctx.llm_max_turns` calls, when the session's token or cost budget is spent
+(checked before every call, so an exhausted budget means no call at all), after `MAX_BAD_REPLIES`
+unreadable replies in a row, or when the endpoint fails. Every call's tokens and cost are recorded for the
+`propose` node: the larger of the server's (clamped) report and a local count of what was sent and received.
+The rest of the graph (backtest, train, decide) is the same as for the heuristic policy: this returns the
+`CandidateInfo`s created, submitted or refused.
 """
 
 from __future__ import annotations
@@ -57,51 +60,118 @@ def make_chat_model(ctx: Context) -> Any:
 
 
 def propose_with_llm(ctx: Context, state: State, harness: Harness, model: Any = None) -> LLMOutcome:
-    """Run the tool loop for this iteration and return the candidates it created."""
-    from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
-    from openai import APIError
+    """Run the tool loop for this iteration and return the candidates it created.
+
+    Nothing the model or its endpoint sends ends the session (issue 13 §4): a reply that cannot be read
+    (tool arguments that are JSON but not an object, a malformed response) is answered with a message
+    saying why, up to `MAX_BAD_REPLIES` in a row; a failing endpoint ends the propose step with a note;
+    every tool failure comes back as an ``ERROR:`` tool message; a reply with more than
+    `MAX_TOOL_CALLS_PER_REPLY` calls runs the first ones and refuses the rest, each by its id.
+    """
+    from langchain_core.messages import HumanMessage, SystemMessage
 
     from agent.tools import Toolbox
 
     url = ledger.store_url(ctx)
     outcome = LLMOutcome()
-    outcome.budget_stop = accounting.budget_stop(
-        accounting.session_usage(url, state["session_id"]), ctx.max_llm_tokens, ctx.max_cost_usd
-    )
+    box = Toolbox(ctx, state, harness)
+    tools = box.schemas()
+    meter = _Meter(ctx, url, state["session_id"], len(json.dumps(tools)))
+    outcome.budget_stop = meter.budget_stop()
     if outcome.budget_stop:
         return outcome  # the budget is spent: no call at all
-    box = Toolbox(ctx, state, harness)
-    bound = (model if model is not None else make_chat_model(ctx)).bind_tools(box.schemas())
+    bound = (model if model is not None else make_chat_model(ctx)).bind_tools(tools)
     messages: list[Any] = [SystemMessage(prompts.SYSTEM_PROMPT), HumanMessage(_briefing(ctx, state, harness, box))]
+    bad_replies = 0
     while not box.finished:
+        outcome.budget_stop = meter.budget_stop()
+        if outcome.budget_stop:
+            break  # checked before every call: a spent budget means no call at all
         if outcome.turns >= ctx.llm_max_turns:
             outcome.note = prompts.TURNS_EXHAUSTED.format(turns=outcome.turns)
             break
-        try:
-            reply = bound.invoke(_bounded(messages))
-        except APIError as exc:
-            outcome.note = f"LLM call failed: {type(exc).__name__}: {exc}"
-            break
+        sent = _bounded(messages)
         outcome.turns += 1
-        _account(ctx, url, state["session_id"], reply)
+        try:
+            reply = bound.invoke(sent)
+        except Exception as exc:  # any client or parsing failure: recorded, never raised out of the node
+            meter.record(sent, None)
+            why = f"{type(exc).__name__}: {str(exc)[:600]}"
+            if _is_transport_error(exc) or bad_replies >= MAX_BAD_REPLIES:
+                outcome.note = f"LLM call failed: {why}"
+                break
+            bad_replies += 1
+            messages.append(HumanMessage(UNREADABLE_REPLY.format(why=why)))
+            continue
+        bad_replies = 0
+        meter.record(sent, reply)
+        reply = _sanitised(reply, outcome.turns)
         messages.append(reply)
-        for bad in reply.invalid_tool_calls:
-            why = f"ERROR: malformed tool call {bad.get('name')!r}: {bad.get('error') or 'arguments are not JSON'}"
-            messages.append(ToolMessage(f"{why}; send the arguments as one valid JSON object", tool_call_id=bad["id"]))
         if not reply.tool_calls and not reply.invalid_tool_calls:
             break  # the model answered in prose: it is done
-        for call in reply.tool_calls:
-            messages.append(ToolMessage(box.call(call["name"], call["args"]), tool_call_id=call["id"]))
-        if not box.finished:
-            outcome.budget_stop = accounting.budget_stop(
-                accounting.session_usage(url, state["session_id"]), ctx.max_llm_tokens, ctx.max_cost_usd
-            )
-            if outcome.budget_stop:
-                break
+        messages += _answer_calls(box, reply)
     box.close()
     outcome.candidates = box.made
     _write_transcript(ctx, state, messages, outcome)
     return outcome
+
+
+MAX_TOOL_CALLS_PER_REPLY = 16
+MAX_BAD_REPLIES = 2  # unreadable replies in a row before the propose step ends
+MAX_REPLY_CHARS = 20_000  # of a reply's prose kept in the conversation
+UNREADABLE_REPLY = (
+    "ERROR: your last reply could not be read ({why}). Send tool calls whose arguments are one JSON object "
+    "matching the tool's schema, or answer in prose when you are done."
+)
+
+
+def _is_transport_error(exc: Exception) -> bool:
+    """Say whether the endpoint itself failed (no point asking the model again) rather than its reply."""
+    import httpx
+    import openai
+
+    return isinstance(exc, (openai.APIError, httpx.HTTPError, TimeoutError, ConnectionError))
+
+
+def _sanitised(reply: Any, turn: int) -> Any:
+    """The reply as kept in the conversation: every tool call with a unique string id, prose bounded."""
+    seen: set[str] = set()
+    for i, call in enumerate([*reply.tool_calls, *reply.invalid_tool_calls]):
+        cid = call.get("id")
+        cid = cid[:64] if isinstance(cid, str) and cid else f"call-{turn}-{i}"
+        if cid in seen:
+            cid = f"{cid[:48]}-dup{turn}-{i}"
+        seen.add(cid)
+        call["id"] = cid
+    content = reply.content
+    if isinstance(content, str) and len(content) > MAX_REPLY_CHARS:
+        reply = reply.model_copy(update={"content": content[:MAX_REPLY_CHARS] + "\n[... reply truncated]"})
+    return reply
+
+
+def _answer_calls(box: Any, reply: Any) -> list[Any]:
+    """One tool message per call of `reply` (valid or not), in order; the excess over the cap is refused."""
+    from langchain_core.messages import ToolMessage
+
+    answers = []
+    for bad in reply.invalid_tool_calls:
+        why = (
+            f"ERROR: malformed tool call {str(bad.get('name'))[:80]!r}: {bad.get('error') or 'arguments are not JSON'}"
+        )
+        answers.append(ToolMessage(f"{why}; send the arguments as one valid JSON object", tool_call_id=bad["id"]))
+    budget = MAX_TOOL_CALLS_PER_REPLY - len(reply.invalid_tool_calls)
+    for i, call in enumerate(reply.tool_calls):
+        if i >= budget:
+            text = (
+                f"ERROR: refused: at most {MAX_TOOL_CALLS_PER_REPLY} tool calls per reply; this one did not run "
+                "(send it again in a later reply if you still need it)"
+            )
+        elif box.finished:
+            text = "ERROR: refused: finish was called earlier in this reply; this call did not run"
+        else:
+            text = box.call(call["name"], call["args"])
+        answers.append(ToolMessage(text, tool_call_id=call["id"]))
+    return answers
 
 
 def _briefing(ctx: Context, state: State, harness: Harness, box: Any) -> str:
@@ -132,19 +202,48 @@ def _briefing(ctx: Context, state: State, harness: Harness, box: Any) -> str:
     )
 
 
-def _account(ctx: Context, url: str, session_id: str, reply: Any) -> None:
-    """Record the call's tokens (as the server reported them) and its cost."""
-    usage = reply.usage_metadata or {}
-    prompt_tokens, completion_tokens = int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
-    accounting.record_usage(
-        url,
-        session_id=session_id,
-        node=NODE,
-        model=ctx.llm_model,
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-        cost_usd=accounting.call_cost(ctx.llm_model, prompt_tokens, completion_tokens, ctx.price_per_1k),
-    )
+class _Meter:
+    """Record each call's tokens and check the session's budget.
+
+    The server's usage report is clamped (`accounting.clamp_tokens`) and never trusted below a local count
+    of what was sent and received (`accounting.estimate_tokens`): the larger one is recorded (issue 13 §5),
+    so a reply claiming negative or zero usage cannot lift `--max-llm-tokens` or `--max-cost`. A failed
+    call is charged for what was sent.
+    """
+
+    def __init__(self, ctx: Context, url: str, session_id: str, tools_chars: int) -> None:
+        self.ctx, self.url, self.session_id, self.tools_chars = ctx, url, session_id, tools_chars
+
+    def budget_stop(self) -> str:
+        spent = accounting.session_usage(self.url, self.session_id)
+        return accounting.budget_stop(spent, self.ctx.max_llm_tokens, self.ctx.max_cost_usd)
+
+    def record(self, sent: list[Any], reply: Any) -> None:
+        usage = (getattr(reply, "usage_metadata", None) or {}) if reply is not None else {}
+        local_in = accounting.estimate_tokens(self.tools_chars + sum(_chars(m) for m in sent))
+        local_out = 0 if reply is None else accounting.estimate_tokens(_chars(reply))
+        prompt_tokens = max(accounting.clamp_tokens(usage.get("input_tokens")), local_in)
+        completion_tokens = max(accounting.clamp_tokens(usage.get("output_tokens")), local_out)
+        accounting.record_usage(
+            self.url,
+            session_id=self.session_id,
+            node=NODE,
+            model=self.ctx.llm_model,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost_usd=accounting.call_cost(self.ctx.llm_model, prompt_tokens, completion_tokens, self.ctx.price_per_1k),
+        )
+
+
+def _chars(message: Any) -> int:
+    """Characters of a message as it travels: its content, and each tool call's id, name and arguments."""
+    content = message.content if isinstance(message.content, str) else json.dumps(message.content, default=str)
+    total = len(content)
+    for call in [*getattr(message, "tool_calls", []), *getattr(message, "invalid_tool_calls", [])]:
+        args = call.get("args")
+        total += len(str(call.get("id") or "")) + len(str(call.get("name") or ""))
+        total += len(args) if isinstance(args, str) else len(json.dumps(args, default=str))
+    return total
 
 
 def _bounded(messages: list[Any]) -> list[Any]:

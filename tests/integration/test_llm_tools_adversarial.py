@@ -105,17 +105,18 @@ def test_every_bad_request_comes_back_with_its_reason_and_the_session_goes_on(se
 
 def test_price_per_1k_prices_every_call_from_the_reported_tokens(tmp_path: Path, git_available: None) -> None:
     ctx, state = fake_session(tmp_path, price_per_1k=2.0)
+    # (reports above the local count of what was sent, which is what an honest server reports: they are kept)
     script = [
-        {"tool_calls": [{"name": "read_health_report", "arguments": {}}], "usage": {"prompt_tokens": 1000,
+        {"tool_calls": [{"name": "read_health_report", "arguments": {}}], "usage": {"prompt_tokens": 10_000,
                                                                                     "completion_tokens": 500}},
-        {"content": "nothing worth trying", "usage": {"prompt_tokens": 2000, "completion_tokens": 250}},
+        {"content": "nothing worth trying", "usage": {"prompt_tokens": 20_000, "completion_tokens": 250}},
     ]  # fmt: skip
     _run(ctx, state, script)
     from agent.accounting import session_usage
 
     spent = session_usage(store_url(ctx), state["session_id"])
-    assert (spent.calls, spent.prompt_tokens, spent.completion_tokens) == (2, 3000, 750)
-    assert spent.cost_usd == pytest.approx(3.75 * 2.0)
+    assert (spent.calls, spent.prompt_tokens, spent.completion_tokens) == (2, 30_000, 750)
+    assert spent.cost_usd == pytest.approx(30.75 * 2.0)
 
 
 def test_spent_token_budget_stops_the_loop_and_then_no_model_call_is_made(session: tuple) -> None:
@@ -129,7 +130,9 @@ def test_spent_token_budget_stops_the_loop_and_then_no_model_call_is_made(sessio
         {"tool_calls": [{"name": "finish", "arguments": {}}]},
     ]  # fmt: skip
     mock, outcome = _run(ctx, state, script)
-    assert len(mock.requests) == 1 and "token budget spent (60/50" in outcome.budget_stop  # type: ignore[attr-defined]
+    # the server claims 60 tokens; what was sent counts more (the local count wins): the budget is spent either way
+    assert len(mock.requests) == 1 and "token budget spent (" in outcome.budget_stop  # type: ignore[attr-defined]
+    assert "/50 tokens)" in outcome.budget_stop  # type: ignore[attr-defined]
 
     with MockOpenAI([]) as idle, pytest.MonkeyPatch.context() as mp:
         mp.setenv("OPENAI_BASE_URL", idle.base_url)

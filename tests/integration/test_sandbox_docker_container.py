@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from harness.failures import Outcome
-from sandboxes.docker import LABEL, SandboxConfig, run_in_container
+from sandboxes.docker import LABEL, OWNER_LABEL, SandboxConfig, run_in_container
 from sandboxes.image import WORKER_PATH_IN_IMAGE, WORKER_SOURCE, ensure_image, image_tag
+from sandboxes.owners import owner_token
 
 pytestmark = pytest.mark.docker
 
@@ -28,7 +29,8 @@ def _py(code: str) -> list[str]:
 
 
 def _leftovers(client: Any) -> list[Any]:
-    return client.containers.list(all=True, filters={"label": LABEL})
+    """This test process's sandbox containers (other EvoTrainer sessions on the machine may have their own)."""
+    return client.containers.list(all=True, filters={"label": [LABEL, f"{OWNER_LABEL}={owner_token()}"]})
 
 
 def test_image_is_reused_and_bakes_the_current_worker(docker_client: Any, sandbox_image: str) -> None:

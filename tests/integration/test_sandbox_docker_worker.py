@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from harness.failures import CandidateCodeError, Outcome
-from sandboxes.docker import LABEL, SandboxConfig
+from sandboxes.docker import LABEL, OWNER_LABEL, SandboxConfig
 from sandboxes.image import ensure_image
+from sandboxes.owners import owner_token
 from sandboxes.worker import SandboxCalls, run_script
 
 pytestmark = pytest.mark.docker
@@ -61,7 +62,8 @@ def _batch(*answers: str) -> list[dict[str, Any]]:
 
 
 def _leftovers(client: Any) -> list[Any]:
-    return client.containers.list(all=True, filters={"label": LABEL})
+    """This test process's sandbox containers (other EvoTrainer sessions on the machine may have their own)."""
+    return client.containers.list(all=True, filters={"label": [LABEL, f"{OWNER_LABEL}={owner_token()}"]})
 
 
 def test_rewards_and_filter_round_trip_fast(docker_client: Any, sandbox_image: str, tmp_path: Path) -> None:

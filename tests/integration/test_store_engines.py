@@ -93,8 +93,9 @@ def test_check_ignores_langgraph_checkpoint_tables_but_sees_other_drift(migrated
     engine = make_engine(migrated_url)
     try:
         with engine.begin() as conn:
-            conn.exec_driver_sql("CREATE TABLE checkpoints (thread_id TEXT PRIMARY KEY)")
-            conn.exec_driver_sql("CREATE TABLE writes (thread_id TEXT PRIMARY KEY)")
+            # (on Postgres `upgrade` has set up LangGraph's real tables already, under the migration lock)
+            conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS checkpoints (thread_id TEXT PRIMARY KEY)")
+            conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS writes (thread_id TEXT PRIMARY KEY)")
         store_engine.check(migrated_url)  # LangGraph's tables are not drift
         with engine.begin() as conn:
             conn.exec_driver_sql("CREATE TABLE stray (id INTEGER PRIMARY KEY)")

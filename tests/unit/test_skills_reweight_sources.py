@@ -112,7 +112,7 @@ def test_entries_of_another_selection_field_map_to_sources_through_the_training_
     rows = [{"prompt": "p", "ground_truth": "g", "tier": t, "data_source": s} for t, s in ((1, "wiki"), (2, "code"))]
     train = tmp_path / "train.jsonl"
     train.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    by_entry = sources_by_entry(train, "tier")
+    by_entry = sources_by_entry(tmp_path, "train.jsonl", "tier")
     assert by_entry == {"1": {"wiki"}, "2": {"code"}}
     new, note = reweight({1: 0.5, 2: 0.5}, _metrics({"wiki": (40, 0.9), "code": (40, 0.2)}), 0.5, 8, by_entry)
     assert new == {1: 0.0, 2: 1.0} and "zeroed 1: 90% dead of 40 groups" in note

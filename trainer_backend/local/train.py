@@ -70,7 +70,9 @@ def score_batch(
         }
         for r, t in zip(rows, texts, strict=True)
     ]
-    checked = [validate_reward(v, str(harness.reward)) for v in calls.compute_rewards(batch)]
+    checked = [
+        validate_reward(v, str(harness.reward), harness.manifest.reward_range) for v in calls.compute_rewards(batch)
+    ]
     strict_scores = [float(strict(t, r["ground_truth"])) for r, t in zip(rows, texts, strict=True)]
     return [c[0] for c in checked], [c[1] for c in checked], strict_scores
 
@@ -229,8 +231,12 @@ def train_step(
         loss, pg_stats = grpo.policy_loss(logp, old_logp[sel], adv[sel], train_mask[sel], cfg.clip_low, cfg.clip_high)
         kl = grpo.kl_penalty(logp, ref_logp[sel], train_mask[sel]) if ref_logp is not None else torch.zeros(())
         opt.zero_grad(set_to_none=True)
-        (loss + cfg.kl_coef * kl).backward()
-        stats["grad_norm"].append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP)))
+        total = loss + cfg.kl_coef * kl
+        _check_finite(total, "loss", step, harness)
+        total.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP)
+        _check_finite(grad_norm, "gradient norm", step, harness)
+        stats["grad_norm"].append(float(grad_norm))
         opt.step()
         stats["pg_loss"].append(loss.item())
         stats["kl_loss"].append(kl.item())
@@ -279,6 +285,18 @@ def train_step(
     for name in sorted({k for c in comps for k in c}):
         metrics[f"reward/{name}/mean"] = statistics.fmean(c.get(name, 0.0) for c in comps)
     return metrics
+
+
+def _check_finite(value: torch.Tensor, what: str, step: int, harness: Harness) -> None:
+    """Stop before a non-finite update: the harness's rewards and settings drove it (issue 13: candidate_error)."""
+    if not bool(torch.isfinite(value).all()):
+        config = harness.manifest.trainer.config
+        raise CandidateCodeError(
+            Outcome.CANDIDATE_ERROR,
+            f"training diverged at step {step}: the {what} is not finite (rewards in "
+            f"{list(harness.manifest.reward_range)} from {harness.reward}, settings in {config})",
+            config,
+        )
 
 
 def training_state(
@@ -336,7 +354,7 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
         tok = tokenizer_for(harness, cfg.warmstart_data, None if continued is None else continued.get("vocab"))
     except VocabularyError as exc:
         raise CandidateCodeError(Outcome.CANDIDATE_ERROR, str(exc), exc.path) from exc
-    except (HarnessError, ValueError) as exc:
+    except (HarnessError, ValueError, TypeError, KeyError) as exc:  # e.g. a data row with a malformed field
         raise CandidateCodeError(Outcome.CANDIDATE_ERROR, f"invalid harness: {exc}", "harness/") from exc
     strict = load_function(harness.root, harness.strict_eval)  # protected evaluator: trusted, in-process
     (spec.out_dir / CONFIG_FILE).write_text(
