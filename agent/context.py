@@ -33,7 +33,9 @@ class Context:
     max_candidates: int = field(default=3, metadata={"description": "candidates proposed per iteration"})
     max_iterations: int = 4
     max_train_steps: int = field(default=1200, metadata={"description": "total training-step budget"})
-    max_wall_s: float = 3600.0
+    max_wall_s: float = field(
+        default=3600.0, metadata={"description": "wall-time budget (s), checked after each iteration"}
+    )
     min_effect: float = field(
         default=0.05,
         metadata={"description": "smallest strict-accuracy delta a decision counts (training-seed noise floor)"},
@@ -73,6 +75,8 @@ class Context:
             raise ValueError("LLM budgets and prices must be >= 0 (0 = no budget)")
         if self.escalate_after < 0 or self.llm_max_turns < 1:
             raise ValueError("escalate_after must be >= 0 (0 = never) and llm_max_turns >= 1")
+        if self.max_wall_s <= 0 or self.llm_timeout_s <= 0:
+            raise ValueError("max_wall_s (--max-wall) and llm_timeout_s (--llm-timeout) must be positive seconds")
 
     @property
     def root(self) -> Path:

@@ -16,8 +16,8 @@ from agent.commands.db import DbOption, fail, open_store_url
 
 
 def report_cmd(
-    session: Annotated[str, typer.Argument(help="session id (`evotrainer status` lists them)")],
-    out: Annotated[Path, typer.Option("--out", help="HTML file to write")] = Path("report.html"),
+    session: Annotated[str, typer.Argument(metavar="SESSION", help="session id (`evotrainer status` lists them)")],
+    out: Annotated[Path, typer.Option("--out", metavar="FILE", help="HTML file to write")] = Path("report.html"),
     db: DbOption = None,
 ) -> None:
     """Write the session report: lineage, curves, health alerts, decisions with evidence and diffs, skills, LLM cost."""

@@ -21,6 +21,7 @@ from agent import ledger
 from agent.ledger import store_url
 from store import models
 
+
 @pytest.fixture()
 def dev_server(tmp_path: Path) -> Iterator[str]:
     with serve(tmp_path) as url:
