@@ -103,15 +103,26 @@ def recorded_repo(url: str, session_id: str) -> Path | None:
 
 
 def _build_repo(harness: Path, root: Path, session_id: str) -> None:
-    """Copy and commit the harness in a staging folder, then rename it to `root` (a kill leaves no half repo)."""
+    """Copy and commit the harness in a staging folder, then rename it to `root` (a kill leaves no half repo).
+
+    A harness that is itself a git repository is copied as its folder is (without `.git`): the user chose a
+    separate `--repo`, so the session starts from the files as they are, uncommitted changes included.
+    """
     import shutil
 
+    from agent.repos import SKIPPED
     from sandboxes import git_worktree as gw
 
     staging = root.with_name(f".{root.name}.{session_id}.partial")
-    if staging.exists():  # a kill during an earlier try of this very session
-        shutil.rmtree(staging)
-    gw.init_session_repo(harness, staging)
+    source = staging.with_name(staging.name + "-src")
+    for leftover in (staging, source):  # a kill during an earlier try of this very session
+        if leftover.exists():
+            shutil.rmtree(leftover)
+    if is_repo_root(harness):
+        shutil.copytree(harness, source, ignore=shutil.ignore_patterns(*SKIPPED, "*.pyc"))
+    gw.init_session_repo(source if source.exists() else harness, staging)
+    if source.exists():
+        shutil.rmtree(source)
     if root.is_dir():  # an empty folder the user named (check_repo allowed it)
         root.rmdir()
     staging.rename(root)

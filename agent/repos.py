@@ -70,10 +70,10 @@ def check_repo(harness: Path, repo: Path, workdir: Path) -> None:
     state_dir = workdir.resolve() / ".evotrainer"
     if repo != harness and repo.is_relative_to(harness):
         raise SetupError(f"repository {repo} lies inside the harness folder {harness}; choose a --repo outside it")
-    if repo != harness and state_dir.is_relative_to(harness):
+    if state_dir.is_relative_to(harness):
         raise SetupError(
-            f"the session store {state_dir} lies inside the harness folder {harness} and would be copied into "
-            "the session's repository; run evotrainer from a folder outside the harness"
+            f"the session folder {state_dir} would lie inside the harness folder {harness} (and end up in the "
+            "session's repository); run evotrainer from a folder outside the harness"
         )
     if not repo.exists() or (repo.is_dir() and not any(repo.iterdir()) and repo != harness):
         return  # created fresh from the harness

@@ -154,3 +154,27 @@ def test_a_session_trains_its_own_harness_and_fails_loudly_when_v0_cannot_train(
     assert choose_repo(mine, None, "mine", tmp_path) == (tmp_path / "evotrainer-mine-2").resolve()
     # A harness that is a git repository's top level is used in place.
     assert choose_repo(demo_repo, None, "arithmetic", tmp_path) == demo_repo.resolve()
+
+
+def test_a_git_harness_is_used_in_place_from_head_or_copied_as_it_is(tmp_path: Path, git_available: None) -> None:
+    from agent.bootstrap import ensure_session
+    from agent.preflight import SetupError
+
+    harness = copy_demo(tmp_path / "mine")
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "h"]):
+        _git(harness, *args)
+    _edit(harness / "harness" / "trainer.yaml", "max_new_tokens: 16", "max_new_tokens: 20")  # uncommitted
+    ctx = Context(workdir=str(tmp_path), sandbox="process")
+    with pytest.raises(SetupError, match=r"uncommitted changes .*harness/trainer\.yaml.*--repo DIR"):
+        ensure_session(ctx, "s-inplace", harness, None)
+    assert _git(harness, "branch", "--list", "evo/*") == ""
+
+    root = ensure_session(ctx, "s-copy", harness, tmp_path / "copy")
+    assert root == (tmp_path / "copy").resolve() and (root / ".git").is_dir()
+    assert "max_new_tokens: 20" in (root / "harness" / "trainer.yaml").read_text(), "not the folder as it is"
+    assert _git(root, "log", "--format=%s").strip().splitlines()[-1] == "v0: starting harness"
+    assert not list(tmp_path.glob(".copy.*")), "staging folders left behind"
+
+    _git(harness, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "20 tokens")
+    assert ensure_session(ctx, "s-inplace", harness, None) == harness.resolve()
+    assert _git(harness, "branch", "--show-current").strip() == "evo/s-inplace/main"
