@@ -38,7 +38,8 @@ Form = Literal["live", "plain", "quiet"]
 REWARD, HELDOUT, STEP_TIME = "critic/score/mean", "val/strict_acc", "timing_s/step"
 LIVE_REFRESH_S = 0.5
 TAIL_BYTES = 4096  # of train.log: enough for the latest warm-start line
-TRAINING_NODES = {"observe", "train", "replicate"}
+HEARTBEAT_S = 60.0  # plain form: repeat an unchanged run's line this often, so a log shows it is alive
+WARM = "#warmstart"  # step-clock key suffix of a run's warm-start counter
 
 
 @dataclass(frozen=True)
@@ -138,9 +139,12 @@ class StepClock:
 
 
 def eta_s(run: RunProgress, clock: StepClock) -> float | None:
-    """Seconds left for `run` from measured step times (None while unknown)."""
+    """Seconds left for `run` (its warm start, while that runs) from measured step times; None while unknown."""
     if run.outcome is not None:
         return 0.0
+    if run.step is None and run.warmstart is not None:
+        rate = clock.seconds_per_step(run.run_id + WARM)
+        return None if rate is None else max(0, run.warmstart[1] - run.warmstart[0]) * rate
     if run.total is None or run.step is None:
         return None
     rate = clock.seconds_per_step(run.run_id) or run.trainer_s_per_step
@@ -166,7 +170,9 @@ def describe_run(run: RunProgress, clock: StepClock) -> str:
         return f"{run.outcome}{held}"
     if run.step is None:
         if run.warmstart is not None:
-            return f"warm start {run.warmstart[0]}/{run.warmstart[1]}"
+            eta = eta_s(run, clock)
+            tail = f" · ETA {duration(eta)}" if eta is not None else ""
+            return f"warm start {run.warmstart[0]}/{run.warmstart[1]}{tail}"
         return "starting (warm start / first validation)"
     total = "?" if run.total is None else str(run.total)
     parts = [f"step {run.step}/{total}"]
@@ -244,7 +250,7 @@ class SessionProgress:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._live: Live | None = None
-        self._printed: dict[str, str] = {}
+        self._printed: dict[str, tuple[str, float]] = {}  # run id -> (line without ETA, when printed)
 
     # --- agent.session.Observer -------------------------------------------------------------------
     def started(self, values: dict[str, Any]) -> None:
@@ -325,18 +331,26 @@ class SessionProgress:
             run = read_run(run_dir)
             if run.step is not None:
                 self.clock.saw(run.run_id, run.step, now)
+            elif run.warmstart is not None:
+                self.clock.saw(run.run_id + WARM, run.warmstart[0], now)
             found.append(run)
         return found
 
     def plain_lines(self, runs: Iterable[RunProgress]) -> list[Text]:
-        """Progress lines for runs that advanced since they were last printed."""
+        """Progress lines for runs that advanced since they were last printed (or every `HEARTBEAT_S`)."""
         lines = []
+        now = time.monotonic()
         for run in runs:
+            if run.outcome is not None:
+                continue
             text = describe_run(run, self.clock)
-            if run.outcome is None and self._printed.get(run.run_id) != text.split(" · ETA")[0]:
-                self._printed[run.run_id] = text.split(" · ETA")[0]
-                stamp = f"{time.monotonic() - self.started_at:7.1f}s "
-                lines.append(Text.assemble((stamp, "dim"), f"{'progress':<20} ", run.run_id, ": ", text))
+            key = text.split(" · ETA")[0]
+            last = self._printed.get(run.run_id)
+            if last is not None and last[0] == key and now - last[1] < HEARTBEAT_S:
+                continue
+            self._printed[run.run_id] = (key, now)
+            stamp = f"{now - self.started_at:7.1f}s "
+            lines.append(Text.assemble((stamp, "dim"), f"{'progress':<20} ", run.run_id, ": ", text))
         return lines
 
     def render(self, runs: list[RunProgress] | None = None) -> Group:

@@ -115,3 +115,25 @@ def test_the_form_follows_the_terminal_and_quiet() -> None:
     assert choose_form(Console(force_terminal=True), quiet=False) == "live"
     assert choose_form(Console(force_terminal=False), quiet=False) == "plain"
     assert choose_form(Console(force_terminal=True), quiet=True) == "quiet"
+
+
+def test_an_unchanged_run_is_printed_again_after_the_heartbeat(tmp_path: Path) -> None:
+    import agent.progress as progress
+
+    display, _ = _display(tmp_path)
+    _run_dir(tmp_path, "slow", steps=10, done=1)
+    display.wall_start = time.time() - 60
+    assert len(display.plain_lines(display.active_runs())) == 1
+    assert display.plain_lines(display.active_runs()) == []
+    display._printed["slow"] = (display._printed["slow"][0], time.monotonic() - progress.HEARTBEAT_S - 1)
+    assert len(display.plain_lines(display.active_runs())) == 1
+
+
+def test_the_warm_start_gets_an_eta_once_its_counter_moved(tmp_path: Path) -> None:
+    run_dir = tmp_path / "w"
+    run_dir.mkdir()
+    (run_dir / "train.log").write_text("warmstart step 250/1000 loss 1.1\n")
+    clock = StepClock()
+    clock.saw("w#warmstart", 1, 0.0)
+    clock.saw("w#warmstart", 251, 25.0)  # 0.1 s per warm-start step
+    assert describe_run(read_run(run_dir), clock) == "warm start 251/1000 · ETA 1m15s"
