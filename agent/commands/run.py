@@ -381,6 +381,7 @@ def _print_summary(values: dict[str, Any], wall_s: float) -> None:
 def _print_llm_usage(ctx: Any, session_id: str, values: dict[str, Any]) -> None:
     """Tokens and cost of the session's LLM calls, per node (only for sessions that called a model)."""
     from rich.table import Table
+    from rich.text import Text
 
     from agent import accounting, ledger
 
@@ -396,7 +397,7 @@ def _print_llm_usage(ctx: Any, session_id: str, values: dict[str, Any]) -> None:
     console = _console()
     console.print(table)
     if values.get("llm_stop_reason"):
-        console.print(f"[yellow]LLM budget: {values['llm_stop_reason']}[/yellow]")
+        console.print(Text(f"LLM budget: {values['llm_stop_reason']}", style="yellow"))
 
 
 def _save_context(ctx: Any, session_id: str, start: dict[str, Any] | None = None) -> None:
