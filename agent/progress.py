@@ -296,14 +296,19 @@ class SessionProgress:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+            self._thread = None
         if self._live is not None:
             self._live.update(self.render())
             self._live.stop()
+            self._live = None
 
     def _loop(self) -> None:
         last_plain = time.monotonic()
         while not self._stop.wait(LIVE_REFRESH_S):
-            runs = self.active_runs()
+            try:
+                runs = self.active_runs()
+            except OSError:  # a folder changed under the scan: the next tick reads it again
+                continue
             if self._live is not None:
                 self._live.update(self.render(runs))
             elif time.monotonic() - last_plain >= self.plain_every_s:
