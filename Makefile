@@ -1,42 +1,52 @@
 # EvoTrainer: `make demo` runs an autonomous session on the bundled demo harness; `make test` runs everything.
+# The demo installs only what it runs (the package and CPU torch); the test target adds the dev and verl
+# extras (pytest, ruff, mypy, langgraph-cli, verl, Ray, ...) on top of the same .venv.
 PY ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
+TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: demo test lint typecheck unit services sandbox-image migrations-check clean
+.PHONY: demo test lint typecheck unit services demo-services sandbox-image migrations-check clean
 
-$(STAMP): pyproject.toml
+$(DEMO_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e . torch==2.13.0
+	touch $(DEMO_STAMP)
+
+$(TEST_STAMP): $(DEMO_STAMP) pyproject.toml
 	$(BIN)/pip install -q -e ".[dev,verl]" torch==2.13.0
-	touch $(STAMP)
+	touch $(TEST_STAMP)
 
 services:
 	@bash .ci/services.sh >/dev/null
 
-sandbox-image: $(STAMP) services
+demo-services:
+	@bash .ci/services.sh --docker-only >/dev/null
+
+sandbox-image: $(DEMO_STAMP) demo-services
 	$(BIN)/evotrainer sandbox build
 
 # The demo runs unattended: no human gates, no escalation to gated mode (see `evotrainer run --help`).
-demo: $(STAMP) services sandbox-image
+demo: $(DEMO_STAMP) demo-services sandbox-image
 	$(BIN)/evotrainer run --escalate-after 0
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-typecheck: $(STAMP)
+typecheck: $(TEST_STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP)
+unit: $(TEST_STAMP)
 	$(BIN)/pytest -q tests/unit
 
-test: $(STAMP) lint typecheck sandbox-image
+test: $(TEST_STAMP) services lint typecheck sandbox-image
 	eval "$$(bash .ci/services.sh | tail -n 1)" && EVOTRAINER_REQUIRE_SERVICES=1 $(BIN)/pytest -q tests
 
-migrations-check: $(STAMP)
+migrations-check: $(TEST_STAMP)
 	$(BIN)/alembic upgrade head && $(BIN)/alembic check
 
 clean:

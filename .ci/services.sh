@@ -3,13 +3,18 @@
 # (plus debootstrap for the sandbox image and Chromium for the report's headless rendering test).
 # Idempotent: safe to run again while they are up. Prints the Postgres URL for the tests as its last line
 # (`export EVOTRAINER_TEST_PG_URL=...`), so callers can `eval "$(.ci/services.sh | tail -n 1)"`.
+# `--docker-only` (make demo): only what the demo runs, the Docker engine and debootstrap for its image.
 set -euo pipefail
 log() { echo "[services] $*" >&2; }
+docker_only=0
+[ "${1:-}" = "--docker-only" ] && docker_only=1
 need=()
 command -v dockerd >/dev/null || need+=(docker.io)
 command -v debootstrap >/dev/null || need+=(debootstrap)
-ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
-command -v chromium >/dev/null || need+=(chromium)  # headless check of the HTML session report
+if [ "$docker_only" -eq 0 ]; then
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+  command -v chromium >/dev/null || need+=(chromium)  # headless check of the HTML session report
+fi
 if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -23,6 +28,8 @@ if ! docker info >/dev/null 2>&1; then
   for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
   docker info >/dev/null 2>&1 || { log "dockerd did not start; see /var/log/evotrainer-dockerd.log"; exit 1; }
 fi
+
+[ "$docker_only" -eq 1 ] && exit 0
 
 PG_PORT=${EVOTRAINER_PG_PORT:-55432}
 PG_DIR=${EVOTRAINER_PG_DIR:-/var/lib/evotrainer-pg}

@@ -2,13 +2,71 @@
 
 Each command lives in a module under `agent/commands/` that imports its heavy dependencies inside
 the command function, so `evotrainer --help` stays fast and never imports torch or verl.
+
+Help conventions (issue #18), applied to every command by `EvoGroup`: a flag shows no value placeholder
+(`--json`, not `--json <bool>`); a positional reads `SESSION` in the usage line (not `{session}`);
+options that take a value name it (`--db URL`, `--harness DIR`) and closed choices list them
+(`--sandbox <docker|process|none>`, via `Literal` types).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+from importlib.metadata import PackageNotFoundError, version
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperArgument, TyperGroup, TyperOption
+
+
+class EvoGroup(TyperGroup):
+    """The root command group: tidies the help of every command below it once it is built."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _tidy(self)
+
+
+def _tidy(command: Any) -> None:
+    """No placeholder on flags (the help flag included); `NAME` / `[NAME]` for positionals in usage."""
+    for param in command.params:
+        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""
+        elif isinstance(param, TyperArgument):
+            param.metavar = param.metavar or (param.name or "").upper()
+            param._usage_display_name = functools.partial(_usage_name, param)  # type: ignore[method-assign]
+    original = command.get_help_option
+
+    def help_option(ctx: Any) -> Any:
+        option = original(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    command.get_help_option = help_option
+    for sub in getattr(command, "commands", {}).values():
+        _tidy(sub)
+
+
+def _usage_name(param: TyperArgument) -> str:
+    name = param.metavar or ""
+    name = name if param.required else f"[{name}]"
+    return name + ("..." if param.nargs != 1 else "")
+
+
+def _package_version() -> str:
+    try:
+        return version("evotrainer")
+    except PackageNotFoundError:  # a source checkout that was never installed
+        return "unknown (not installed)"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"evotrainer {_package_version()}")
+        raise typer.Exit()
+
 
 app = typer.Typer(
     name="evotrainer",
@@ -16,7 +74,19 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=EvoGroup,
 )
+
+
+@app.callback()
+def _root(
+    _version: Annotated[
+        bool,
+        typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """Co-evolve an LLM policy and its training harness: an autonomous, auditable RL campaign."""
+
 
 # Command modules, in --help order; each exposes `register(app)`.
 COMMAND_MODULES = (

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, cast, get_args
+from typing import Literal
 from urllib.parse import urlparse
 
 from agent.prices import has_price
@@ -45,7 +45,9 @@ class Context:
     max_candidates: int = field(default=3, metadata={"description": "candidates proposed per iteration"})
     max_iterations: int = 4
     max_train_steps: int = field(default=1200, metadata={"description": "total training-step budget"})
-    max_wall_s: float = 3600.0
+    max_wall_s: float = field(
+        default=3600.0, metadata={"description": "wall-time budget (s), checked after each iteration"}
+    )
     min_effect: float = field(
         default=0.05,
         metadata={"description": "smallest strict-accuracy delta a decision counts (training-seed noise floor)"},
@@ -94,6 +96,8 @@ class Context:
             )
         if self.escalate_after < 0 or self.llm_max_turns < 1:
             raise ValueError("escalate_after must be >= 0 (0 = never) and llm_max_turns >= 1")
+        if self.max_wall_s <= 0 or self.llm_timeout_s <= 0:
+            raise ValueError("max_wall_s (--max-wall) and llm_timeout_s (--llm-timeout) must be positive seconds")
         if self.backend not in BACKEND_NAMES:
             raise ValueError(f"unknown backend {self.backend!r}: pass --backend {' | '.join(BACKEND_NAMES)}")
         if self.ray_address:
@@ -119,29 +123,3 @@ class Context:
     def session_dir(self, session_id: str) -> Path:
         """Artefact folder of one session (runs, backtests, worktrees)."""
         return self.root / "sessions" / session_id
-
-
-def as_mode(value: str) -> Mode:
-    """A CLI `--mode` string as a `Mode`; `ValueError` naming the choices otherwise."""
-    return cast(Mode, _choice(value, get_args(Mode), "mode"))
-
-
-def as_sandbox(value: str) -> SandboxMode:
-    """A CLI `--sandbox` string as a `SandboxMode`; `ValueError` naming the choices otherwise."""
-    return cast(SandboxMode, _choice(value, get_args(SandboxMode), "sandbox"))
-
-
-def as_gate(value: str) -> Gate:
-    """A CLI `--gate` string as a `Gate`; `ValueError` naming the choices otherwise."""
-    return cast(Gate, _choice(value, get_args(Gate), "gate"))
-
-
-def as_backend(value: str) -> BackendName:
-    """A CLI `--backend` string as a `BackendName`; `ValueError` naming the choices otherwise."""
-    return cast(BackendName, _choice(value, BACKEND_NAMES, "backend"))
-
-
-def _choice(value: str, choices: tuple[str, ...], option: str) -> str:
-    if value not in choices:
-        raise ValueError(f"unknown {option} {value!r}: pass --{option} {' | '.join(choices)}")
-    return value

@@ -1,6 +1,7 @@
 """The campaign graph: wiring only. Nodes live in `agent/nodes/`, routers in `agent/routing.py`.
 
-    observe → diagnose ─(gap)→ upgrade_diagnostics ─┐
+    setup → observe ─(v0 failed)→ END
+      observe → diagnose ─(gap)→ upgrade_diagnostics ─┐
                   └─────────────────────────────────┴→ propose → backtest (fan-out) → launch_gate
       → train (fan-out: candidates + control) → evaluate → decide ─(a merge?)→ replicate (fan-out: the
       merge candidate + control on fresh seeds) → confirm ─┐
@@ -17,10 +18,24 @@ from langgraph.graph import END, START, StateGraph
 
 from agent import routing
 from agent.context import Context
-from agent.nodes import backtest, confirm, decide, diagnose, evaluate, gates, observe, propose, record, train, upgrade
+from agent.nodes import (
+    backtest,
+    confirm,
+    decide,
+    diagnose,
+    evaluate,
+    gates,
+    observe,
+    propose,
+    record,
+    setup,
+    train,
+    upgrade,
+)
 from agent.state import InputState, State
 
 builder = StateGraph(State, context_schema=Context, input_schema=InputState)
+builder.add_node("setup", setup.setup)
 builder.add_node("observe", observe.observe)
 builder.add_node("diagnose", diagnose.diagnose)
 builder.add_node("upgrade_diagnostics", upgrade.upgrade_diagnostics)
@@ -36,8 +51,9 @@ builder.add_node("promote_gate", gates.promote_gate)
 builder.add_node("record", record.record)
 builder.add_node("finish", record.finish)
 
-builder.add_edge(START, "observe")
-builder.add_conditional_edges("observe", routing.route_after_observe, ["diagnose", "finish"])
+builder.add_edge(START, "setup")
+builder.add_edge("setup", "observe")
+builder.add_conditional_edges("observe", routing.route_after_observe, ["diagnose", "finish", END])
 builder.add_conditional_edges("diagnose", routing.route_after_diagnose, ["upgrade_diagnostics", "propose"])
 builder.add_edge("upgrade_diagnostics", "propose")
 builder.add_conditional_edges("propose", routing.fan_out_backtests, ["backtest", "record"])

@@ -16,8 +16,10 @@ def current(items: list[Any] | None, iteration: int) -> list[Any]:
     return [item for item in (items or []) if item.get("iteration") == iteration]
 
 
-def route_after_observe(state: State) -> Literal["diagnose", "finish"]:
-    """Stop when the incumbent could not be trained (v0 failed: nothing to diagnose)."""
+def route_after_observe(state: State) -> Literal["diagnose", "finish", "__end__"]:
+    """End a session whose v0 could not be trained (`failed`: nothing to diagnose, nothing to finish)."""
+    if state.get("status") == "failed":
+        return "__end__"  # langgraph.graph.END
     return "finish" if state.get("status") == "finished" else "diagnose"
 
 

@@ -1,23 +1,23 @@
-"""Session lifecycle for the CLI: create a session, compile the graph with a durable checkpointer, run/resume.
+"""Session lifecycle: create a session (idempotently), compile the graph with a durable checkpointer, run/resume.
 
 The checkpointer shares the store's database (SQLite file or Postgres URL); Alembic ignores its tables
 (`migrations/env.py`). A killed session continues with `resume`: the same graph is rebuilt on the same
-checkpoint store and invoked with `None` (langgraph.md §6); idempotent nodes do the rest.
+checkpoint store and invoked with `None` (langgraph.md §6), or with the session's start input when the
+kill came before the first checkpoint; idempotent nodes (the `setup` node included) do the rest.
 """
 
 from __future__ import annotations
 
 import logging
-import secrets
 import sqlite3
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from agent import ledger
+from agent.bootstrap import ensure_session, new_session_id
 from agent.context import Context
 
 if TYPE_CHECKING:
@@ -30,48 +30,17 @@ RECURSION_LIMIT = 400
 MAX_CONCURRENCY = 2  # parallel training/backtest branches: one per core
 
 
-def new_session_id() -> str:
-    """A short, branch-safe session id."""
-    return "s" + time.strftime("%m%d%H%M") + "-" + secrets.token_hex(2)
-
-
 def start_session(ctx: Context, harness_src: Path, repo_dir: Path, session_id: str | None = None) -> tuple[str, Path]:
-    """Create the session's git repo and main-line branch, seed the skills and insert the session row.
+    """Check the inputs, then create the session's repository, main-line branch, store rows (see `ensure_session`).
 
     Returns:
         (session id, harness repo path) to pass as the graph input.
     """
-    from harness.manifest import load_harness
-    from sandboxes import git_worktree as gw
-    from skills.repository import list_skills, seed_skills
-    from skills.seeds import SEED_SKILLS
-    from store.engine import upgrade
-    from store.repository import create_session
-
     session_id = session_id or new_session_id()
-    repo = gw.init_session_repo(harness_src, repo_dir)
-    root = Path(repo.working_tree_dir or repo_dir)
-    load_harness(root)  # fail before anything is recorded when the manifest is invalid
-    branch = gw.create_session_branch(repo, session_id)
-    repo.git.checkout(branch)
-    url = ledger.db_url(ctx.db_url, ctx.workdir)
-    upgrade(url)
-    with ledger.db(url) as db:
-        have = {r.spec.name for r in list_skills(db)}
-        seed_skills(db, [s for s in SEED_SKILLS if s.name not in have])
-        create_session(
-            db,
-            session_id=session_id,
-            harness_path=str(harness_src),
-            repo_path=str(root),
-            max_iterations=ctx.max_iterations,
-            max_train_steps=ctx.max_train_steps,
-            main_branch=branch,
-            mode=ctx.mode,
-            policy=ctx.policy,
-            llm_model=ctx.llm_model or None,
-        )
-    return session_id, root
+    return session_id, ensure_session(ctx, session_id, harness_src, repo_dir)
+
+
+__all__ = ["ensure_session", "new_session_id", "start_session"]
 
 
 @contextmanager
@@ -107,8 +76,27 @@ def thread_config(session_id: str, max_concurrency: int | None = None) -> Runnab
     }
 
 
-def run_graph(ctx: Context, session_id: str, graph_input: Any, on_update: Callable[[str, Any], None]) -> dict[str, Any]:
+class Observer(Protocol):
+    """What a caller of `run_graph` hears: the state it starts from, tasks starting and finishing, updates."""
+
+    def started(self, values: dict[str, Any]) -> None:
+        """The thread's saved values before anything runs (empty for a new session)."""
+
+    def task(self, name: str, payload: Any, *, done: bool) -> None:
+        """A node task started (`payload`: its input) or finished (`payload`: its result)."""
+
+    def update(self, node: str, update: Any) -> None:
+        """A node finished and wrote `update` to the state."""
+
+
+def run_graph(
+    ctx: Context, session_id: str, graph_input: Any, observer: Observer, start_input: Any = None
+) -> dict[str, Any]:
     """Run (or resume, with `graph_input=None` or a `Command`) a session until it finishes or hits a gate.
+
+    A resume of a thread that has no checkpoint yet (the controller was killed between creating the
+    session and LangGraph's first checkpoint) runs `start_input` instead of `None`, which LangGraph would
+    refuse with `EmptyInputError`: the `setup` node then finishes whatever set-up the kill interrupted.
 
     Returns:
         The final state values, with `__interrupt__` holding the pending gate payloads if it paused.
@@ -120,10 +108,18 @@ def run_graph(ctx: Context, session_id: str, graph_input: Any, on_update: Callab
     reap_sandboxes(ctx)
     with checkpointer(url) as saver:
         graph = builder.compile(checkpointer=saver)
-        for chunk in graph.stream(graph_input, cfg, context=ctx, stream_mode="updates", durability="sync"):
+        before = graph.get_state(cfg)
+        if graph_input is None and before.created_at is None:
+            graph_input = start_input
+        observer.started(dict(before.values))
+        for item in graph.stream(graph_input, cfg, context=ctx, stream_mode=["updates", "tasks"], durability="sync"):
+            mode, chunk = cast(tuple[str, dict[str, Any]], item)
+            if mode == "tasks":
+                observer.task(chunk["name"], chunk.get("result", chunk.get("input")), done="result" in chunk)
+                continue
             for node, update in chunk.items():
                 if node != "__metadata__":  # {"cached": True}: writes a resumed run restored, not a node
-                    on_update(node, update)
+                    observer.update(node, update)
         snapshot = graph.get_state(cfg)
         values = dict(snapshot.values)
         values["__interrupt__"] = [i.value for task in snapshot.tasks for i in task.interrupts]

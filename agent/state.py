@@ -1,15 +1,18 @@
 """Graph state of a campaign session: JSON-only values so checkpoints round-trip exactly.
 
 Every value is a plain dict/list/str/number (LangGraph turns tuples into lists and warns on custom
-classes, langgraph.md §8), typed here with TypedDicts. Fan-out results (`backtests`, `pilots`) are
-appended by parallel branches through the `operator.add` reducer and carry their `iteration`, so
-nodes read only the current iteration's entries.
+classes, langgraph.md §8), typed here with TypedDicts from `typing_extensions`: on Python < 3.12 the
+LangGraph server builds JSON schemas (Studio's input form, `get_schemas`) only from those. Fan-out
+results (`backtests`, `pilots`) are appended by parallel branches through the `operator.add` reducer and
+carry their `iteration`, so nodes read only the current iteration's entries.
 """
 
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, NotRequired, TypedDict
+from typing import Annotated, Any
+
+from typing_extensions import NotRequired, TypedDict  # noqa: UP035 - the server's schemas need these
 
 
 class VersionInfo(TypedDict):
@@ -90,10 +93,17 @@ class DecisionInfo(TypedDict):
 
 
 class InputState(TypedDict, total=False):
-    """What a caller passes to start a session."""
+    """What a caller passes to start (or continue) a session; settings go in the run's `context`.
 
-    session_id: str
-    harness_dir: str
+    A new session needs only `harness`: the `setup` node then creates the session's git repository,
+    migrates the store and records the session (docs/studio.md). `session_id` and `harness_dir` name a
+    session that already exists (the CLI creates its own before the graph starts).
+    """
+
+    harness: str  # the harness folder to start from (holds evotrainer.yaml)
+    repo: str  # the git repository the session works in (default: derived from the harness, see agent/setup.py)
+    session_id: str  # default: the thread id (Studio/SDK) or a new id
+    harness_dir: str  # the session's repository root (set by `setup`; every later node works in it)
 
 
 class State(InputState, total=False):

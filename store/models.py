@@ -84,6 +84,7 @@ class EvoSession(Base):
     policy: Mapped[PolicyKind] = mapped_column(enum_type(PolicyKind, "policy"), default="heuristic")
     llm_model: Mapped[str | None] = mapped_column(NAME)
     status: Mapped[SessionStatus] = mapped_column(enum_type(SessionStatus, "status"), default="running")
+    status_reason: Mapped[str | None] = mapped_column(Text)  # why a session failed (issue #14), shown by status
     max_iterations: Mapped[int] = mapped_column(Integer)
     max_train_steps: Mapped[int] = mapped_column(Integer)
     steps_used: Mapped[int] = mapped_column(Integer, default=0)

@@ -110,10 +110,12 @@ def create_session(
     )
 
 
-def set_session_status(db: Session, session_id: str, status: SessionStatus) -> EvoSession:
-    """Set a session's status (running / finished / failed / interrupted)."""
+def set_session_status(db: Session, session_id: str, status: SessionStatus, reason: str | None = None) -> EvoSession:
+    """Set a session's status (running / finished / failed / interrupted) and, when given, the reason."""
     row = get(db, EvoSession, session_id)
     row.status = status
+    if reason is not None:
+        row.status_reason = reason
     db.flush()
     return row
 

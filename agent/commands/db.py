@@ -19,8 +19,9 @@ DbOption = Annotated[
     str | None,
     typer.Option(
         "--db",
+        metavar="URL",
         help="Store URL: sqlite:///PATH or postgresql://USER@HOST/DB "
-        "[default: $EVOTRAINER_DB, else sqlite:///./.evotrainer/evotrainer.db]",
+        "(default: $EVOTRAINER_DB, else .evotrainer/evotrainer.db in the current folder)",
         show_default=False,
     ),
 ]
@@ -84,7 +85,9 @@ def upgrade_cmd(db: DbOption = None) -> None:
 
 
 def downgrade_cmd(
-    revision: Annotated[str, typer.Argument(help="Target revision id, `-1`, or `base` (drops every store table)")],
+    revision: Annotated[
+        str, typer.Argument(metavar="REVISION", help="Target revision id, `-1`, or `base` (drops every store table)")
+    ],
     db: DbOption = None,
 ) -> None:
     """Migrate the store down to REVISION."""
@@ -123,6 +126,7 @@ def register(app: typer.Typer) -> None:
         no_args_is_help=True,
     )
     db_app.command("upgrade")(upgrade_cmd)
-    db_app.command("downgrade")(downgrade_cmd)
+    # `-1` is a revision, not an option: let it through as the positional.
+    db_app.command("downgrade", context_settings={"ignore_unknown_options": True})(downgrade_cmd)
     db_app.command("check")(check_cmd)
     app.add_typer(db_app, name="db")

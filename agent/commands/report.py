@@ -19,9 +19,10 @@ from agent.commands.db import DbOption, fail, open_store_url
 
 def report_cmd(
     sessions: Annotated[
-        list[str], typer.Argument(help="session id(s) (`evotrainer status` lists them); two or more: compare them")
+        list[str],
+        typer.Argument(help="session id(s) (`evotrainer status` lists them); two or more: compare them"),
     ],
-    out: Annotated[Path, typer.Option("--out", help="HTML file to write")] = Path("report.html"),
+    out: Annotated[Path, typer.Option("--out", metavar="FILE", help="HTML file to write")] = Path("report.html"),
     db: DbOption = None,
 ) -> None:
     """Write a session report (lineage, curves, rollouts, health, decisions, skills, LLM cost), or compare sessions."""

@@ -1,4 +1,11 @@
-"""`evotrainer run`, `evotrainer resume` and `evotrainer approve`: start, continue and answer sessions."""
+"""`evotrainer run`, `evotrainer resume` and `evotrainer approve`: start, continue and answer sessions.
+
+`run` checks everything a user can get wrong (the store, the harness, the repository: `agent.input_checks`,
+`agent.repos`; the chosen backend's settings: `agent.preflight`) before it creates anything, then saves the
+session's start input and settings (`input.json`, `context.json`) before the repository, branch and store
+rows exist, so `resume` can continue from any instant after `run` started (issue #13). The graph's progress
+is shown live (`agent.progress`); `--quiet` prints only where the session lives and its end.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +15,29 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, NoReturn
 
 import typer
 
+from agent.commands.db import DbOption
+
 DEMO_HARNESS = Path(__file__).resolve().parents[2] / "examples" / "arithmetic"
 CONTEXT_FILE = "context.json"
+INPUT_FILE = "input.json"  # the graph input `run` started the session with (for a resume before the first checkpoint)
+EXIT_BAD_INPUT, EXIT_FAILED = 2, 1
+
+Quiet = Annotated[
+    bool, typer.Option("--quiet", "-q", help="no live progress: only where the session lives and its end")
+]
+ProgressEvery = Annotated[
+    float,
+    typer.Option(
+        "--progress-every",
+        metavar="SECONDS",
+        min=0.5,
+        help="without a terminal: seconds between progress lines of each training run",
+    ),
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -24,109 +48,180 @@ def register(app: typer.Typer) -> None:
 
 
 def run(
-    harness: Path = typer.Option(None, help="harness folder (default: a fresh copy of examples/arithmetic)"),
-    repo: Path = typer.Option(Path("evotrainer-demo"), help="git repository the session works in"),
-    mode: str = typer.Option("evotrainer", help="evotrainer | score-only (the paper's score-only baseline)"),
-    llm: str = typer.Option("", help="drive the session with this model on an OpenAI-compatible server"),
-    sandbox: str = typer.Option("docker", help="where candidate code runs: docker | process | none"),
-    gate: str = typer.Option("none", help="human gates: none | launch | promote | all"),
-    iterations: int = typer.Option(4, help="iteration budget"),
-    max_steps: int = typer.Option(1200, help="training-step budget (all runs together)"),
-    base_steps: int = typer.Option(60, help="training steps of v0"),
-    pilot_steps: int = typer.Option(60, help="training steps of each pilot"),
-    candidates: int = typer.Option(3, help="candidates per iteration"),
-    seed: int = typer.Option(0, help="training seed"),
-    db: str = typer.Option("", help="store URL (default: SQLite under .evotrainer/; env EVOTRAINER_DB)"),
-    max_llm_tokens: int = typer.Option(0, help="LLM token budget of the session (0 = none)"),
-    max_cost: float = typer.Option(0.0, help="LLM cost budget in USD (0 = none)"),
-    price_per_1k: float | None = typer.Option(None, help="USD per 1k LLM tokens (default: price table, else 0)"),
-    escalate_after: int = typer.Option(2, help="failed iterations in a row before every gate turns on (0 = never)"),
-    min_effect: float = typer.Option(
-        0.05,
-        help="smallest strict-accuracy delta a decision counts (seed-noise floor; see benchmarks/null_candidates.py)",
-    ),
-    replicates: int = typer.Option(
-        1, help="fresh-seed re-runs of a merge candidate and the control before it merges (0 = one seed)"
-    ),
-    llm_max_turns: int = typer.Option(30, help="model calls per propose step"),
-    backend: str = typer.Option("", help="trains every run: local | verl (default: the manifest's trainer.backend)"),
-    ray_address: str = typer.Option(
-        "", help="Ray Jobs URL (http://HEAD:8265): every run of an iteration is a Ray job there, submitted together"
-    ),
-    dry_run: bool = typer.Option(
-        False, "--dry-run", help="validate and print the command of every run iteration 1 would launch, then exit"
-    ),
+    harness: Annotated[
+        Path | None,
+        typer.Option(metavar="DIR", help="harness folder (default: the demo, a fresh copy of examples/arithmetic)"),
+    ] = None,
+    repo: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="DIR",
+            help="git repository the session works in (default: ./evotrainer-demo for the demo; the harness "
+            "itself when it is a git repository; else ./evotrainer-NAME, NAME from its manifest)",
+            show_default=False,
+        ),
+    ] = None,
+    mode: Annotated[
+        Literal["evotrainer", "score-only"], typer.Option(help="score-only: the paper's score-only baseline")
+    ] = "evotrainer",
+    llm: Annotated[
+        str, typer.Option(metavar="MODEL", help="drive the session with this model on an OpenAI-compatible server")
+    ] = "",
+    sandbox: Annotated[
+        Literal["docker", "process", "none"],
+        typer.Option(help="where agent-written candidate code runs (process: weaker isolation; none: trusted code)"),
+    ] = "docker",
+    gate: Annotated[Literal["none", "launch", "promote", "all"], typer.Option(help="human gates")] = "none",
+    iterations: Annotated[int, typer.Option(metavar="N", help="iteration budget")] = 4,
+    max_steps: Annotated[int, typer.Option(metavar="N", help="training-step budget (all runs together)")] = 1200,
+    max_wall: Annotated[
+        float, typer.Option("--max-wall", metavar="SECONDS", help="wall-time budget; checked after each iteration")
+    ] = 3600.0,
+    base_steps: Annotated[int, typer.Option(metavar="N", help="training steps of v0")] = 60,
+    pilot_steps: Annotated[int, typer.Option(metavar="N", help="training steps of each pilot")] = 60,
+    candidates: Annotated[int, typer.Option(metavar="N", help="candidates per iteration")] = 3,
+    seed: Annotated[int, typer.Option(metavar="N", help="training seed")] = 0,
+    db: DbOption = None,
+    max_llm_tokens: Annotated[int, typer.Option(metavar="N", help="LLM token budget of the session (0 = none)")] = 0,
+    max_cost: Annotated[float, typer.Option(metavar="USD", help="LLM cost budget (0 = none)")] = 0.0,
+    price_per_1k: Annotated[
+        float | None, typer.Option(metavar="USD", help="USD per 1k LLM tokens (default: price table, else 0)")
+    ] = None,
+    llm_timeout: Annotated[
+        float, typer.Option("--llm-timeout", metavar="SECONDS", help="timeout of one model call")
+    ] = 120.0,
+    llm_max_turns: Annotated[int, typer.Option(metavar="N", help="model calls per propose step")] = 30,
+    escalate_after: Annotated[
+        int, typer.Option(metavar="N", help="failed iterations in a row before every gate turns on (0 = never)")
+    ] = 2,
+    min_effect: Annotated[
+        float,
+        typer.Option(
+            metavar="DELTA",
+            help="smallest strict-accuracy delta a decision counts (seed-noise floor; benchmarks/null_candidates.py)",
+        ),
+    ] = 0.05,
+    replicates: Annotated[
+        int,
+        typer.Option(
+            metavar="N", help="fresh-seed re-runs of a merge candidate and the control before it merges (0 = one seed)"
+        ),
+    ] = 1,
+    backend: Annotated[
+        Literal["local", "verl"] | None,
+        typer.Option(help="trains every run (default: the manifest's trainer.backend)"),
+    ] = None,
+    ray_address: Annotated[
+        str,
+        typer.Option(
+            metavar="URL",
+            help="Ray Jobs address (http://HEAD:8265): every run of an iteration is a Ray job, submitted together",
+        ),
+    ] = "",
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", help="validate and print the command of every run iteration 1 would launch, then exit"
+        ),
+    ] = False,
+    quiet: Quiet = False,
+    progress_every: ProgressEvery = 10.0,
 ) -> None:
     """Run an autonomous session; with no arguments, the demo on the bundled defective harness."""
     from agent import preflight
-    from agent.context import Context, as_backend, as_gate, as_mode, as_sandbox
-    from agent.session import start_session
+    from agent.bootstrap import ensure_session, new_session_id
+    from agent.context import Context
+    from agent.input_checks import SetupError, check_harness, check_store
+    from agent.repos import DEMO_REPO, check_repo, choose_repo
 
+    source = (harness or DEMO_HARNESS).resolve()
+    try:  # the harness first: its manifest names the default backend
+        manifest = check_harness(source).manifest
+    except SetupError as exc:
+        _fail(str(exc))
     try:
         ctx = Context(
             workdir=".",
-            db_url=db,
-            mode=as_mode(mode),
+            db_url=db or "",
+            mode=mode,
             policy="llm" if llm else "heuristic",
             llm_model=llm,
-            sandbox=as_sandbox(sandbox),
-            gate=as_gate(gate),
+            sandbox=sandbox,
+            gate=gate,
             seed=seed,
             base_steps=base_steps,
             pilot_steps=pilot_steps,
             max_candidates=candidates,
             max_iterations=iterations,
             max_train_steps=max_steps,
+            max_wall_s=max_wall,
             max_llm_tokens=max_llm_tokens,
             max_cost_usd=max_cost,
             price_per_1k=price_per_1k,
+            llm_timeout_s=llm_timeout,
             escalate_after=escalate_after,
             min_effect=min_effect,
             replicates=replicates,
             llm_max_turns=llm_max_turns,
-            backend=as_backend(backend or preflight.default_backend(harness or DEMO_HARNESS)),
+            backend=backend or manifest.trainer.backend,
             ray_address=ray_address,
         )
-        preflight.check_backend(ctx.backend, harness or DEMO_HARNESS)
+        preflight.check_backend(ctx.backend, source)
     except ValueError as exc:
         _fail(str(exc))
     if dry_run:
-        report, valid = preflight.plan_session(ctx, harness or DEMO_HARNESS)
+        report, valid = preflight.plan_session(ctx, source)
         print(report)
-        raise typer.Exit(0 if valid else 2)
+        raise typer.Exit(0 if valid else EXIT_BAD_INPUT)
     if llm and not os.environ.get("OPENAI_API_KEY"):
         _fail("--llm needs OPENAI_API_KEY (any value for a local server) and OPENAI_BASE_URL for a non-OpenAI endpoint")
-    source = harness or DEMO_HARNESS
-    if harness is None and repo.exists():
-        # The demo starts from a fresh copy; the previous one keeps its branches under a dated name.
-        kept = repo.with_name(f"{repo.name}.{time.strftime('%Y%m%d-%H%M%S')}")
-        shutil.move(str(repo), str(kept))
-        _console().print(f"previous demo repository (its session branches) kept as {kept}")
+    from agent import ledger
+
+    console = _console()
+    workdir = Path(ctx.workdir).resolve()
+    try:
+        check_store(ledger.store_url(ctx))
+        if harness is None and repo is None:
+            _move_old_demo(console, workdir / DEMO_REPO)
+        root = choose_repo(source, repo or (DEMO_REPO if harness is None else None), manifest.name, workdir)
+        check_repo(source, root, workdir)
+    except SetupError as exc:
+        _fail(str(exc))
     if sandbox == "docker":
         _ensure_sandbox_image()
-    session_id, root = start_session(ctx, source, repo)
-    _save_context(ctx, session_id)
-    _console().print(
-        f"[bold]session {session_id}[/bold] on {root} (mode {mode}, policy {ctx.policy}, sandbox {sandbox})"
-    )
-    _drive(ctx, session_id, {"session_id": session_id, "harness_dir": str(root)})
+    session_id = new_session_id()
+    start = {"session_id": session_id, "harness": str(source), "repo": str(root)}
+    _save_context(ctx, session_id, start)
+    try:
+        ensure_session(ctx, session_id, source, root)
+    except SetupError as exc:
+        _fail(f"{exc} (session {session_id} was not created; `evotrainer resume {session_id}` retries)")
+    _print_where(console, ctx, session_id, str(source), root)
+    _drive(ctx, session_id, {"session_id": session_id, "harness_dir": str(root)}, start, quiet, progress_every)
 
 
 def resume(
-    session: str = typer.Argument(..., help="session id"),
-    db: str = typer.Option("", help="store URL (default: SQLite under .evotrainer/; env EVOTRAINER_DB)"),
+    session: Annotated[str, typer.Argument(metavar="SESSION", help="session id (`evotrainer status` lists them)")],
+    db: DbOption = None,
+    quiet: Quiet = False,
+    progress_every: ProgressEvery = 10.0,
 ) -> None:
-    """Continue a killed or paused session from its last checkpoint."""
-    ctx = _load_context(session, db)
-    _drive(ctx, session, None)
+    """Continue a killed or paused session from its last checkpoint (or from its start, if it had none)."""
+    ctx, start = _load_context(session, db)
+    _print_where(_console(), ctx, session, start.get("harness", ""), Path(start.get("repo", "")))
+    _drive(ctx, session, None, start, quiet, progress_every)
 
 
 def approve(
-    session: str = typer.Argument(..., help="session id"),
-    reject: bool = typer.Option(False, "--reject", help="reject instead of approve"),
-    note: str = typer.Option("", help="note recorded with the answer"),
-    db: str = typer.Option("", help="store URL"),
-    resume_now: bool = typer.Option(True, "--resume/--no-resume", help="continue the session after answering"),
+    session: Annotated[str, typer.Argument(metavar="SESSION", help="session id")],
+    reject: Annotated[bool, typer.Option("--reject", help="reject instead of approve")] = False,
+    note: Annotated[str, typer.Option(metavar="TEXT", help="note recorded with the answer")] = "",
+    db: DbOption = None,
+    resume_now: Annotated[
+        bool, typer.Option("--resume/--no-resume", help="continue the session after answering")
+    ] = True,
+    quiet: Quiet = False,
+    progress_every: ProgressEvery = 10.0,
 ) -> None:
     """Answer the session's pending gate (launch or promote), then resume it."""
     from langgraph.types import Command
@@ -134,44 +229,125 @@ def approve(
     from agent import ledger
     from store.repository import answer_gate, pending_gate
 
-    ctx = _load_context(session, db)
+    ctx, start = _load_context(session, db)
     with ledger.db(ledger.db_url(ctx.db_url, ctx.workdir)) as s:
         gate = pending_gate(s, session)
         if gate is None:
             _fail(f"session {session} has no pending gate")
-        answer_gate(s, gate.id, approved=not reject, note=note or None)  # type: ignore[union-attr]
-        kind = gate.gate  # type: ignore[union-attr]
-    _console().print(f"{'rejected' if reject else 'approved'} the {kind} gate of {session}")
+        answer_gate(s, gate.id, approved=not reject, note=note or None)
+        kind = gate.gate
+    _console().print(f"{'rejected' if reject else 'approved'} the {kind} gate of {session}", markup=False)
     if resume_now:
-        _drive(ctx, session, Command(resume={"approve": not reject, "note": note}))
+        _drive(ctx, session, Command(resume={"approve": not reject, "note": note}), start, quiet, progress_every)
 
 
-def _drive(ctx: Any, session_id: str, graph_input: Any) -> None:
-    from agent.reporting.summary import print_summary
+def _move_old_demo(console: Any, demo: Path) -> None:
+    """The demo starts from a fresh copy; the previous one keeps its branches under a dated name."""
+    if demo.exists():
+        kept = demo.with_name(f"{demo.name}.{time.strftime('%Y%m%d-%H%M%S')}")
+        shutil.move(str(demo), str(kept))
+        console.print(f"previous demo repository (its session branches) kept as {kept}", markup=False)
+
+
+def _print_where(console: Any, ctx: Any, session_id: str, harness: str, root: Path) -> None:
+    """Where the session lives: its repository, run folders and logs, store, and how to follow it."""
+    from rich.text import Text
+
+    from agent import ledger
+    from agent.bootstrap import recorded_repo
+    from agent.commands.db import display_url
+
+    url = ledger.store_url(ctx)
+    root = recorded_repo(url, session_id) or root
+    runs = ctx.session_dir(session_id) / "runs"
+    llm = f" {ctx.llm_model}" if ctx.llm_model else ""
+    head = f" (mode {ctx.mode}, policy {ctx.policy}{llm}, sandbox {ctx.sandbox}, gates {ctx.gate})"
+    console.print(Text.assemble(("session ", "bold"), (session_id, "bold"), head), soft_wrap=True)
+    rows = [
+        ("harness", harness or "(as recorded in the store)"),
+        ("repository", f"{root}   (git -C {root} log --graph --oneline --all)"),
+        ("runs, logs", f"{runs}/RUN/train.log (metrics.jsonl, rollouts/ next to it)"),
+        ("store", display_url(url)),
+        ("follow", f"evotrainer status {session_id}; evotrainer report {session_id} --out report.html"),
+    ]
+    for key, value in rows:  # one line each, never wrapped: paths stay copy-pasteable
+        console.print(Text.assemble((f"  {key:<11}", "dim"), value), soft_wrap=True)
+
+
+def _drive(ctx: Any, session_id: str, graph_input: Any, start: dict[str, Any], quiet: bool, every: float) -> None:
+    """Run the graph with the live display; print the gate, the failure or the summary at the end."""
+    from rich.text import Text
+
+    from agent.input_checks import SetupError
+    from agent.progress import SessionProgress, SessionView, choose_form
     from agent.session import run_graph
 
     console = _console()
     started = time.time()
-
-    def on_update(node: str, update: Any) -> None:
-        console.print(f"[dim]{time.time() - started:7.1f}s[/dim] {node:<20} {_describe(node, update)}")
-
-    values = run_graph(ctx, session_id, graph_input, on_update)
+    view = SessionView(session_id, ctx.max_iterations, ctx.max_train_steps)
+    progress = SessionProgress(
+        console,
+        view,
+        ctx.session_dir(session_id) / "runs",
+        choose_form(console, quiet),
+        plain_every_s=every,
+        describe=_describe,
+    )
+    try:
+        values = run_graph(ctx, session_id, graph_input, progress, start_input=start or None)
+    except SetupError as exc:
+        progress.stop()
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        progress.stop()
+        print(f"evotrainer: interrupted; `evotrainer resume {session_id}` continues the session", file=sys.stderr)
+        raise typer.Exit(130) from None
+    except Exception as exc:
+        progress.stop()
+        log = _write_traceback(ctx, session_id)
+        _fail(
+            f"session {session_id} stopped: {type(exc).__name__}: {exc}; traceback in {log}; "
+            f"`evotrainer resume {session_id}` continues from the last checkpoint",
+            EXIT_FAILED,
+        )
+    progress.stop()
     _print_llm_usage(ctx, session_id, values)
     if values.get("__interrupt__"):
         pack = values["__interrupt__"][0]
         console.print(
-            f"[yellow]paused at the {pack.get('gate')} gate[/yellow]: "
-            f"evotrainer approve {session_id} [--reject] [--note TEXT]"
+            Text.assemble(
+                (f"paused at the {pack.get('gate')} gate", "yellow"),
+                f": evotrainer approve {session_id} [--reject] [--note TEXT]",
+            )
         )
         console.print_json(json.dumps(pack, default=str))
         return
+    if values.get("status") == "failed":
+        console.print(Text.assemble((f"session {session_id} failed", "bold red"), f": {values.get('stop_reason', '')}"))
+        raise typer.Exit(EXIT_FAILED)
+    from agent.reporting.summary import print_summary
+
     print_summary(ctx, session_id, values.get("stop_reason", ""), time.time() - started, console)
+
+
+def _write_traceback(ctx: Any, session_id: str) -> Path:
+    import traceback
+
+    folder = Path(ctx.session_dir(session_id))
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "controller-error.log"
+    with open(path, "a") as fh:
+        fh.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')}\n{traceback.format_exc()}\n")
+    return path
 
 
 def _describe(node: str, update: Any) -> str:
     if not isinstance(update, dict):
         return ""
+    if node == "setup" and update.get("harness_dir"):
+        return f"session {update.get('session_id', '')} ready in {update['harness_dir']}"
+    if node == "observe" and update.get("status") == "failed":
+        return str(update.get("stop_reason", "v0 training failed"))
     if node == "observe" and update.get("version"):
         v = update["version"]
         return f"v{v['index']} trained: strict {v['strict_acc']:.3f}, reward {v['train_reward']:.3f}"
@@ -207,6 +383,7 @@ def _describe(node: str, update: Any) -> str:
 def _print_llm_usage(ctx: Any, session_id: str, values: dict[str, Any]) -> None:
     """Tokens and cost of the session's LLM calls, per node (only for sessions that called a model)."""
     from rich.table import Table
+    from rich.text import Text
 
     from agent import accounting, ledger
 
@@ -222,27 +399,43 @@ def _print_llm_usage(ctx: Any, session_id: str, values: dict[str, Any]) -> None:
     console = _console()
     console.print(table)
     if values.get("llm_stop_reason"):
-        console.print(f"[yellow]LLM budget: {values['llm_stop_reason']}[/yellow]")
+        console.print(Text(f"LLM budget: {values['llm_stop_reason']}", style="yellow"))
 
 
-def _save_context(ctx: Any, session_id: str) -> None:
+def _save_context(ctx: Any, session_id: str, start: dict[str, Any] | None = None) -> None:
+    """Write the session's start input (when given) and then its settings, each atomically."""
     from agent.session import context_to_json
 
     folder = ctx.session_dir(session_id)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / CONTEXT_FILE).write_text(json.dumps(context_to_json(ctx), indent=2))
+    if start is not None:
+        _write_atomic(folder / INPUT_FILE, start)
+    _write_atomic(folder / CONTEXT_FILE, context_to_json(ctx))
 
 
-def _load_context(session_id: str, db: str) -> Any:
+def _write_atomic(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    tmp.replace(path)
+
+
+def _load_context(session_id: str, db: str | None) -> tuple[Any, dict[str, Any]]:
+    """The session's saved settings (with `--db` applied) and its start input ({} for older sessions)."""
     from agent.context import Context
 
-    path = Path(".").resolve() / ".evotrainer" / "sessions" / session_id / CONTEXT_FILE
+    folder = Path(".").resolve() / ".evotrainer" / "sessions" / session_id
+    path = folder / CONTEXT_FILE
     if not path.exists():
-        _fail(f"no session {session_id} under {path.parent.parent}; run `evotrainer status` to list sessions")
+        _fail(f"no session {session_id} under {folder.parent}; run `evotrainer status` to list sessions")
     data = json.loads(path.read_text())
     if db:
         data["db_url"] = db
-    return Context(**data)
+    start = json.loads((folder / INPUT_FILE).read_text()) if (folder / INPUT_FILE).exists() else {}
+    start = start or {"session_id": session_id}  # older sessions: `setup` finds the row in the store
+    try:
+        return Context(**data), start
+    except (TypeError, ValueError) as exc:
+        _fail(f"{path}: {exc}; the settings file of session {session_id} is damaged")
 
 
 def _ensure_sandbox_image() -> None:
@@ -256,7 +449,7 @@ def _ensure_sandbox_image() -> None:
     except Exception as exc:
         _fail(f"no Docker engine reachable ({exc}); start dockerd, or pass --sandbox process (weaker isolation)")
     tag = ensure_image(client)
-    _console().print(f"sandbox image {tag}")
+    _console().print(f"sandbox image {tag}", markup=False)
 
 
 def _console() -> Any:
@@ -265,6 +458,6 @@ def _console() -> Any:
     return Console(highlight=False)
 
 
-def _fail(message: str) -> None:
+def _fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
     print(f"evotrainer: {message}", file=sys.stderr)
-    raise typer.Exit(2)
+    raise typer.Exit(code)

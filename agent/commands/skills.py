@@ -16,7 +16,9 @@ from agent.commands.db import DbOption, display_url, fail, open_migrated, open_s
 
 
 def list_cmd(
-    domain: Annotated[str | None, typer.Option("--domain", help="Only skills that apply to this domain")] = None,
+    domain: Annotated[
+        str | None, typer.Option("--domain", metavar="DOMAIN", help="Only skills that apply to this domain")
+    ] = None,
     db: DbOption = None,
 ) -> None:
     """List the skills in the library with their trigger and track record."""
@@ -42,7 +44,7 @@ def list_cmd(
     Console().print(table)
 
 
-def show_cmd(name: Annotated[str, typer.Argument(help="Skill name")], db: DbOption = None) -> None:
+def show_cmd(name: Annotated[str, typer.Argument(metavar="NAME", help="Skill name")], db: DbOption = None) -> None:
     """Show one skill as a markdown skill card (paper §11), with its patch."""
     from skills.repository import SkillNotFoundError, get_skill, skill_card
     from store.engine import session_scope
@@ -57,8 +59,12 @@ def show_cmd(name: Annotated[str, typer.Argument(help="Skill name")], db: DbOpti
 
 
 def export_cmd(
-    out: Annotated[Path, typer.Option("--out", help="Folder for the markdown skill cards")] = Path("skills-export"),
-    domain: Annotated[str | None, typer.Option("--domain", help="Only skills that apply to this domain")] = None,
+    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Folder for the markdown skill cards")] = Path(
+        "skills-export"
+    ),
+    domain: Annotated[
+        str | None, typer.Option("--domain", metavar="DOMAIN", help="Only skills that apply to this domain")
+    ] = None,
     db: DbOption = None,
 ) -> None:
     """Write the library as markdown skill cards: SKILLS.md plus one <name>.md per skill."""

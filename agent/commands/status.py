@@ -2,7 +2,8 @@
 
 Read-only by design: status never creates or migrates a store. A missing default SQLite file means
 "no sessions yet"; a store behind the code's head revision is reported with the fix
-(`evotrainer db upgrade`, exit 1); a bad `--db` / `EVOTRAINER_DB` exits 2.
+(`evotrainer db upgrade`, exit 1); a bad `--db` / `EVOTRAINER_DB` exits 2. Every value reaches rich as
+`Text`, so brackets in ids or rationales print as they are; a failed session shows why it failed.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def _score(value: float | None) -> str:
 
 def _sessions_table(db: Session) -> Table | None:
     from rich.table import Table
+    from rich.text import Text
 
     from agent.accounting import total, usage_by_node
     from store.repository import list_sessions
@@ -40,14 +42,31 @@ def _sessions_table(db: Session) -> Table | None:
     if not rows:
         return None
     table = Table(title="EvoTrainer sessions")
-    for name in ("session", "created (UTC)", "mode", "status", "versions", "best strict", "LLM tokens", "LLM cost"):
+    names = ("session", "created (UTC)", "mode", "status", "versions", "best strict", "LLM tokens", "LLM cost")
+    for name in names:
         table.add_column(name)
+    reasons = _status_reasons(db)
+    if reasons:
+        table.add_column("why it stopped")
     for s in rows:
         created = s.created_at.strftime("%Y-%m-%d %H:%M")
         llm = total(usage_by_node(db, s.id).values())
         tokens, cost = (str(llm.total_tokens), f"${llm.cost_usd:.4f}") if llm.calls else ("—", "—")
-        table.add_row(s.id, created, s.mode, s.status, str(s.n_versions), _score(s.best_strict_score), tokens, cost)
+        cells = [s.id, created, s.mode, s.status, str(s.n_versions), _score(s.best_strict_score), tokens, cost]
+        if reasons:
+            cells.append(_excerpt(reasons.get(s.id), 80))
+        table.add_row(*(Text(c) for c in cells))
     return table
+
+
+def _status_reasons(db: Session) -> dict[str, str]:
+    """Why each failed (or otherwise stopped) session stopped, where recorded (issue #14)."""
+    from sqlalchemy import select
+
+    from store.models import EvoSession
+
+    rows = db.execute(select(EvoSession.id, EvoSession.status_reason).where(EvoSession.status_reason.is_not(None)))
+    return {sid: reason for sid, reason in rows if reason}
 
 
 def _llm_table(db: Session, session_id: str) -> Table | None:
@@ -82,20 +101,16 @@ def _ledger_tables(db: Session, session_id: str) -> list[Table]:
     versions = session_ledger(db, session_id)
     index_of = {v.id: v.index for v in versions}
     budget = f"steps {session.steps_used}/{session.max_train_steps}, max iterations {session.max_iterations}"
-    ledger = Table(title=f"session {session.id} ({session.mode}, {session.policy}, {session.status}; {budget})")
+    title = f"session {session.id} ({session.mode}, {session.policy}, {session.status}; {budget})"
+    if session.status_reason:
+        title += f"\n{session.status}: {session.status_reason}"
+    ledger = Table(title=Text(title))
     for name in ("version", "branch", "parent", "decision", "outcome", "strict", "rationale"):
         ledger.add_column(name)
     for v in versions:
         parent = "—" if v.parent_id is None else f"v{index_of.get(v.parent_id, '?')}"
-        ledger.add_row(
-            f"v{v.index}",
-            v.branch,
-            parent,
-            v.decision or "—",
-            v.outcome or "—",
-            _score(v.strict_score),
-            _excerpt(v.rationale),
-        )
+        cells = (f"v{v.index}", v.branch, parent, v.decision or "—", v.outcome or "—", _score(v.strict_score))
+        ledger.add_row(*(Text(c) for c in (*cells, _excerpt(v.rationale))))
     candidates = Table(title="candidates (branch evo/<session>/<name>, run folder <session>-<name>)")
     for name in ("candidate", "iter", "from", "factor", "status", "hypothesis / refusal"):
         candidates.add_column(name)
@@ -112,7 +127,9 @@ def _ledger_tables(db: Session, session_id: str) -> list[Table]:
 
 
 def status_cmd(
-    session: Annotated[str | None, typer.Argument(help="Show this session's version ledger and candidates")] = None,
+    session: Annotated[
+        str | None, typer.Argument(metavar="SESSION", help="Show this session's version ledger and candidates")
+    ] = None,
     db: DbOption = None,
 ) -> None:
     """List sessions (id, created, mode, status, versions, best strict score), or one session's ledger."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Literal, cast
+from typing import Annotated, Literal
 
 import typer
 
@@ -19,32 +19,44 @@ def register(app: typer.Typer) -> None:
 
 
 def train(
-    harness: Annotated[Path, typer.Option("--harness", help="harness folder holding evotrainer.yaml")],
-    steps: Annotated[int, typer.Option(help="training steps (a pilot is <= 60)")] = 60,
-    seed: Annotated[int, typer.Option(help="seed: same seed, same metrics")] = 0,
-    out: Annotated[Path | None, typer.Option(help="artefact folder (default runs/<harness-name>-s<seed>)")] = None,
+    harness: Annotated[Path, typer.Option("--harness", metavar="DIR", help="harness folder holding evotrainer.yaml")],
+    steps: Annotated[int, typer.Option(metavar="N", help="training steps (a pilot is <= 60)")] = 60,
+    seed: Annotated[int, typer.Option(metavar="N", help="seed: same seed, same metrics")] = 0,
+    out: Annotated[
+        Path | None, typer.Option(metavar="DIR", help="artefact folder (default runs/<harness-name>-s<seed>)")
+    ] = None,
     resume: Annotated[bool, typer.Option("--resume", help="continue from the run's last checkpoint")] = False,
-    backend: Annotated[str, typer.Option(help="local | verl (default: the manifest's trainer.backend)")] = "",
-    sandbox: Annotated[str, typer.Option(help="where reward/filter code runs: none | docker | process")] = "none",
+    backend: Annotated[
+        Literal["local", "verl"] | None, typer.Option(help="training backend (default: the manifest's trainer.backend)")
+    ] = None,
+    sandbox: Annotated[
+        Literal["none", "docker", "process"],
+        typer.Option(
+            help="where reward/filter code runs; default none: `train` runs the harness you wrote, in the "
+            "trainer (`run` and `backtest` default to docker: they run agent-written candidate code)"
+        ),
+    ] = "none",
     dry_run: Annotated[bool, typer.Option("--dry-run", help="verl: compose and validate the config only")] = False,
     ray_address: Annotated[
-        str | None, typer.Option(help="run as a Ray job on this cluster (Jobs URL http://HEAD:8265), either backend")
+        str | None,
+        typer.Option(
+            metavar="URL", help="run as a Ray job on this cluster (Jobs URL http://HEAD:8265), either backend"
+        ),
     ] = None,
 ) -> None:
     """Train a harness (a pilot by default) and print strict accuracy before -> after."""
     from rich.console import Console
+    from rich.text import Text
 
     import trainer_backend
     from harness.manifest import BACKEND_NAMES, HarnessError, load_harness
     from trainer_backend.base import RunRefused, RunSpec, RunStatus
 
     console = Console()
-    if sandbox not in ("none", "docker", "process"):
-        raise typer.BadParameter(f"unknown sandbox {sandbox!r}; use none, docker or process", param_hint="--sandbox")
     try:
         manifest = load_harness(harness).manifest
     except HarnessError as exc:
-        console.print(f"[red]invalid harness:[/red] {exc}")
+        console.print(Text.assemble(("invalid harness: ", "red"), str(exc)))
         raise typer.Exit(2) from None
     backend = backend or manifest.trainer.backend
     if backend not in BACKEND_NAMES:
@@ -57,7 +69,7 @@ def train(
         steps=steps,
         seed=seed,
         resume=resume,
-        sandbox=cast(Literal["none", "docker", "process"], sandbox),  # checked above
+        sandbox=sandbox,
         ray_address=ray_address,
     )
     if backend not in trainer_backend.BACKENDS:
@@ -74,20 +86,20 @@ def train(
         try:
             text = dry_run_fn(spec)
         except RunRefused as exc:
-            console.print(f"[red]config refused:[/red] {exc}")
+            console.print(Text.assemble(("config refused: ", "red"), str(exc)))
             raise typer.Exit(2) from None
         console.print(text, markup=False, highlight=False, soft_wrap=True)  # a command to copy as is
         return
     try:
         handle = module.submit(spec)
     except RunRefused as exc:
-        console.print(f"[red]config refused:[/red] {exc}")
+        console.print(Text.assemble(("config refused: ", "red"), str(exc)))
         raise typer.Exit(2) from None
-    console.print(f"run [bold]{spec.run_id}[/bold] on {backend} -> {out_dir}")
+    console.print(Text.assemble("run ", (spec.run_id, "bold"), f" on {backend} -> {out_dir}"))
     _follow(console, module, handle, out_dir / "metrics.jsonl", steps)
     result = module.collect(handle)
     if module.poll(handle) is RunStatus.LOST and result.outcome.value == "infra_error":
-        console.print(f"[red]run lost[/red] (no summary): see {result.log_path}; rerun with --resume")
+        console.print(Text.assemble(("run lost", "red"), f" (no summary): see {result.log_path}; rerun with --resume"))
         raise typer.Exit(1)
     _print_summary(console, result)
     if result.outcome.value != "ok":
@@ -134,6 +146,7 @@ def _follow(console, module, handle, metrics_path: Path, steps: int) -> None:  #
 def _print_summary(console, result) -> None:  # type: ignore[no-untyped-def]
     """Print the closing summary table."""
     from rich.table import Table
+    from rich.text import Text
 
     s = result.summary
     table = Table(title=f"run {result.run_id}: {result.outcome.value}", show_header=False)
@@ -150,6 +163,6 @@ def _print_summary(console, result) -> None:  # type: ignore[no-untyped-def]
             "strict accuracy (val)", f"{s['strict_acc_before']:.3f} -> {after:.3f} (n={int(s.get('val_n', 0))})"
         )
     if result.message:
-        table.add_row("message", result.message)
-    table.add_row("artefacts", str(result.out_dir))
+        table.add_row("message", Text(result.message))  # candidate error text: never parsed as markup
+    table.add_row("artefacts", Text(str(result.out_dir)))
     console.print(table)

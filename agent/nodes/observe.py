@@ -1,4 +1,9 @@
-"""observe: make sure the incumbent version has a trained policy (trains v0 on the first visit)."""
+"""observe: make sure the incumbent version has a trained policy (trains v0 on the first visit).
+
+When v0 cannot be trained (a reward that raises, a data file the trainer refuses, ...) there is nothing to
+diagnose: the session is `failed`, with the reason naming the run's outcome, message and log, in the
+state and in the store (issue #14), and the graph ends; `evotrainer run` exits non-zero.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from agent.context import Context
 from agent.nodes.common import pilot_from_result, run_training, session_main_commit
 from agent.rollback import START_CHECKPOINT_FILE
 from agent.state import State, VersionInfo
+from trainer_backend.base import LOG_FILE
 
 
 def observe(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -28,7 +34,7 @@ def observe(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     )
     pilot = pilot_from_result(result, iteration=0, candidate_id="v0", steps=ctx.base_steps)
     if pilot["outcome"] != "ok":
-        return {"status": "finished", "stop_reason": f"v0 training failed ({pilot['outcome']}): {pilot['message']}"}
+        return _failed(ctx, session_id, pilot["outcome"], pilot["message"], Path(pilot["run_dir"]))
     with ledger.db(ledger.store_url(ctx)) as db:
         row = ledger.ensure_version(
             db,
@@ -64,3 +70,14 @@ def observe(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 
 def _existing(path: Path) -> str:
     return str(path) if path.is_file() else ""
+
+
+def _failed(ctx: Context, session_id: str, outcome: str, message: str, run_dir: Path) -> dict[str, Any]:
+    """Record the session as failed because v0 did not train, with a reason a user can act on."""
+    from store.repository import set_session_status
+
+    fix = "fix the harness and start a new session" if outcome == "candidate_error" else "see the log"
+    reason = f"v0 training failed ({outcome}): {message or 'no message'}; log: {run_dir / LOG_FILE}; {fix}"
+    with ledger.db(ledger.store_url(ctx)) as db:
+        set_session_status(db, session_id, "failed", reason=reason)
+    return {"status": "failed", "stop_reason": reason}

@@ -9,15 +9,11 @@ launch gate and resumes it with a rejection: the run finishes and the store reco
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from dev_server import dev_server as serve
 from llm_session import fake_session
 from sqlalchemy import select
 
@@ -25,47 +21,11 @@ from agent import ledger
 from agent.ledger import store_url
 from store import models
 
-ROOT = Path(__file__).resolve().parents[2]
-LANGGRAPH = Path(sys.executable).parent / "langgraph"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.fixture()
-def dev_server(tmp_path: Path) -> str:
-    if not LANGGRAPH.exists():
-        pytest.skip("langgraph-cli[inmem] is not installed")
-    port = _free_port()
-    env = {**os.environ, "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGSMITH_TRACING": "false",
-           "EVOTRAINER_STUDIO_DB": str(tmp_path / "studio.db")}  # fmt: skip
-    log = open(tmp_path / "dev.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
-        [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--port", str(port), "--config", "langgraph.json"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 90
-        while True:
-            try:
-                urllib.request.urlopen(url + "/ok", timeout=2).read()
-                break
-            except OSError:
-                if proc.poll() is not None or time.time() > deadline:
-                    pytest.fail(f"langgraph dev did not start: {(tmp_path / 'dev.log').read_text()[-3000:]}")
-                time.sleep(0.5)
+def dev_server(tmp_path: Path) -> Iterator[str]:
+    with serve(tmp_path) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
 
 
 def test_dev_server_lists_draws_runs_to_the_launch_gate_and_resumes(

@@ -106,3 +106,9 @@ def test_replicates_fan_out_candidate_and_control_per_fresh_seed_only_when_decid
     stale = _state(candidates=[_cand("a")], replication={"iteration": 0, "candidate_id": "a", "replicates": 1})
     assert routing.fan_out_replicates(stale) == "promote_gate"  # type: ignore[arg-type]
     assert routing.fan_out_replicates(_state(replication={})) == "promote_gate"  # type: ignore[arg-type]
+
+
+def test_a_session_whose_v0_failed_ends_without_diagnosis_or_finish() -> None:
+    assert routing.route_after_observe(_state(status="failed")) == "__end__"  # type: ignore[arg-type]
+    assert routing.route_after_observe(_state(status="finished")) == "finish"  # type: ignore[arg-type]
+    assert routing.route_after_observe(_state()) == "diagnose"  # type: ignore[arg-type]

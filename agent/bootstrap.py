@@ -1,0 +1,136 @@
+"""Creating a session, idempotently: repository, main-line branch, migrated store, seeded skills, session row.
+
+Used by `evotrainer run` (before the graph starts) and by the graph's `setup` node (LangGraph Studio / SDK
+sessions, and a `resume` after a kill before the first checkpoint). Every input is checked first
+(`agent.input_checks`, `agent.repos`); nothing is created for bad input.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+from agent import ledger
+from agent.context import Context
+from agent.repos import is_repo_root
+
+
+def new_session_id() -> str:
+    """A short, branch-safe session id."""
+    return "s" + time.strftime("%m%d%H%M") + "-" + secrets.token_hex(2)
+
+
+def ensure_session(ctx: Context, session_id: str, harness: Path | None, repo: Path | None) -> Path:
+    """Make sure the session exists: repository, main-line branch, migrated store, seeded skills, session row.
+
+    Idempotent and safe to repeat after a kill at any instant (issue #13): a session row that exists means
+    set-up finished; otherwise every step checks what is there first, and a repository copy is built in a
+    staging folder named after the session and renamed into place only once committed. Every input is
+    checked (`agent.input_checks`, `agent.repos.check_repo`) before anything is created.
+
+    Returns:
+        The root of the session's repository (the graph's `harness_dir`).
+
+    Raises:
+        SetupError: a bad harness, repository or store; the message names the file or field and the fix.
+    """
+    from git import Repo
+
+    from agent.input_checks import SetupError, check_harness, check_store
+    from agent.repos import check_repo, choose_repo
+    from sandboxes import git_worktree as gw
+    from store.engine import upgrade
+    from store.models import EvoSession
+    from store.repository import create_session
+
+    url = ledger.store_url(ctx)
+    try:
+        gw.session_main_branch(session_id)
+    except gw.BranchNameError as exc:
+        raise SetupError(f"{exc}; pass another session id") from None
+    check_store(url)
+    recorded = recorded_repo(url, session_id)
+    if recorded is not None:
+        return recorded
+    if harness is None:
+        raise SetupError(
+            f"no session {session_id} in the store, and no harness to create it from: pass 'harness', the path "
+            'of a harness folder holding evotrainer.yaml (e.g. {"harness": "examples/skeleton"})'
+        )
+    workdir = Path(ctx.workdir).resolve()
+    harness = (workdir / harness).resolve()
+    manifest = check_harness(harness).manifest
+    root = choose_repo(harness, repo, manifest.name, workdir)
+    check_repo(harness, root, workdir)
+    if not is_repo_root(root):
+        _build_repo(harness, root, session_id)
+    git_repo = Repo(root)
+    branch = gw.create_session_branch(git_repo, session_id)
+    git_repo.git.checkout(branch)
+    upgrade(url)
+    with ledger.db(url) as db:
+        _seed_skills(db)
+        if db.get(EvoSession, session_id) is None:
+            create_session(
+                db,
+                session_id=session_id,
+                harness_path=str(harness),
+                repo_path=str(root),
+                max_iterations=ctx.max_iterations,
+                max_train_steps=ctx.max_train_steps,
+                main_branch=branch,
+                mode=ctx.mode,
+                policy=ctx.policy,
+                llm_model=ctx.llm_model or None,
+            )
+    return root
+
+
+def recorded_repo(url: str, session_id: str) -> Path | None:
+    """The repository of a session already in the store, or None (no such session, or no store yet)."""
+    from sqlalchemy import select
+
+    from store.engine import current_revision
+    from store.models import EvoSession
+
+    if current_revision(ledger.engine_for(url)) is None:
+        return None
+    with ledger.db(url) as db:  # two columns only: also readable on a store that still needs a migration
+        found = db.execute(select(EvoSession.repo_path).where(EvoSession.id == session_id)).scalar()
+    return None if found is None else Path(found)
+
+
+def _build_repo(harness: Path, root: Path, session_id: str) -> None:
+    """Copy and commit the harness in a staging folder, then rename it to `root` (a kill leaves no half repo).
+
+    A harness that is itself a git repository is copied as its folder is (without `.git`): the user chose a
+    separate `--repo`, so the session starts from the files as they are, uncommitted changes included.
+    """
+    import shutil
+
+    from agent.repos import SKIPPED
+    from sandboxes import git_worktree as gw
+
+    staging = root.with_name(f".{root.name}.{session_id}.partial")
+    source = staging.with_name(staging.name + "-src")
+    for leftover in (staging, source):  # a kill during an earlier try of this very session
+        if leftover.exists():
+            shutil.rmtree(leftover)
+    if is_repo_root(harness):
+        shutil.copytree(harness, source, ignore=shutil.ignore_patterns(*SKIPPED, "*.pyc"))
+    gw.init_session_repo(source if source.exists() else harness, staging)
+    if source.exists():
+        shutil.rmtree(source)
+    if root.is_dir():  # an empty folder the user named (check_repo allowed it)
+        root.rmdir()
+    staging.rename(root)
+
+
+def _seed_skills(db: Any) -> None:
+    from skills.repository import list_skills, seed_skills
+    from skills.seeds import SEED_SKILLS
+
+    have = {r.spec.name for r in list_skills(db)}
+    seed_skills(db, [s for s in SEED_SKILLS if s.name not in have])

@@ -1,0 +1,35 @@
+"""setup: the graph's first step; creates the session (repository, store, session row) when it does not exist.
+
+A LangGraph Studio or SDK user starts a session with only `{"harness": PATH}` as input (settings in the
+run's `context`, docs/studio.md); the CLI creates its sessions before the graph starts, so for it this
+node only confirms the session exists. A `resume` after a kill before the first checkpoint lands here
+too and finishes the set-up (`agent.bootstrap.ensure_session` is idempotent).
+
+Bad input raises `SetupError` (a `ValueError`), whose message the LangGraph server passes to the client
+as it is: the file or field and the fix, never "An internal error occurred".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from langgraph.config import get_config
+from langgraph.runtime import Runtime
+
+from agent.bootstrap import ensure_session, new_session_id
+from agent.context import Context
+from agent.input_checks import SetupError
+from agent.state import State
+
+
+def setup(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Return `session_id` and `harness_dir` of the session, creating it from `harness` when needed."""
+    thread_id = str((get_config().get("configurable") or {}).get("thread_id") or "")
+    session_id = state.get("session_id") or thread_id or new_session_id()
+    harness = state.get("harness") or state.get("harness_dir")  # harness_dir: a session created by its caller
+    repo = state.get("repo")
+    if not isinstance(harness, (str, type(None))) or not isinstance(repo, (str, type(None))):
+        raise SetupError("'harness' and 'repo' in the input must be folder paths (strings)")
+    root = ensure_session(runtime.context, session_id, Path(harness) if harness else None, Path(repo) if repo else None)
+    return {"session_id": session_id, "harness_dir": str(root)}
