@@ -12,16 +12,28 @@ def diagnose(
     as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
     parent: Path | None = typer.Option(None, "--parent", exists=True, file_okay=False, help="parent run folder"),
     show_ok: bool = typer.Option(False, "--all", help="also list rules that did not fire"),
+    harness: Path | None = typer.Option(
+        None, "--harness", exists=True, file_okay=False, help="harness folder: its declared answer protocol is read"
+    ),
 ) -> None:
-    """Read a run's metrics and rollouts and print its health report (score/signal/behaviour/version)."""
+    """Read a run's metrics and rollouts and print its health report (score/signal/behaviour/version).
+
+    The format and answer rules read the answer protocol the harness declares (`--harness`); without one they
+    are not evaluated, and the report lists them under "not evaluated".
+    """
     import orjson
     from rich.console import Console
 
     from diagnostics.findings import render_text
     from diagnostics.report import build_report
+    from harness.manifest import HarnessError, load_harness
 
-    parent_report = build_report(parent) if parent is not None else None
-    report = build_report(run_dir, parent=parent_report)
+    try:
+        answer = load_harness(harness).manifest.answer if harness is not None else None
+    except HarnessError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--harness") from None
+    parent_report = build_report(parent, answer=answer) if parent is not None else None
+    report = build_report(run_dir, parent=parent_report, answer=answer)
     err = Console(stderr=True, soft_wrap=True)
     for problem in report.problems[:20]:
         err.print(f"[yellow]warning:[/yellow] {problem}", highlight=False, markup=True)

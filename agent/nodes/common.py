@@ -1,9 +1,10 @@
-"""Shared node plumbing: run a training job idempotently and record it; read the session's git state."""
+"""Shared node plumbing: run a training job idempotently and record it; read the session's git state; read a
+run's rollouts once per process (`run_table`) and its health report once per run (`cached_report`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agent import ledger
 from agent.context import Context
@@ -11,6 +12,10 @@ from agent.runs import ensure_run
 from agent.state import PilotInfo
 from diagnostics.findings import HealthReport
 from trainer_backend.base import RunResult, RunSpec
+
+if TYPE_CHECKING:
+    from diagnostics.table import RunTable, RunTableCache
+    from harness.answers import AnswerProtocol
 
 CHECKPOINT_FILE = "checkpoints/last.pt"
 REPORT_FILE = "health_report.json"  # a run's health report, written once next to its artefacts
@@ -101,15 +106,38 @@ def session_main_commit(repo_dir: Path, session_id: str) -> tuple[str, str]:
     return branch, repo.commit(branch).hexsha
 
 
-def cached_report(run_dir: Path, parent: HealthReport | None) -> HealthReport:
+_TABLES: list[RunTableCache] = []  # the process's one table cache, made on first use (polars loads lazily)
+
+
+def run_table(run_dir: Path, answer: AnswerProtocol | None) -> RunTable:
+    """A run's rollouts as one columnar table, read once per process while its files are unchanged.
+
+    The session's diagnose, evaluate, confirm and rollback steps all read the same validation rollouts;
+    they share this table instead of reading the files again (issue #16).
+    """
+    if not _TABLES:
+        from diagnostics.table import RunTableCache
+
+        _TABLES.append(RunTableCache())
+    return _TABLES[0].get(run_dir, answer)
+
+
+def session_answer(state: Any) -> AnswerProtocol | None:
+    """The answer protocol the session's harness declares (its manifest is protected: the same on every branch)."""
+    from harness.manifest import load_harness
+
+    return load_harness(Path(state["harness_dir"])).manifest.answer
+
+
+def cached_report(run_dir: Path, parent: HealthReport | None, answer: AnswerProtocol | None) -> HealthReport:
     """A run's health report: read `health_report.json` when a (re-run) node wrote it, else build and write it."""
     import orjson
 
-    from diagnostics.report import build_report
+    from diagnostics.report import report_from_table
 
     path = run_dir / REPORT_FILE
     if path.exists():
         return HealthReport.from_json(orjson.loads(path.read_bytes()))
-    report = build_report(run_dir, parent=parent)
+    report = report_from_table(run_dir, run_table(run_dir, answer), parent=parent)
     path.write_bytes(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
     return report

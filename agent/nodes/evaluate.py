@@ -9,12 +9,12 @@ from langgraph.runtime import Runtime
 
 from agent.context import Context
 from agent.evidence import Evaluation, final_strict_scores, paired
-from agent.nodes.common import cached_report
+from agent.nodes.common import cached_report, run_table, session_answer
 from agent.routing import CONTROL_ID, current
 from agent.state import PilotInfo, State
 from diagnostics.findings import HealthReport, Severity, new_alerts
-from diagnostics.schema import read_run_rollouts
 from diagnostics.stats import classify_outcome, paired_bootstrap
+from harness.answers import AnswerProtocol
 
 
 def evaluate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -22,10 +22,11 @@ def evaluate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     pilots = [p for p in current(state.get("pilots"), state["iteration"]) if not p.get("replicate")]
     control = next((p for p in pilots if p["candidate_id"] == CONTROL_ID), None)
     assert control is not None, "every pilot fan-out includes the control run"
-    control_report = cached_report(Path(control["run_dir"]), None) if control["outcome"] == "ok" else None
-    control_scores = _scores(control) if control_report else {}
+    answer = session_answer(state)
+    control_report = cached_report(Path(control["run_dir"]), None, answer) if control["outcome"] == "ok" else None
+    control_scores = _scores(control, answer) if control_report else {}
     evaluations = [
-        _evaluate_one(p, control, control_report, control_scores, runtime.context.min_effect)
+        _evaluate_one(p, control, control_report, control_scores, runtime.context.min_effect, answer)
         for p in pilots
         if p["candidate_id"] != CONTROL_ID
     ]
@@ -38,6 +39,7 @@ def _evaluate_one(
     control_report: HealthReport | None,
     control_scores: dict[str, float],
     min_effect: float,
+    answer: AnswerProtocol | None,
 ) -> Evaluation:
     if pilot["outcome"] != "ok" or control_report is None:
         why = pilot["message"] if pilot["outcome"] != "ok" else f"control run failed: {control['message']}"
@@ -51,8 +53,8 @@ def _evaluate_one(
             control["train_reward"],
             (),
         )
-    report = cached_report(Path(pilot["run_dir"]), control_report)
-    a, b = paired(control_scores, _scores(pilot))
+    report = cached_report(Path(pilot["run_dir"]), control_report, answer)
+    a, b = paired(control_scores, _scores(pilot, answer))
     if not a:
         return Evaluation(
             pilot["candidate_id"],
@@ -81,8 +83,9 @@ def _evaluate_one(
     )
 
 
-def _scores(pilot: PilotInfo) -> dict[str, float]:
-    return final_strict_scores(read_run_rollouts(Path(pilot["run_dir"]), ["val"]).rollouts)
+def _scores(pilot: PilotInfo, answer: AnswerProtocol | None) -> dict[str, float]:
+    """Per-prompt strict scores from the same table the pilot's health report was built from."""
+    return final_strict_scores(run_table(Path(pilot["run_dir"]), answer).val)
 
 
 def _to_state(ev: Evaluation, iteration: int) -> dict[str, Any]:

@@ -25,7 +25,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from agent.evidence import final_strict_scores, paired
-from diagnostics.schema import ReadProblem, read_metrics, read_run_rollouts
+from diagnostics.schema import ReadProblem, read_metrics
+from diagnostics.table import read_run_table
 from diagnostics.stats import PairedComparison, paired_bootstrap
 from store import models
 from store.repository import get, session_candidates, session_ledger
@@ -236,8 +237,8 @@ def compare_pilot(control_dir: str, pilot_dir: str) -> tuple[PairedComparison | 
     for what, folder in (("control", control_dir), ("pilot", pilot_dir)):
         if not Path(folder).is_dir():
             return None, f"{what} run folder missing: {folder}"
-    a_scores = final_strict_scores(read_run_rollouts(Path(control_dir), ["val"]).rollouts)
-    b_scores = final_strict_scores(read_run_rollouts(Path(pilot_dir), ["val"]).rollouts)
+    a_scores = final_strict_scores(read_run_table(Path(control_dir), splits=("val",)).val)
+    b_scores = final_strict_scores(read_run_table(Path(pilot_dir), splits=("val",)).val)
     a, b = paired(a_scores, b_scores)
     if not a:
         return None, "no paired strict validation scores in the control and pilot rollouts"

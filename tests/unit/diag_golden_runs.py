@@ -333,7 +333,7 @@ def _bad_rows(root: Path) -> Path:
         {**base, "sample_index": "3"},
         {**base, "reward": True},
         {**base, "step": 1.5},
-        {**base, "turns": [{"text": 3}]},
+        {**base, "turns": [{"text": "t", "success": "yes"}]},
         {**base, "turns": "no"},
         {**base, "reward_components": {"acc": "high"}},
         [1, 2],
