@@ -27,7 +27,7 @@ from diagnostics.features import (
 from diagnostics.findings import Finding, Layer, LayerOutput, graded
 from diagnostics.schema import StopReason
 from diagnostics.score import HACK_STRICT_FLAT, STRICT_CORRECT, per_step_mean, trend
-from diagnostics.table import is_truncated, refs
+from diagnostics.table import is_truncated, refs, where
 
 __all__ = [
     "BIGRAM_MIN",
@@ -81,7 +81,7 @@ def _rate(hits: int, total: int) -> float:
 def diagnose_truncation(rows: pl.DataFrame) -> LayerOutput:
     """Truncation rate and stop-reason shares."""
     n = rows.height
-    cut = rows.filter(is_truncated())
+    cut = where(rows, is_truncated(), "strict_score")
     rate = _rate(cut.height, n)
     metrics = {"truncation_rate": rate}
     if n:
@@ -105,7 +105,7 @@ def _longest(rows: pl.DataFrame, k: int) -> pl.DataFrame:
     if not rows.height:
         return rows
     floor = rows["length"].top_k(k).min()
-    return rows.filter(pl.col("length") >= floor).sort("length", descending=True, maintain_order=True).head(k)
+    return where(rows, pl.col("length") >= floor, "length").sort("length", descending=True, maintain_order=True).head(k)
 
 
 def diagnose_length(rows: pl.DataFrame) -> LayerOutput:
@@ -163,7 +163,7 @@ def diagnose_length(rows: pl.DataFrame) -> LayerOutput:
 
 def diagnose_degeneration(rows: pl.DataFrame) -> LayerOutput:
     """Repetition and degeneration: bigram repetition, repeated-word and repeated-character runs."""
-    bad = rows.filter("degenerate")
+    bad = where(rows, "degenerate")
     rate = _rate(bad.height, rows.height)
     metrics = {
         "bigram_repetition_rate": float(rows["bigram_rep"].mean()) if rows.height else math.nan,  # type: ignore[arg-type]
@@ -187,10 +187,10 @@ def diagnose_format(rows: pl.DataFrame, protocol_declared: bool) -> LayerOutput:
     The answer rules apply to single-turn rollouts and read the protocol's features (`answers`,
     `answer_ok`); with no protocol declared they are not evaluated (NaN, and the finding says why).
     """
-    single = rows.filter((pl.col("num_turns") <= 1) & (pl.col("tool_calls") == 0))
+    single = where(rows, (pl.col("num_turns") <= 1) & (pl.col("tool_calls") == 0), "answers", "answer_ok")
     failed = single.filter(~pl.col("answer_ok")) if protocol_declared else single.clear()
     multi = single.filter(pl.col("answers") > 1) if protocol_declared else single.clear()
-    empty = rows.filter("empty")
+    empty = where(rows, "empty")
     fail_rate = _rate(failed.height, single.height) if protocol_declared else math.nan
     multi_rate = _rate(multi.height, single.height) if protocol_declared else math.nan
     empty_rate = _rate(empty.height, rows.height)
@@ -282,8 +282,8 @@ def diagnose_agentic(rows: pl.DataFrame) -> LayerOutput:
     if not rows.height or not rows.select(((turns > 1) | (tools > 0)).any()).item():
         return LayerOutput((), {})
     n = rows.height
-    abandon = rows.filter((turns <= ABANDON_MAX_TURNS) & (tools == 0))
-    echo = rows.filter((turns > ECHO_TRAP_TURNS) & (reward <= 0))
+    abandon = where(rows, (turns <= ABANDON_MAX_TURNS) & (tools == 0))
+    echo = where(rows, (turns > ECHO_TRAP_TURNS) & (reward <= 0))
     turns_f = turns.cast(pl.Float64)
     turns_mean, turns_p90, tools_mean, failed_n, failed_mean = rows.select(
         turns_f.mean().alias("mean"),

@@ -41,6 +41,9 @@ _CHAR_RUN_RE = re.compile(r"(\S)\1{" + str(CHAR_RUN_DEGENERATE - 1) + ",}")
 # Python's str.split() whitespace = Unicode White_Space (what the Rust regex's \s means) plus \x1c-\x1f.
 _WORD = r"[^\s\x1c-\x1f]+"
 _NON_SPACE = r"[^\s\x1c-\x1f]"
+_SPACE = r"[\s\x1c-\x1f]"
+_AT_LEAST_WORDS = rf"(?:{_WORD}{_SPACE}+){{{min(BIGRAM_MIN + 1, TOKEN_RUN_DEGENERATE) - 1}}}{_NON_SPACE}"
+PY_WHITESPACE = "".join(c for c in map(chr, range(0x3001)) if c.isspace())  # what str.strip() removes
 # A run of one ASCII non-space character: a literal alternation, which the Rust regex engine scans fast.
 _ASCII_NON_SPACE = [c for c in map(chr, range(128)) if not c.isspace()]
 _ASCII_CHAR_RUN = "|".join(re.escape(c * CHAR_RUN_DEGENERATE) for c in _ASCII_NON_SPACE)
@@ -70,22 +73,21 @@ def is_degenerate(text: str) -> bool:
 def text_features(frame: pl.DataFrame, answer: AnswerProtocol | None) -> pl.DataFrame:
     """Return `frame` (with `response`, `response_tokens`) plus the feature columns listed above."""
     response = pl.col("response")
-    out = frame.with_columns(
-        _words=response.str.count_matches(_WORD),
-        empty=~response.str.contains(_NON_SPACE),
-    ).with_columns(
-        length=pl.when(pl.col("response_tokens") > 0).then(pl.col("response_tokens")).otherwise(pl.col("_words")),
-    )
-    out = out.with_columns(*_degeneration(out), *_answer_columns(answer)).drop("_words")
-    return out.unnest("_protocol") if answer is not None else out
+    length = frame["response_tokens"].fill_null(0).alias("length")
+    # words are counted only where the backend recorded no token count
+    needs_words = (length <= 0).arg_true()
+    if needs_words.len():
+        length = length.scatter(needs_words, frame[needs_words]["response"].str.count_matches(_WORD).cast(pl.Int64))
+    out = frame.with_columns(empty=response.str.strip_chars(PY_WHITESPACE).str.len_bytes() == 0, length=length)
+    return out.with_columns(*_degeneration(out), *_answer_columns(out, answer))
 
 
 def _degeneration(frame: pl.DataFrame) -> list[pl.Expr | pl.Series]:
     """`bigram_rep` and `degenerate` columns: words of long-enough responses exploded, counted per row."""
     n = frame.height
     # Only responses with at least BIGRAM_MIN + 1 words have a repetition rate or a run of TOKEN_RUN_DEGENERATE.
-    wordy = frame.select(pl.int_range(n, dtype=pl.UInt32).alias(_ROW), "response", "_words").filter(
-        pl.col("_words") >= min(BIGRAM_MIN + 1, TOKEN_RUN_DEGENERATE)
+    wordy = frame.select(pl.int_range(n, dtype=pl.UInt32).alias(_ROW), "response").filter(
+        pl.col("response").str.contains(_AT_LEAST_WORDS)
     )
     words = wordy.select(_ROW, w=pl.col("response").str.extract_all(_WORD)).explode("w")
     same_row = (pl.col(_ROW).shift(-1) == pl.col(_ROW)).fill_null(False)
@@ -125,30 +127,78 @@ def _char_runs(frame: pl.DataFrame) -> pl.Series:
     word is checked by the reference regex (the Rust engine has no back-references).
     """
     response = pl.col("response")
-    flags = frame.select(
-        ascii=response.str.contains(_ASCII_CHAR_RUN),
-        check=response.str.contains(_NON_ASCII) & response.str.contains(_NON_SPACE + "{" + str(CHAR_RUN_DEGENERATE) + ",}"),
+    # a run of CHAR_RUN_DEGENERATE non-space characters lies inside one word at least that long
+    candidates = frame.select(pl.int_range(frame.height, dtype=pl.UInt32).alias(_ROW), "response").filter(
+        response.str.contains(_NON_SPACE + "{" + str(CHAR_RUN_DEGENERATE) + ",}")
     )
-    hits = flags["ascii"].to_list()
-    for i in flags["check"].arg_true().to_list():
-        hits[i] = hits[i] or _CHAR_RUN_RE.search(frame["response"][i]) is not None
+    flags = candidates.select(_ROW, "response", ascii=response.str.contains(_ASCII_CHAR_RUN), other=response.str.contains(_NON_ASCII))
+    hits = [False] * frame.height
+    for row, text, ascii_run, non_ascii in flags.iter_rows():
+        hits[row] = ascii_run or (non_ascii and _CHAR_RUN_RE.search(text) is not None)
     return pl.Series(hits, dtype=pl.Boolean)
 
 
-_PROTOCOL_FIELDS = {"answers": pl.UInt32, "answer_ok": pl.Boolean}
-_PROTOCOL = pl.Struct(_PROTOCOL_FIELDS)
-
-
-def _answer_columns(answer: AnswerProtocol | None) -> list[pl.Expr]:
-    """`answers` and `answer_ok` from the declared protocol (null without one)."""
+def _answer_columns(frame: pl.DataFrame, answer: AnswerProtocol | None) -> list[pl.Series]:
+    """`answers` and `answer_ok` from the declared protocol (null columns without one)."""
+    n = frame.height
     if answer is None:
-        return [pl.lit(None, dtype=pl.UInt32).alias("answers"), pl.lit(None, dtype=pl.Boolean).alias("answer_ok")]
-    return [pl.col("response").map_batches(lambda s: _protocol(s, answer), return_dtype=_PROTOCOL).alias("_protocol")]
+        return [pl.Series("answers", [None] * n, dtype=pl.UInt32), pl.Series("answer_ok", [None] * n, dtype=pl.Boolean)]
+    pattern = rust_pattern(answer.pattern)
+    if pattern is not None:
+        return _answer_columns_native(frame["response"], pattern, answer.final)
+    texts = frame["response"].to_list()
+    counts = pl.Series("answers", [len(answer.answers(t)) for t in texts], dtype=pl.UInt32)
+    return [counts, pl.Series("answer_ok", [bool(answer.extract(t)) for t in texts], dtype=pl.Boolean)]
 
 
-def _protocol(responses: pl.Series, answer: AnswerProtocol) -> pl.Series:
-    """The declared protocol's own reading of each response (harness/answers.py is its only definition)."""
-    texts = responses.to_list()
-    counts = [len(answer.answers(text)) for text in texts]
-    ok = [bool(answer.extract(text)) for text in texts]
-    return pl.DataFrame({"answers": counts, "answer_ok": ok}, schema=_PROTOCOL_FIELDS).to_struct("_protocol")
+def rust_pattern(pattern: str) -> str | None:
+    """The protocol's pattern for the Rust regex engine polars runs, or None when it could match differently.
+
+    Python's `\\s` also covers `\\x1c`-`\\x1f` (spelled out here); `\\w`, `\\b`, a `$` outside multiline mode
+    (Python's also matches before a final newline), case folding and what Rust rejects (look-around,
+    back-references) differ in edge cases, so those patterns are read row by row by the protocol itself.
+    """
+    out, i, in_class = [], 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            nxt = pattern[i + 1]
+            if nxt in "wWbB":
+                return None
+            out.append({"s": r"[\s\x1c-\x1f]", "S": r"[^\s\x1c-\x1f]"}.get(nxt, c + nxt))
+            i += 2
+            continue
+        if c == "[":
+            in_class = True
+        elif c == "]":
+            in_class = False
+        elif c == "$" and not in_class:
+            return None
+        out.append(c)
+        i += 1
+    translated = "(?s)" + "".join(out)
+    if re.search(r"\(\?[a-zA-Z]*i", pattern):
+        return None
+    try:
+        pl.select(pl.lit("").str.contains(translated))
+    except pl.exceptions.PolarsError:
+        return None
+    return translated
+
+
+def _answer_columns_native(responses: pl.Series, pattern: str, final: bool) -> list[pl.Series]:
+    """The protocol read column-wise: `AnswerProtocol.answers` / `.extract` with the same pattern in Rust's engine.
+
+    The last match of the pattern is the answer (its group, stripped, must be non-empty); with `final`, only
+    whitespace may follow it (`rust_pattern` says which patterns read the same in both engines).
+    """
+    text = pl.col("response")
+    last = text.str.extract_all(pattern).list.last()
+    group = last.str.extract(pattern, 1).str.strip_chars(PY_WHITESPACE)
+    ok = group.is_not_null() & (group.str.len_bytes() > 0)
+    if final:
+        ok = ok & text.str.strip_chars_end(PY_WHITESPACE).str.ends_with(last.str.strip_chars_end(PY_WHITESPACE))
+    out = responses.to_frame("response").select(
+        text.str.count_matches(pattern).cast(pl.UInt32).alias("answers"), ok.fill_null(False).alias("answer_ok")
+    )
+    return [out["answers"], out["answer_ok"]]

@@ -75,7 +75,7 @@ def report_from_table(
     metric_rows: list[MetricRow] = read_metrics(run_dir / METRICS_FILE, problems)
     problems.extend(table.problems)
     train, val = table.train, table.val
-    if not table.frame.height:
+    if not table.height:
         problems.append(ReadProblem(str(run_dir / "rollouts"), 0, "no readable rollout records"))
     signal_input = train if train.height else val
     parts = [
@@ -95,7 +95,7 @@ def report_from_table(
         metrics["reward_hacking"] = max(metrics["reward_hacking"], version.metrics["version_reward_hacking"])
     if siblings:
         metrics.update(compare_siblings(metrics, siblings).metrics)
-    run_id = str(table.frame["run_id"][0]) if table.frame.height else run_dir.name
+    run_id = table.run_id or run_dir.name
     notes = () if table.answer is not None else (f"format_failure_rate, multi_answer_rate: {NO_ANSWER_PROTOCOL}",)
     return HealthReport(
         run_id=run_id,

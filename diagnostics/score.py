@@ -18,7 +18,7 @@ import polars as pl
 
 from diagnostics.findings import Finding, Layer, LayerOutput, Severity, graded
 from diagnostics.schema import MetricRow
-from diagnostics.table import refs
+from diagnostics.table import refs, where
 
 TRAIN_REWARD_METRIC = "critic/score/mean"  # verl's per-step reward before KL (verl.md §7)
 # Reward-hacking alarm (paper §6.3 rule 4): training reward rose by more than this ...
@@ -55,15 +55,15 @@ def trend(series: Sequence[float]) -> tuple[float, float, float]:
 def per_step_mean(rows: pl.DataFrame, strict: bool) -> list[tuple[int, float]]:
     """Return `[(step, mean)]` of rewards (or of strict scores, skipping rollouts without one), by step."""
     column = "strict_score" if strict else "reward"
-    scored = rows.select("step", column).drop_nulls(column)
+    scored = rows.lazy().select("step", column).drop_nulls(column).collect()
     means = scored.group_by("step").agg(pl.col(column).mean()).sort("step")
     return [(int(step), float(value)) for step, value in means.iter_rows()]
 
 
 def strict_by_step(rows: pl.DataFrame) -> dict[int, dict[str, float]]:
     """Mean strict score per prompt, per validation step (`{step: {prompt_id: mean}}`, steps with a score only)."""
-    scored = rows.filter((pl.col("split") == "val") & pl.col("strict_score").is_not_null())
-    means = scored.group_by("step", "prompt_id", maintain_order=True).agg(pl.col("strict_score").mean())
+    scored = rows.lazy().filter((pl.col("split") == "val") & pl.col("strict_score").is_not_null())
+    means = scored.select("step", "prompt_id", "strict_score").collect().group_by("step", "prompt_id", maintain_order=True).agg(pl.col("strict_score").mean())
     out: dict[int, dict[str, float]] = {}
     for step, prompt, value in means.iter_rows():
         out.setdefault(int(step), {})[str(prompt)] = float(value)
@@ -169,7 +169,7 @@ def diagnose_hacking(metric_rows: Sequence[MetricRow], train: pl.DataFrame, val:
 
 def _strict(rows: pl.DataFrame, right: bool) -> pl.DataFrame:
     strict = pl.col("strict_score")
-    return rows.filter(strict >= STRICT_CORRECT if right else strict < STRICT_CORRECT)
+    return where(rows, strict >= STRICT_CORRECT if right else strict < STRICT_CORRECT, "reward")
 
 
 def diagnose_rewarded_wrong(train: pl.DataFrame, val: pl.DataFrame) -> LayerOutput:
@@ -214,7 +214,7 @@ def diagnose_unrewarded_correct(train: pl.DataFrame) -> LayerOutput:
     the highest reward observed: a correct answer paid below half of it counts as unrewarded.
     """
     right = _strict(train, right=True)
-    top_value = train.filter(pl.col("strict_score").is_not_null())["reward"].max()
+    top_value = train.lazy().filter(pl.col("strict_score").is_not_null()).select(pl.col("reward").max()).collect().item()
     top = math.nan if top_value is None else float(top_value)  # type: ignore[arg-type]
     if not right.height or math.isnan(top) or top <= 0:
         rate, unpaid = math.nan, right.clear()

@@ -55,14 +55,18 @@ def group_stats(rows: pl.DataFrame) -> pl.DataFrame:
     """One row per GRPO group, in first-seen order: `step`, `group_id`, `n`, `std` (population), `dead`, and the
     group's first rollout (`run_id`, `prompt_id`, `sample_index`) for evidence."""
     return (
-        rows.group_by(*GROUP_KEYS, maintain_order=True)
+        rows.with_row_index("__first")
+        .group_by(*GROUP_KEYS)
         .agg(
+            pl.col("__first").first(),
             n=pl.len(),
             std=pl.col("reward").std(ddof=0),
             run_id=pl.col("run_id").first(),
             prompt_id=pl.col("prompt_id").first(),
             sample_index=pl.col("sample_index").first(),
         )
+        .sort("__first")
+        .drop("__first")
         .with_columns(dead=pl.col("std") < DEAD_STD)
     )
 

@@ -76,9 +76,15 @@ def source_stats(rows: pl.DataFrame) -> list[SourceStats]:
 
     A group belongs to the source of its first sample.
     """
-    labelled = rows.filter((pl.col("split") == "train") & (pl.col("data_source").cast(pl.String) != ""))
+    columns = ("step", "group_id", "data_source", "reward", "strict_score", "truncated")
+    labelled = (
+        rows.lazy()
+        .filter((pl.col("split") == "train") & (pl.col("data_source").cast(pl.String) != ""))
+        .select(columns)
+        .collect()
+    )
     strict = pl.col("strict_score")
-    groups = labelled.group_by(*GROUP_KEYS, maintain_order=True).agg(
+    groups = labelled.group_by(*GROUP_KEYS).agg(
         source=pl.col("data_source").first().cast(pl.String),
         n=pl.len(),
         dead=pl.col("reward").std(ddof=0) < DEAD_STD,

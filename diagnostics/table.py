@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,37 +85,41 @@ REQUIRED = ("run_id", "step", "split", "prompt_id", "group_id", "sample_index", 
 SPLIT_DTYPE = pl.Enum(list(SPLITS))
 STOP_DTYPE = pl.Enum([s.value for s in StopReason])
 COMPONENT_PREFIX = "component/"
-_INT32 = ("sample_index", "num_turns", "tool_calls", "response_tokens")
+_INT32 = ("step", "sample_index", "num_turns", "tool_calls", "response_tokens")
 _NUMBER = r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?"
 _KEY = r'"(?:[^"\\]|\\.)*"'
-_PAIR = rf"{_KEY}\s*:\s*{_NUMBER}"
-_COMPONENTS_RE = rf"^\{{\s*(?:{_PAIR}\s*(?:,\s*{_PAIR}\s*)*)?\}}$"
+_VALUE = rf":\s*{_NUMBER}"  # a number in a value position (the texts are polars' serialisation: valid JSON)
+# An object whose values are all numbers, once each value is cut to its colon: its "skeleton".
+_SKELETON_RE = re.compile(rf"^\{{\s*(?:{_KEY}\s*:\s*(?:,\s*{_KEY}\s*:\s*)*)?\}}$")
 _WS = np.frombuffer(b" \t\n\r\x0b\x0c", dtype=np.uint8)  # what bytes.strip() removes: a blank line
 _FILE, _LINE, _RULE = "__file", "__line", "__rule"
 
 
 @dataclass(frozen=True, slots=True)
 class RunTable:
-    """A run's rollouts as one compact table, the problems met reading it, and the protocol its features used."""
+    """A run's rollouts as compact tables (training and validation rows apart, so no layer copies the table to
+    split it), the problems met reading them, and the answer protocol their features used."""
 
-    frame: pl.DataFrame
+    train: pl.DataFrame
+    val: pl.DataFrame
     problems: tuple[ReadProblem, ...] = ()
     answer: AnswerProtocol | None = None
 
     @property
-    def train(self) -> pl.DataFrame:
-        """The training rollouts."""
-        return self.frame.filter(pl.col("split") == "train")
+    def height(self) -> int:
+        """Number of rollouts read."""
+        return self.train.height + self.val.height
 
     @property
-    def val(self) -> pl.DataFrame:
-        """The validation rollouts."""
-        return self.frame.filter(pl.col("split") == "val")
+    def run_id(self) -> str | None:
+        """The run id of the first rollout (training first), None when there is none."""
+        rows = self.train if self.train.height else self.val
+        return str(rows["run_id"][0]) if rows.height else None
 
     @property
-    def components(self) -> list[str]:
-        """Names of the reward components seen in the run, sorted."""
-        return sorted(c[len(COMPONENT_PREFIX) :] for c in self.frame.columns if c.startswith(COMPONENT_PREFIX))
+    def frame(self) -> pl.DataFrame:
+        """Every row, training first (a concatenation: prefer `train` / `val` on large runs)."""
+        return _concat([self.train, self.val])
 
 
 def is_truncated() -> pl.Expr:
@@ -130,9 +135,23 @@ def ref() -> pl.Expr:
     )  # fmt: skip
 
 
+REF_COLUMNS = ("run_id", "step", "prompt_id", "sample_index")
+
+
 def refs(rows: pl.DataFrame, limit: int) -> list[str]:
     """Evidence ids of the first `limit` rows of `rows`."""
     return rows.head(limit).select(ref()).to_series().to_list()
+
+
+def where(rows: pl.DataFrame, predicate: pl.Expr | str, *columns: str) -> pl.DataFrame:
+    """The rows matching `predicate`, with the evidence columns and `columns` only (no copy of the others)."""
+    return rows.lazy().filter(predicate).select(*REF_COLUMNS, *columns).collect()
+
+
+def _concat(parts: Sequence[pl.DataFrame]) -> pl.DataFrame:
+    """Concatenate table chunks: components one chunk lacks are null there; `turns` is Null-typed until some
+    chunk holds a trajectory."""
+    return pl.concat(parts, how="diagonal_relaxed") if parts else empty_table()
 
 
 def empty_table() -> pl.DataFrame:
@@ -149,10 +168,20 @@ def read_run_table(run_dir: Path, answer: AnswerProtocol | None = None, splits: 
 def read_table(paths: Sequence[Path], answer: AnswerProtocol | None = None) -> RunTable:
     """Read neutral rollout JSONL files (in this order) into a `RunTable`."""
     problems: list[ReadProblem] = []
-    parts = [_compact(raw, answer) for raw in _raw_chunks(paths, problems)]
-    frame = pl.concat(parts, how="diagonal") if parts else empty_table()
-    problems.sort(key=lambda p: (paths.index(Path(p.path)) if Path(p.path) in paths else -1, p.line))
-    return RunTable(frame, tuple(problems), answer)
+    train: list[pl.DataFrame] = []
+    val: list[pl.DataFrame] = []
+    for raw in _raw_chunks(paths, problems):
+        part = _compact(raw, answer)
+        is_val = part["split"] == "val"
+        if is_val.any():
+            val.append(part.filter(is_val))
+            part = part.filter(~is_val)
+        if part.height:
+            train.append(part)
+        del raw, part  # the chunk's text goes before the next chunk is read
+    order = {str(p): i for i, p in enumerate(paths)}
+    problems.sort(key=lambda p: (order.get(p.path, -1), p.line))
+    return RunTable(_concat(train), _concat(val), tuple(problems), answer)
 
 
 def table_from_rollouts(rollouts: Iterable[Rollout], answer: AnswerProtocol | None = None) -> pl.DataFrame:
@@ -244,13 +273,23 @@ def _with_lines(frame: pl.DataFrame, spans: np.ndarray, lines: np.ndarray) -> pl
 
 def _parse(data: bytes, spans: Sequence[tuple[Path, int, int]], problems: list[ReadProblem]) -> pl.DataFrame:
     """Parse whole lines into a validated raw frame (the columns of `READ_SCHEMA`, plus span and line)."""
-    span_of, lines = _line_numbers(data, spans)
     frame = _read(data)
+    if frame is not None and frame.height == data.count(b"\n"):  # no blank line: row i is line i of its span
+        counts = [data.count(b"\n", start, start + n) for start, n in zip(_offsets(spans), (n for *_, n in spans), strict=True)]
+        span_of = np.repeat(np.arange(len(spans), dtype=np.int64), counts)
+        first = np.repeat(np.array([line for _, line, _ in spans], dtype=np.int64), counts)
+        lines = first + np.arange(len(span_of)) - np.repeat(np.cumsum([0, *counts[:-1]]), counts)
+        return _validate(_with_lines(frame, span_of, lines), spans, problems)
+    span_of, lines = _line_numbers(data, spans)
     if frame is not None and frame.height == len(lines):
         frame = _with_lines(frame, span_of, lines)
     else:
         frame = _parse_tolerantly(data, span_of, lines, spans, problems)
     return _validate(frame, spans, problems)
+
+
+def _offsets(spans: Sequence[tuple[Path, int, int]]) -> list[int]:
+    return [0, *np.cumsum([n for *_, n in spans[:-1]]).tolist()]
 
 
 def _parse_tolerantly(
@@ -300,13 +339,10 @@ def _validate(frame: pl.DataFrame, spans: Sequence[tuple[Path, int, int]], probl
     """Drop rows whose values break the schema, each reported with its file and line (first rule broken)."""
     checks: list[tuple[pl.Expr, str]] = [(pl.col(name).is_null(), f"missing field '{name}'") for name in REQUIRED]
     checks += [
-        (~pl.col("split").is_in(list(SPLITS)), "field 'split' must be one of {splits}, got {split!r}"),
+        (pl.col("split").cast(SPLIT_DTYPE, strict=False).is_null(), "field 'split' must be one of {splits}, got {split!r}"),
+        (_bad_components(frame["reward_components"]), "field 'reward_components' must map names to numbers"),
         (
-            pl.col("reward_components").is_not_null() & ~pl.col("reward_components").str.contains(_COMPONENTS_RE),
-            "field 'reward_components' must map names to numbers",
-        ),
-        (
-            pl.col("stop_reason").is_not_null() & ~pl.col("stop_reason").is_in([s.value for s in StopReason]),
+            pl.col("stop_reason").is_not_null() & pl.col("stop_reason").cast(STOP_DTYPE, strict=False).is_null(),
             "field 'stop_reason': {stop_reason!r} is not a valid StopReason",
         ),
     ]
@@ -331,15 +367,9 @@ def _validate(frame: pl.DataFrame, spans: Sequence[tuple[Path, int, int]], probl
 def _compact(raw: pl.DataFrame, answer: AnswerProtocol | None) -> pl.DataFrame:
     """Add the text features, spread the components, and keep the table's columns (module docstring)."""
     featured = text_features(raw, answer)
-    kept_turn = pl.struct(
-        pl.element().struct.field("tool"),
-        pl.element().struct.field("success"),
-        pl.element().struct.field("policy_tokens").fill_null(0),
-        pl.element().struct.field("observation_tokens").fill_null(0),
-    )
     table = featured.select(
         pl.col("run_id").cast(pl.Categorical),
-        "step",
+        pl.col("step").cast(pl.Int32),
         pl.col("split").cast(SPLIT_DTYPE),
         pl.col("prompt_id").cast(pl.Categorical),
         pl.col("group_id").cast(pl.Categorical),
@@ -352,26 +382,62 @@ def _compact(raw: pl.DataFrame, answer: AnswerProtocol | None) -> pl.DataFrame:
         pl.col("tool_calls").fill_null(0).cast(pl.Int32),
         "mean_logprob",
         pl.col("data_source").fill_null("").cast(pl.Categorical),
-        pl.col("turns").fill_null([]).list.eval(kept_turn),
+        _turns(featured["turns"]),
         pl.col("length").cast(pl.Int32),
         "empty",
         "bigram_rep",
         "degenerate",
-        "answers",
+        pl.col("answers").clip(upper_bound=255).cast(pl.UInt8),  # "several" is all the rules ask
         "answer_ok",
     )
     components = _components(raw["reward_components"])
     return table if components is None else pl.concat([table, components], how="horizontal")
 
 
+KEPT_TURN = pl.List(pl.Struct({name: TURN_FIELDS[name] for name in KEPT_TURN_FIELDS}))
+
+
+def _turns(turns: pl.Series) -> pl.Series:
+    """The trajectories without their text (empty lists for single-turn rows)."""
+    if turns.null_count() == turns.len():  # no trajectory in this chunk: a Null column costs no memory
+        return pl.Series("turns", [None] * turns.len(), dtype=pl.Null)
+    kept = pl.struct(
+        pl.element().struct.field("tool"),
+        pl.element().struct.field("success"),
+        pl.element().struct.field("policy_tokens").fill_null(0),
+        pl.element().struct.field("observation_tokens").fill_null(0),
+    )
+    return turns.to_frame().select(pl.col("turns").fill_null([]).list.eval(kept)).to_series()
+
+
+def _skeletons(texts: pl.Series) -> pl.Series:
+    return texts.str.replace_all(_VALUE, ":")
+
+
+def _bad_components(texts: pl.Series) -> pl.Series:
+    """True where `reward_components` is not an object of numbers (checked once per distinct key layout)."""
+    distinct = texts.drop_nulls().unique()
+    bad = [t for t, s in zip(distinct.to_list(), _skeletons(distinct).to_list(), strict=True) if not _SKELETON_RE.match(s)]
+    return texts.is_in(bad).fill_null(False) if bad else pl.repeat(False, texts.len(), eager=True)
+
+
 def _components(texts: pl.Series) -> pl.DataFrame | None:
-    """One Float64 column `component/<name>` per component key (the texts are validated objects of numbers)."""
-    keys = texts.str.extract_all(_KEY).explode().drop_nulls().unique().to_list()
-    names = sorted({orjson.loads(k) for k in keys})
-    if not names:
+    """One Float64 column `component/<name>` per component key (the texts are validated objects of numbers).
+
+    Each value is cut out of the object's text by its key, which follows `{` or `,` in valid JSON.
+    """
+    distinct = texts.drop_nulls().unique()
+    firsts = distinct.filter(_skeletons(distinct).is_first_distinct())  # one object per key layout
+    keys = {k for text in firsts.to_list() for k in re.findall(_KEY + r"(?=\s*:)", text)}
+    if not keys:
         return None
-    decoded = texts.str.json_decode(pl.Struct({name: pl.Float64() for name in names})).struct.unnest()
-    return decoded.rename({name: COMPONENT_PREFIX + name for name in names})
+    columns = [
+        texts.str.extract(rf"(?:^\{{|,)\s*{re.escape(key)}\s*:\s*({_NUMBER})", 1)
+        .cast(pl.Float64)
+        .alias(COMPONENT_PREFIX + orjson.loads(key))
+        for key in sorted(keys, key=orjson.loads)
+    ]
+    return pl.DataFrame(columns)
 
 
 # --- cache ----------------------------------------------------------------------------------------------------
@@ -396,9 +462,9 @@ class RunTableCache:
             self._tables.move_to_end(key)
             return table
         table = read_run_table(run_dir, answer)
-        if table.frame.height <= self.max_rows:
+        if table.height <= self.max_rows:
             self._tables[key] = table
-            while sum(t.frame.height for t in self._tables.values()) > self.max_rows:
+            while sum(t.height for t in self._tables.values()) > self.max_rows:
                 self._tables.popitem(last=False)
         return table
 
