@@ -95,7 +95,10 @@ def diagnose_truncation(rows: pl.DataFrame) -> LayerOutput:
         warning=TRUNCATION_WARNING,
         what="responses cut at the length cap (length budget bottleneck)",
         evidence=refs(cut, EVIDENCE_MAX),
-        numbers={"truncated": float(cut.height), "truncated_with_strict": float(cut["strict_score"].is_not_null().sum())},
+        numbers={
+            "truncated": float(cut.height),
+            "truncated_with_strict": float(cut["strict_score"].is_not_null().sum()),
+        },
     )
     return LayerOutput((finding,), metrics)
 

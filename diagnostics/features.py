@@ -43,6 +43,8 @@ _WORD = r"[^\s\x1c-\x1f]+"
 _NON_SPACE = r"[^\s\x1c-\x1f]"
 _SPACE = r"[\s\x1c-\x1f]"
 _AT_LEAST_WORDS = rf"(?:{_WORD}{_SPACE}+){{{min(BIGRAM_MIN + 1, TOKEN_RUN_DEGENERATE) - 1}}}{_NON_SPACE}"
+_LONG_WORD = _NON_SPACE + "{" + str(CHAR_RUN_DEGENERATE) + "}"
+_CANDIDATE = f"{_AT_LEAST_WORDS}|{_LONG_WORD}"
 PY_WHITESPACE = "".join(c for c in map(chr, range(0x3001)) if c.isspace())  # what str.strip() removes
 # A run of one ASCII non-space character: a literal alternation, which the Rust regex engine scans fast.
 _ASCII_NON_SPACE = [c for c in map(chr, range(128)) if not c.isspace()]
@@ -70,19 +72,68 @@ def is_degenerate(text: str) -> bool:
     return rep > BIGRAM_REPETITION_DEGENERATE or run >= TOKEN_RUN_DEGENERATE or char_run
 
 
+NEEDS_TEXT = "__needs_text"  # rows whose features need the eager pass below (most rows do not)
+
+
+def native_features(answer: AnswerProtocol | None) -> list[pl.Expr]:
+    """Feature expressions polars evaluates while it parses (over `response`, `response_tokens`).
+
+    `length` is null where the backend recorded no token count, and `NEEDS_TEXT` marks the rows that
+    `complete_features` must finish: those, the responses long enough for a repetition rate or a word run,
+    those with a word long enough for a character run, and every row when the protocol's pattern has to be
+    read by Python.
+    """
+    response, tokens = pl.col("response").fill_null(""), pl.col("response_tokens").fill_null(0)
+    needs = (tokens <= 0) | response.str.contains(_CANDIDATE)
+    exprs = [
+        (response.str.strip_chars(PY_WHITESPACE).str.len_bytes() == 0).alias("empty"),
+        pl.when(tokens > 0).then(tokens).alias("length"),
+        pl.lit(0.0).alias("bigram_rep"),
+        pl.lit(False).alias("degenerate"),
+    ]
+    pattern = rust_pattern(answer.pattern) if answer is not None else None
+    if answer is None:
+        exprs += [pl.lit(None, dtype=pl.UInt32).alias("answers"), pl.lit(None, dtype=pl.Boolean).alias("answer_ok")]
+    elif pattern is None:
+        exprs += [pl.lit(None, dtype=pl.UInt32).alias("answers"), pl.lit(None, dtype=pl.Boolean).alias("answer_ok")]
+        needs = pl.lit(True)
+    else:
+        answer_exprs, several = _answer_exprs(response, pattern, answer.final)
+        exprs += answer_exprs
+        needs = needs | several
+    return [*exprs, needs.alias(NEEDS_TEXT)]
+
+
+def complete_features(rows: pl.DataFrame, answer: AnswerProtocol | None) -> pl.DataFrame:
+    """Finish the features of the `NEEDS_TEXT` rows: `rows` holds their `response` and `response_tokens`.
+
+    Returns `length`, `bigram_rep`, `degenerate` (and, when Python reads the protocol, `answers` and
+    `answer_ok`) for those rows, in their order.
+    """
+    response = rows["response"].fill_null("")
+    words = response.str.count_matches(_WORD).cast(pl.Int64)
+    tokens = rows["response_tokens"].fill_null(0)
+    out = pl.DataFrame({"length": pl.select(pl.when(tokens > 0).then(tokens).otherwise(words)).to_series()})
+    out = out.with_columns(*_degeneration(response.to_frame("response")))
+    pattern = rust_pattern(answer.pattern) if answer is not None else None
+    if answer is not None and pattern is None:
+        texts = response.to_list()
+        out = out.with_columns(
+            pl.Series("answers", [len(answer.answers(t)) for t in texts], dtype=pl.UInt32),
+            pl.Series("answer_ok", [bool(answer.extract(t)) for t in texts], dtype=pl.Boolean),
+        )
+    elif pattern is not None:  # responses with several matches: the last one is the answer
+        out = out.with_columns(_last_answer(response.to_frame("response"), pattern, answer.final))  # type: ignore[union-attr]
+    return out
+
+
 def text_features(frame: pl.DataFrame, answer: AnswerProtocol | None) -> pl.DataFrame:
-    """Return `frame` (with `response`, `response_tokens`) plus the feature columns listed above."""
-    response = pl.col("response")
-    length = frame["response_tokens"].fill_null(0).alias("length")
-    # words are counted only where the backend recorded no token count
-    needs_words = (length <= 0).arg_true()
-    if needs_words.len():
-        length = length.scatter(needs_words, frame[needs_words]["response"].str.count_matches(_WORD).cast(pl.Int64))
-    out = frame.with_columns(empty=response.str.strip_chars(PY_WHITESPACE).str.len_bytes() == 0, length=length)
-    return out.with_columns(*_degeneration(out), *_answer_columns(out, answer))
+    """Return `frame` (with `response`, `response_tokens`) plus the feature columns listed above, every row."""
+    out = frame.with_columns(native_features(answer))
+    return out.with_columns(*complete_features(out, answer).get_columns()).drop(NEEDS_TEXT)
 
 
-def _degeneration(frame: pl.DataFrame) -> list[pl.Expr | pl.Series]:
+def _degeneration(frame: pl.DataFrame) -> list[pl.Series]:
     """`bigram_rep` and `degenerate` columns: words of long-enough responses exploded, counted per row."""
     n = frame.height
     # Only responses with at least BIGRAM_MIN + 1 words have a repetition rate or a run of TOKEN_RUN_DEGENERATE.
@@ -129,26 +180,15 @@ def _char_runs(frame: pl.DataFrame) -> pl.Series:
     response = pl.col("response")
     # a run of CHAR_RUN_DEGENERATE non-space characters lies inside one word at least that long
     candidates = frame.select(pl.int_range(frame.height, dtype=pl.UInt32).alias(_ROW), "response").filter(
-        response.str.contains(_NON_SPACE + "{" + str(CHAR_RUN_DEGENERATE) + ",}")
+        response.str.contains(_LONG_WORD)
     )
-    flags = candidates.select(_ROW, "response", ascii=response.str.contains(_ASCII_CHAR_RUN), other=response.str.contains(_NON_ASCII))
+    flags = candidates.select(
+        _ROW, "response", ascii=response.str.contains(_ASCII_CHAR_RUN), other=response.str.contains(_NON_ASCII)
+    )
     hits = [False] * frame.height
     for row, text, ascii_run, non_ascii in flags.iter_rows():
         hits[row] = ascii_run or (non_ascii and _CHAR_RUN_RE.search(text) is not None)
     return pl.Series(hits, dtype=pl.Boolean)
-
-
-def _answer_columns(frame: pl.DataFrame, answer: AnswerProtocol | None) -> list[pl.Series]:
-    """`answers` and `answer_ok` from the declared protocol (null columns without one)."""
-    n = frame.height
-    if answer is None:
-        return [pl.Series("answers", [None] * n, dtype=pl.UInt32), pl.Series("answer_ok", [None] * n, dtype=pl.Boolean)]
-    pattern = rust_pattern(answer.pattern)
-    if pattern is not None:
-        return _answer_columns_native(frame["response"], pattern, answer.final)
-    texts = frame["response"].to_list()
-    counts = pl.Series("answers", [len(answer.answers(t)) for t in texts], dtype=pl.UInt32)
-    return [counts, pl.Series("answer_ok", [bool(answer.extract(t)) for t in texts], dtype=pl.Boolean)]
 
 
 def rust_pattern(pattern: str) -> str | None:
@@ -186,19 +226,32 @@ def rust_pattern(pattern: str) -> str | None:
     return translated
 
 
-def _answer_columns_native(responses: pl.Series, pattern: str, final: bool) -> list[pl.Series]:
-    """The protocol read column-wise: `AnswerProtocol.answers` / `.extract` with the same pattern in Rust's engine.
-
-    The last match of the pattern is the answer (its group, stripped, must be non-empty); with `final`, only
-    whitespace may follow it (`rust_pattern` says which patterns read the same in both engines).
-    """
+def _last_answer(frame: pl.DataFrame, pattern: str, final: bool) -> list[pl.Series]:
+    """`answers` and `answer_ok` read from every match (the last one answers)."""
     text = pl.col("response")
-    last = text.str.extract_all(pattern).list.last()
+    matches = text.str.extract_all(pattern)
+    last = matches.list.last()
     group = last.str.extract(pattern, 1).str.strip_chars(PY_WHITESPACE)
     ok = group.is_not_null() & (group.str.len_bytes() > 0)
     if final:
         ok = ok & text.str.strip_chars_end(PY_WHITESPACE).str.ends_with(last.str.strip_chars_end(PY_WHITESPACE))
-    out = responses.to_frame("response").select(
-        text.str.count_matches(pattern).cast(pl.UInt32).alias("answers"), ok.fill_null(False).alias("answer_ok")
-    )
-    return [out["answers"], out["answer_ok"]]
+    out = frame.select(matches.list.len().cast(pl.UInt32).alias("answers"), ok.fill_null(False).alias("answer_ok"))
+    return out.get_columns()
+
+
+def _answer_exprs(text: pl.Expr, pattern: str, final: bool) -> tuple[list[pl.Expr], pl.Expr]:
+    """The protocol read column-wise: `AnswerProtocol.answers` / `.extract` with the same pattern in Rust's engine.
+
+    The last match is the answer (its group, stripped, must be non-empty); with `final`, only whitespace may
+    follow it. A response with one match is read here (its first match is its last); one with several is
+    left to `complete_features` (the second expression marks those rows). `rust_pattern` says which patterns
+    read the same in both engines.
+    """
+    count = text.str.count_matches(pattern)
+    first = text.str.extract_groups(f"(?s)({pattern})").struct.rename_fields(["match", "answer"])
+    group = first.struct.field("answer").str.strip_chars(PY_WHITESPACE)
+    ok = group.is_not_null() & (group.str.len_bytes() > 0)
+    if final:
+        whole = first.struct.field("match").str.strip_chars_end(PY_WHITESPACE)
+        ok = ok & text.str.strip_chars_end(PY_WHITESPACE).str.ends_with(whole)
+    return [count.cast(pl.UInt32).alias("answers"), ok.fill_null(False).alias("answer_ok")], count > 1

@@ -63,7 +63,12 @@ def per_step_mean(rows: pl.DataFrame, strict: bool) -> list[tuple[int, float]]:
 def strict_by_step(rows: pl.DataFrame) -> dict[int, dict[str, float]]:
     """Mean strict score per prompt, per validation step (`{step: {prompt_id: mean}}`, steps with a score only)."""
     scored = rows.lazy().filter((pl.col("split") == "val") & pl.col("strict_score").is_not_null())
-    means = scored.select("step", "prompt_id", "strict_score").collect().group_by("step", "prompt_id", maintain_order=True).agg(pl.col("strict_score").mean())
+    means = (
+        scored.select("step", "prompt_id", "strict_score")
+        .collect()
+        .group_by("step", "prompt_id", maintain_order=True)
+        .agg(pl.col("strict_score").mean())
+    )
     out: dict[int, dict[str, float]] = {}
     for step, prompt, value in means.iter_rows():
         out.setdefault(int(step), {})[str(prompt)] = float(value)
@@ -214,7 +219,9 @@ def diagnose_unrewarded_correct(train: pl.DataFrame) -> LayerOutput:
     the highest reward observed: a correct answer paid below half of it counts as unrewarded.
     """
     right = _strict(train, right=True)
-    top_value = train.lazy().filter(pl.col("strict_score").is_not_null()).select(pl.col("reward").max()).collect().item()
+    top_value = (
+        train.lazy().filter(pl.col("strict_score").is_not_null()).select(pl.col("reward").max()).collect().item()
+    )
     top = math.nan if top_value is None else float(top_value)  # type: ignore[arg-type]
     if not right.height or math.isnan(top) or top <= 0:
         rate, unpaid = math.nan, right.clear()

@@ -94,7 +94,9 @@ def source_stats(rows: pl.DataFrame) -> list[SourceStats]:
         truncated=pl.col("truncated").sum(),
     )
     table = groups.group_by("source").agg(
-        pl.len().alias("groups"), pl.col("dead").sum(), pl.col("n", "reward_sum", "strict_sum", "strict_n", "truncated").sum()
+        pl.len().alias("groups"),
+        pl.col("dead").sum(),
+        pl.col("n", "reward_sum", "strict_sum", "strict_n", "truncated").sum(),
     )
     return [
         SourceStats(

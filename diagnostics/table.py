@@ -17,7 +17,7 @@ Columns (one row per rollout, train files first, then validation, each in step o
 | column | type | meaning |
 |---|---|---|
 | `run_id`, `prompt_id`, `group_id`, `data_source` | Categorical | as in the rollout record (`data_source` "" when absent) |
-| `step`, `sample_index`, `num_turns`, `tool_calls` | Int64 / Int32 | as in the record (`num_turns` 1, `tool_calls` 0 when absent) |
+| `step`, `sample_index`, `num_turns`, `tool_calls` | Int32 | as in the record (`num_turns` 1, `tool_calls` 0 when absent) |
 | `split` | Enum(train, val) | |
 | `reward`, `strict_score`, `mean_logprob` | Float64 | `strict_score`, `mean_logprob` null when not computed |
 | `truncated` | Boolean | the record's flag; `is_truncated()` adds `stop_reason == "length"` |
@@ -32,9 +32,10 @@ the session's steps (diagnose, evaluate, confirm, rollback) read each run's roll
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
 import re
+from collections import OrderedDict, deque
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,19 +43,18 @@ import numpy as np
 import orjson
 import polars as pl
 
-from diagnostics.features import text_features
+from diagnostics.features import NEEDS_TEXT, complete_features, native_features
 from diagnostics.schema import SPLITS, ReadProblem, Rollout, RolloutFormatError, Split, StopReason, rollout_files
 from diagnostics.schema import rollout_from_row as _validate_row
 from harness.answers import AnswerProtocol
 
 CHUNK_BYTES = 32 << 20  # bytes of JSONL parsed at once: bounds the text held in memory
+_IN_FLIGHT = 2  # chunks parsed at once (see `_chunks`)
 _BLOCK_LINES = 1024  # a chunk that fails to parse is retried in blocks of this many lines
 
+# The trajectory fields the table keeps; the turn's text, arguments and result are not parsed at all.
 TURN_FIELDS: dict[str, pl.DataType] = {
-    "text": pl.String(),
     "tool": pl.String(),
-    "arguments": pl.String(),
-    "result": pl.String(),
     "success": pl.Boolean(),
     "policy_tokens": pl.Int64(),
     "observation_tokens": pl.Int64(),
@@ -92,7 +92,8 @@ _VALUE = rf":\s*{_NUMBER}"  # a number in a value position (the texts are polars
 # An object whose values are all numbers, once each value is cut to its colon: its "skeleton".
 _SKELETON_RE = re.compile(rf"^\{{\s*(?:{_KEY}\s*:\s*(?:,\s*{_KEY}\s*:\s*)*)?\}}$")
 _WS = np.frombuffer(b" \t\n\r\x0b\x0c", dtype=np.uint8)  # what bytes.strip() removes: a blank line
-_FILE, _LINE, _RULE = "__file", "__line", "__rule"
+_FILE, _LINE, _RULE, _BAD = "__file", "__line", "__broken", "__bad"
+_CHECKED = (*REQUIRED, "stop_reason", "reward_components", "num_turns", "tool_calls", "response_tokens")
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,11 +155,6 @@ def _concat(parts: Sequence[pl.DataFrame]) -> pl.DataFrame:
     return pl.concat(parts, how="diagonal_relaxed") if parts else empty_table()
 
 
-def empty_table() -> pl.DataFrame:
-    """A table with every fixed column and no rows."""
-    return _compact(pl.DataFrame(schema=READ_SCHEMA), None)
-
-
 def read_run_table(run_dir: Path, answer: AnswerProtocol | None = None, splits: Iterable[Split] = SPLITS) -> RunTable:
     """Read every rollout file of a run folder into a `RunTable`; never raises on bad lines (they become problems)."""
     paths = [p for split in splits for p in rollout_files(run_dir, split)]
@@ -170,15 +166,14 @@ def read_table(paths: Sequence[Path], answer: AnswerProtocol | None = None) -> R
     problems: list[ReadProblem] = []
     train: list[pl.DataFrame] = []
     val: list[pl.DataFrame] = []
-    for raw in _raw_chunks(paths, problems):
-        part = _compact(raw, answer)
+    for part in _chunks(paths, answer, problems):
         is_val = part["split"] == "val"
         if is_val.any():
             val.append(part.filter(is_val))
             part = part.filter(~is_val)
         if part.height:
             train.append(part)
-        del raw, part  # the chunk's text goes before the next chunk is read
+        del part
     order = {str(p): i for i, p in enumerate(paths)}
     problems.sort(key=lambda p: (order.get(p.path, -1), p.line))
     return RunTable(_concat(train), _concat(val), tuple(problems), answer)
@@ -190,37 +185,138 @@ def table_from_rollouts(rollouts: Iterable[Rollout], answer: AnswerProtocol | No
     if not data:
         return empty_table()
     problems: list[ReadProblem] = []
-    raw = _parse(data, [(Path("<rollouts>"), 1, len(data))], problems)
+    frame = _chunk(data, [(Path("<rollouts>"), 1, len(data))], answer, problems)
     assert not problems, problems
-    return _compact(raw, answer)
+    return frame
+
+
+def empty_table() -> pl.DataFrame:
+    """A table with every fixed column and no rows."""
+    return _finish(_project(pl.DataFrame(schema=READ_SCHEMA).lazy(), None), None)
 
 
 # --- reading --------------------------------------------------------------------------------------------------
 
 
-def _raw_chunks(paths: Sequence[Path], problems: list[ReadProblem]) -> Iterator[pl.DataFrame]:
-    """Yield parsed, validated frames of about `CHUNK_BYTES` of input each."""
-    for data, spans in _byte_chunks(paths):
-        raw = _parse(data, spans, problems)
-        if raw.height:
-            yield raw
+Work = tuple[list[Path], bytes, list[tuple[Path, int, int]]]  # whole files to scan by path, or bytes and spans
 
 
-def _byte_chunks(paths: Sequence[Path]) -> Iterator[tuple[bytes, list[tuple[Path, int, int]]]]:
-    """Yield `(bytes, spans)`: whole lines of one or more files; a span is `(path, first_line, n_bytes)`."""
-    parts: list[bytes] = []
-    spans: list[tuple[Path, int, int]] = []
+def _chunks(
+    paths: Sequence[Path], answer: AnswerProtocol | None, problems: list[ReadProblem]
+) -> Iterator[pl.DataFrame]:
+    """Yield the table of each chunk of about `CHUNK_BYTES` of input, in order.
+
+    Two chunks are in flight at a time: polars parses one (without the GIL) while Python finishes the other,
+    which keeps both cores of a small box busy; memory holds at most two chunks of text.
+    """
+    with ThreadPoolExecutor(max_workers=_IN_FLIGHT) as pool:
+        pending: deque[Future[tuple[pl.DataFrame, list[ReadProblem]]]] = deque()
+        for work in _plan(paths):
+            pending.append(pool.submit(_chunk_alone, work, answer))
+            if len(pending) >= _IN_FLIGHT:
+                yield from _take(pending.popleft(), problems)
+        while pending:
+            yield from _take(pending.popleft(), problems)
+
+
+def _plan(paths: Sequence[Path]) -> Iterator[Work]:
+    """Group whole files up to `CHUNK_BYTES` (scanned by path, never read here); split bigger files into pieces."""
+    group: list[Path] = []
     size = 0
     for path in paths:
-        for line, data in _file_pieces(path):
-            parts.append(data)
-            spans.append((path, line, len(data)))
-            size += len(data)
+        n = path.stat().st_size
+        if n <= CHUNK_BYTES:
+            group.append(path)
+            size += n
             if size >= CHUNK_BYTES:
-                yield b"".join(parts), spans
-                parts, spans, size = [], [], 0
-    if parts:
-        yield b"".join(parts), spans
+                yield group, b"", []
+                group, size = [], 0
+            continue
+        if group:
+            yield group, b"", []
+            group, size = [], 0
+        for line, data in _file_pieces(path):
+            yield [], data, [(path, line, len(data))]
+    if group:
+        yield group, b"", []
+
+
+def _chunk_alone(work: Work, answer: AnswerProtocol | None) -> tuple[pl.DataFrame, list[ReadProblem]]:
+    found: list[ReadProblem] = []
+    files, data, spans = work
+    part = _chunk_files(files, answer, found) if files else _chunk(data, spans, answer, found)
+    return part, found
+
+
+def _take(
+    future: Future[tuple[pl.DataFrame, list[ReadProblem]]], problems: list[ReadProblem]
+) -> Iterator[pl.DataFrame]:
+    part, found = future.result()
+    problems.extend(found)
+    if part.height:
+        yield part
+
+
+def _whole(path: Path) -> tuple[bytes, list[tuple[Path, int, int]]]:
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        data += b"\n"  # a half-written last line
+    return data, [(path, 1, len(data))]
+
+
+def _chunk_files(paths: list[Path], answer: AnswerProtocol | None, problems: list[ReadProblem]) -> pl.DataFrame:
+    """Whole files scanned by path; their bytes are read only to locate a bad line, or to read around one."""
+    try:
+        frame: pl.DataFrame | None = _project(pl.scan_ndjson(paths, schema=READ_SCHEMA), answer)
+    except pl.exceptions.PolarsError:
+        frame = None
+    if frame is not None and not (frame[_RULE].any() or _bad_components(frame["reward_components"]).any()):
+        return _finish(frame.drop(_RULE, _BAD), answer)
+    located = _locate(paths, frame.height) if frame is not None else None
+    if frame is None or located is None:
+        return _concat([_chunk(*_whole(path), answer, problems) for path in paths])
+    spans = [(path, 1, 0) for path in paths]
+    return _finish(_drop_bad(_with_lines(frame, *located), spans, problems), answer)
+
+
+def _locate(paths: Sequence[Path], rows: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """`(file index, line number)` of every row scanned from `paths`, or None when rows and lines disagree."""
+    files, lines = [], []
+    for i, path in enumerate(paths):
+        data, spans = _whole(path)
+        _, numbers = _line_numbers(data, spans) if data else (None, np.zeros(0, dtype=np.int64))
+        files.append(np.full(len(numbers), i, dtype=np.int64))
+        lines.append(numbers)
+    if sum(len(x) for x in lines) != rows:
+        return None
+    return np.concatenate(files), np.concatenate(lines)
+
+
+def _chunk(
+    data: bytes, spans: Sequence[tuple[Path, int, int]], answer: AnswerProtocol | None, problems: list[ReadProblem]
+) -> pl.DataFrame:
+    """Parse whole lines (bytes) straight into table columns; report each bad line with its file and line."""
+    try:
+        frame: pl.DataFrame | None = _project(pl.scan_ndjson(data, schema=READ_SCHEMA), answer)
+    except pl.exceptions.PolarsError:
+        frame = None
+    if frame is not None and frame.height == data.count(b"\n"):  # no blank line: row i is line i of its span
+        counts = [data.count(b"\n", start, start + n) for start, (_, _, n) in zip(_offsets(spans), spans, strict=True)]
+        span_of = np.repeat(np.arange(len(spans), dtype=np.int64), counts)
+        first = np.repeat(np.array([line for _, line, _ in spans], dtype=np.int64), counts)
+        lines = first + np.arange(len(span_of)) - np.repeat(np.cumsum([0, *counts[:-1]]), counts)
+        frame = _with_lines(frame, span_of, lines)
+    else:
+        span_of, lines = _line_numbers(data, spans)
+        if frame is not None and frame.height == len(lines):
+            frame = _with_lines(frame, span_of, lines)
+        else:
+            frame = _project(_parse_tolerantly(data, span_of, lines, spans, problems).lazy(), answer)
+    return _finish(_drop_bad(frame, spans, problems), answer)
+
+
+def _offsets(spans: Sequence[tuple[Path, int, int]]) -> list[int]:
+    return [0, *np.cumsum([n for *_, n in spans[:-1]]).tolist()]
 
 
 def _file_pieces(path: Path) -> Iterator[tuple[int, bytes]]:
@@ -271,27 +367,6 @@ def _with_lines(frame: pl.DataFrame, spans: np.ndarray, lines: np.ndarray) -> pl
     return frame.with_columns(pl.Series(_FILE, spans, dtype=pl.UInt32), pl.Series(_LINE, lines, dtype=pl.UInt32))
 
 
-def _parse(data: bytes, spans: Sequence[tuple[Path, int, int]], problems: list[ReadProblem]) -> pl.DataFrame:
-    """Parse whole lines into a validated raw frame (the columns of `READ_SCHEMA`, plus span and line)."""
-    frame = _read(data)
-    if frame is not None and frame.height == data.count(b"\n"):  # no blank line: row i is line i of its span
-        counts = [data.count(b"\n", start, start + n) for start, n in zip(_offsets(spans), (n for *_, n in spans), strict=True)]
-        span_of = np.repeat(np.arange(len(spans), dtype=np.int64), counts)
-        first = np.repeat(np.array([line for _, line, _ in spans], dtype=np.int64), counts)
-        lines = first + np.arange(len(span_of)) - np.repeat(np.cumsum([0, *counts[:-1]]), counts)
-        return _validate(_with_lines(frame, span_of, lines), spans, problems)
-    span_of, lines = _line_numbers(data, spans)
-    if frame is not None and frame.height == len(lines):
-        frame = _with_lines(frame, span_of, lines)
-    else:
-        frame = _parse_tolerantly(data, span_of, lines, spans, problems)
-    return _validate(frame, spans, problems)
-
-
-def _offsets(spans: Sequence[tuple[Path, int, int]]) -> list[int]:
-    return [0, *np.cumsum([n for *_, n in spans[:-1]]).tolist()]
-
-
 def _parse_tolerantly(
     data: bytes,
     span_of: np.ndarray,
@@ -335,12 +410,15 @@ def _line_problem(text: bytes) -> str:
     return "does not fit the rollout schema (a field has the wrong type)"
 
 
-def _validate(frame: pl.DataFrame, spans: Sequence[tuple[Path, int, int]], problems: list[ReadProblem]) -> pl.DataFrame:
-    """Drop rows whose values break the schema, each reported with its file and line (first rule broken)."""
+def _rules() -> list[tuple[pl.Expr, str]]:
+    """The value checks a parsed row must pass, in order, each with its message (the first broken is reported)."""
     checks: list[tuple[pl.Expr, str]] = [(pl.col(name).is_null(), f"missing field '{name}'") for name in REQUIRED]
     checks += [
-        (pl.col("split").cast(SPLIT_DTYPE, strict=False).is_null(), "field 'split' must be one of {splits}, got {split!r}"),
-        (_bad_components(frame["reward_components"]), "field 'reward_components' must map names to numbers"),
+        (
+            pl.col("split").cast(SPLIT_DTYPE, strict=False).is_null(),
+            "field 'split' must be one of {splits}, got {split!r}",
+        ),
+        (pl.lit(False), _COMPONENTS_MESSAGE),  # checked per distinct text after parsing (`_bad_components`)
         (
             pl.col("stop_reason").is_not_null() & pl.col("stop_reason").cast(STOP_DTYPE, strict=False).is_null(),
             "field 'stop_reason': {stop_reason!r} is not a valid StopReason",
@@ -350,64 +428,87 @@ def _validate(frame: pl.DataFrame, spans: Sequence[tuple[Path, int, int]], probl
         (pl.col(c).is_not_null() & ~pl.col(c).is_between(-(2**31), 2**31 - 1), f"field '{c}' is out of range")
         for c in _INT32
     ]
-    rule = pl.lit(None, dtype=pl.UInt32)
-    for i, (bad, _) in reversed(list(enumerate(checks))):
-        rule = pl.when(bad).then(pl.lit(i, dtype=pl.UInt32)).otherwise(rule)
-    frame = frame.with_columns(rule.alias(_RULE))
-    bad_rows = frame.filter(pl.col(_RULE).is_not_null()).select(_FILE, _LINE, _RULE, "split", "stop_reason")
-    for row in bad_rows.iter_rows(named=True):
-        message = checks[row[_RULE]][1].format(splits=SPLITS, split=row["split"], stop_reason=row["stop_reason"])
-        problems.append(ReadProblem(str(spans[row[_FILE]][0]), row[_LINE], message))
-    return frame.filter(pl.col(_RULE).is_null()).drop(_RULE)
+    return checks
 
 
-# --- compact form ---------------------------------------------------------------------------------------------
+_COMPONENTS_MESSAGE = "field 'reward_components' must map names to numbers"
+_RULES = _rules()
+_COMPONENTS_RULE = next(i for i, (_, m) in enumerate(_RULES) if m == _COMPONENTS_MESSAGE)
 
 
-def _compact(raw: pl.DataFrame, answer: AnswerProtocol | None) -> pl.DataFrame:
-    """Add the text features, spread the components, and keep the table's columns (module docstring)."""
-    featured = text_features(raw, answer)
-    table = featured.select(
-        pl.col("run_id").cast(pl.Categorical),
-        pl.col("step").cast(pl.Int32),
-        pl.col("split").cast(SPLIT_DTYPE),
-        pl.col("prompt_id").cast(pl.Categorical),
-        pl.col("group_id").cast(pl.Categorical),
-        pl.col("sample_index").cast(pl.Int32),
-        "reward",
-        "strict_score",
-        pl.col("truncated").fill_null(False),
-        pl.col("stop_reason").fill_null(StopReason.EOS.value).cast(STOP_DTYPE),
-        pl.col("num_turns").fill_null(1).cast(pl.Int32),
-        pl.col("tool_calls").fill_null(0).cast(pl.Int32),
-        "mean_logprob",
-        pl.col("data_source").fill_null("").cast(pl.Categorical),
-        _turns(featured["turns"]),
-        pl.col("length").cast(pl.Int32),
-        "empty",
-        "bigram_rep",
-        "degenerate",
-        pl.col("answers").clip(upper_bound=255).cast(pl.UInt8),  # "several" is all the rules ask
-        "answer_ok",
+def _project(lf: pl.LazyFrame, answer: AnswerProtocol | None) -> pl.DataFrame:
+    """Parse and reduce to the table's columns, the native text features, the first broken rule, and the text
+    that `complete_features` and the component reader still need (only on the rows that need it)."""
+    rule = pl.any_horizontal(bad for bad, _ in _RULES)
+    needs = pl.col(NEEDS_TEXT)
+    passthrough = [c for c in (_FILE, _LINE) if c in lf.collect_schema()]
+    broken = pl.col(_RULE)
+    return (
+        lf.with_columns(*native_features(answer), rule.alias(_RULE))
+        .select(
+            *passthrough,
+            pl.col("run_id").cast(pl.Categorical),
+            pl.col("step").cast(pl.Int32, strict=False),
+            pl.col("split").cast(SPLIT_DTYPE, strict=False),
+            pl.col("prompt_id").cast(pl.Categorical),
+            pl.col("group_id").cast(pl.Categorical),
+            pl.col("sample_index").cast(pl.Int32, strict=False),
+            "reward",
+            "strict_score",
+            pl.col("truncated").fill_null(False),
+            pl.col("stop_reason").fill_null(StopReason.EOS.value).cast(STOP_DTYPE, strict=False),
+            pl.col("num_turns").fill_null(1).cast(pl.Int32, strict=False),
+            pl.col("tool_calls").fill_null(0).cast(pl.Int32, strict=False),
+            "mean_logprob",
+            pl.col("data_source").fill_null("").cast(pl.Categorical),
+            "turns",
+            "length",
+            "empty",
+            "bigram_rep",
+            "degenerate",
+            pl.col("answers").clip(upper_bound=255).cast(pl.UInt8),  # "several" is all the rules ask
+            "answer_ok",
+            "reward_components",
+            needs,
+            pl.when(needs).then(pl.col("response")).alias("response"),
+            pl.when(needs).then(pl.col("response_tokens")).alias("response_tokens"),
+            _RULE,
+            pl.when(broken).then(pl.struct(*_CHECKED)).alias(_BAD),
+        )
+        .collect()
     )
-    components = _components(raw["reward_components"])
-    return table if components is None else pl.concat([table, components], how="horizontal")
 
 
-KEPT_TURN = pl.List(pl.Struct({name: TURN_FIELDS[name] for name in KEPT_TURN_FIELDS}))
+def _drop_bad(frame: pl.DataFrame, spans: Sequence[tuple[Path, int, int]], problems: list[ReadProblem]) -> pl.DataFrame:
+    """Report and drop the rows that broke a rule (with the chunk's file and line of each)."""
+    bad_components = _bad_components(frame["reward_components"])
+    broken = frame[_RULE] | bad_components
+    if broken.any():
+        bad = frame.filter(broken).select(
+            _FILE, _LINE, _RULE, pl.col(_BAD).struct.unnest(), components=bad_components.filter(broken)
+        )
+        checks = [pl.col("components") if i == _COMPONENTS_RULE else check for i, (check, _) in enumerate(_RULES)]
+        first = pl.coalesce(pl.when(check).then(pl.lit(i, dtype=pl.UInt32)) for i, check in enumerate(checks))
+        # a row only its components broke had no other field checked while parsing
+        index = pl.when(pl.col(_RULE)).then(first).otherwise(pl.lit(_COMPONENTS_RULE, dtype=pl.UInt32))
+        for span, line, rule, split, stop in bad.select(_FILE, _LINE, index, "split", "stop_reason").iter_rows():
+            message = _RULES[rule][1].format(splits=SPLITS, split=split, stop_reason=stop)
+            problems.append(ReadProblem(str(spans[span][0]), line, message))
+    return frame.filter(~broken).drop(_FILE, _LINE, _RULE, _BAD)
 
 
-def _turns(turns: pl.Series) -> pl.Series:
-    """The trajectories without their text (empty lists for single-turn rows)."""
+def _finish(frame: pl.DataFrame, answer: AnswerProtocol | None) -> pl.DataFrame:
+    """Complete the text features of the rows that need it, spread the components, drop the text."""
+    needs = frame[NEEDS_TEXT].arg_true()
+    if needs.len():
+        done = complete_features(frame[needs].select("response", "response_tokens"), answer)
+        frame = frame.with_columns(frame[c].scatter(needs, done[c]) for c in done.columns)
+    components = _components(frame["reward_components"])
+    turns = frame["turns"]
     if turns.null_count() == turns.len():  # no trajectory in this chunk: a Null column costs no memory
-        return pl.Series("turns", [None] * turns.len(), dtype=pl.Null)
-    kept = pl.struct(
-        pl.element().struct.field("tool"),
-        pl.element().struct.field("success"),
-        pl.element().struct.field("policy_tokens").fill_null(0),
-        pl.element().struct.field("observation_tokens").fill_null(0),
-    )
-    return turns.to_frame().select(pl.col("turns").fill_null([]).list.eval(kept)).to_series()
+        frame = frame.with_columns(pl.Series("turns", [None] * frame.height, dtype=pl.Null))
+    frame = frame.drop("reward_components", NEEDS_TEXT, "response", "response_tokens")
+    return frame if components is None else pl.concat([frame, components], how="horizontal")
 
 
 def _skeletons(texts: pl.Series) -> pl.Series:
@@ -417,27 +518,38 @@ def _skeletons(texts: pl.Series) -> pl.Series:
 def _bad_components(texts: pl.Series) -> pl.Series:
     """True where `reward_components` is not an object of numbers (checked once per distinct key layout)."""
     distinct = texts.drop_nulls().unique()
-    bad = [t for t, s in zip(distinct.to_list(), _skeletons(distinct).to_list(), strict=True) if not _SKELETON_RE.match(s)]
+    bad = [
+        t for t, s in zip(distinct.to_list(), _skeletons(distinct).to_list(), strict=True) if not _SKELETON_RE.match(s)
+    ]
     return texts.is_in(bad).fill_null(False) if bad else pl.repeat(False, texts.len(), eager=True)
 
 
 def _components(texts: pl.Series) -> pl.DataFrame | None:
     """One Float64 column `component/<name>` per component key (the texts are validated objects of numbers).
 
-    Each value is cut out of the object's text by its key, which follows `{` or `,` in valid JSON.
+    Each distinct object is read once; a value is cut out of the object's text by its key, which follows `{`
+    or `,` in valid JSON.
     """
     distinct = texts.drop_nulls().unique()
     firsts = distinct.filter(_skeletons(distinct).is_first_distinct())  # one object per key layout
-    keys = {k for text in firsts.to_list() for k in re.findall(_KEY + r"(?=\s*:)", text)}
+    keys = sorted({k for text in firsts.to_list() for k in re.findall(_KEY + r"(?=\s*:)", text)}, key=orjson.loads)
     if not keys:
         return None
-    columns = [
-        texts.str.extract(rf"(?:^\{{|,)\s*{re.escape(key)}\s*:\s*({_NUMBER})", 1)
-        .cast(pl.Float64)
-        .alias(COMPONENT_PREFIX + orjson.loads(key))
-        for key in sorted(keys, key=orjson.loads)
-    ]
-    return pl.DataFrame(columns)
+    names = [COMPONENT_PREFIX + orjson.loads(key) for key in keys]
+    source = distinct if distinct.len() * 4 < texts.len() else texts  # few distinct objects: read those, join back
+    values = source.to_frame("text").select(
+        pl.col("text"),
+        *(
+            pl.col("text")
+            .str.extract(rf"(?:^\{{|,)\s*{re.escape(key)}\s*:\s*({_NUMBER})", 1)
+            .cast(pl.Float64)
+            .alias(name)
+            for key, name in zip(keys, names, strict=True)
+        ),
+    )
+    if source is texts:
+        return values.drop("text")
+    return texts.to_frame("text").join(values, on="text", how="left", maintain_order="left").drop("text")
 
 
 # --- cache ----------------------------------------------------------------------------------------------------
