@@ -200,15 +200,14 @@ def main() -> None:
         if not args.keep:
             shutil.rmtree(args.dir, ignore_errors=True)
     print(json.dumps(results, indent=2))
-    print(
-        "\n| rows | JSONL | `evotrainer diagnose --json` | CPU | peak RSS | polars scan | CPU | peak RSS | product / scan |"
-    )
+    print("\n| rows | JSONL | `evotrainer diagnose --json` | CPU | peak RSS | polars scan | CPU | peak RSS |", end="")
+    print(" product / scan |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
         print(
             f"| {r['rows']:,} | {r['jsonl_mb'] / 1000:.2f} GB | {r['product_s']:.2f} s | {r['product_cpu_s']:.1f} s "
-            f"| {r['product_rss_mb']:.0f} MB | {r['scan_s']:.2f} s | {r['scan_cpu_s']:.1f} s | {r['scan_rss_mb']:.0f} MB "
-            f"| {r['ratio']:.2f}x |"
+            f"| {r['product_rss_mb']:.0f} MB | {r['scan_s']:.2f} s | {r['scan_cpu_s']:.1f} s "
+            f"| {r['scan_rss_mb']:.0f} MB | {r['ratio']:.2f}x |"
         )
 
 

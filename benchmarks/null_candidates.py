@@ -29,8 +29,8 @@ from pathlib import Path
 from agent.evidence import final_strict_scores, paired, replicate_check
 from diagnostics.findings import Finding, Severity
 from diagnostics.report import build_report
-from diagnostics.table import read_run_table
 from diagnostics.stats import classify_outcome, paired_bootstrap
+from diagnostics.table import read_run_table
 from trainer_backend import BACKENDS
 from trainer_backend.base import RunSpec
 

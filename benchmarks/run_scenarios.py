@@ -47,8 +47,8 @@ from sqlalchemy import select
 
 from agent.evidence import final_strict_scores, paired
 from agent.rollback import START_CHECKPOINT_FILE
-from diagnostics.table import read_run_table
 from diagnostics.stats import HACK_ALERT_IDS, paired_bootstrap
+from diagnostics.table import read_run_table
 from store import models
 from store.engine import make_engine, session_scope
 

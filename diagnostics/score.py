@@ -1,8 +1,8 @@
 """Score layer: strict held-out score versus training reward, their trends, and the reward-hacking alarm.
 
-Pure functions over metric rows and run-table rows (`diagnostics/table.py`) (paper §6.3 rule 4: shaped reward up while the strict score is
-flat or down = reward hacking). The hacking alarm is always evaluated; when no strict score exists the report
-says so with a warning instead of staying silent.
+Pure functions over metric rows and run-table rows (`diagnostics/table.py`); paper §6.3 rule 4: shaped reward
+up while the strict score is flat or down = reward hacking. The hacking alarm is always evaluated; when no
+strict score exists the report says so with a warning instead of staying silent.
 
 Trends compare the mean of the last window of steps with the mean of the first window; a window is a third
 of the steps seen (at least one step), so short runs compare first and last step.
@@ -188,8 +188,8 @@ def diagnose_rewarded_wrong(train: pl.DataFrame, val: pl.DataFrame) -> LayerOutp
     if n_right:
         ref = sum(float(r["reward"].sum()) for r in right) / n_right
     else:
-        tops = [w["reward"].max() for w in wrong if w.height]
-        ref = float(max(tops)) if tops else math.nan  # type: ignore[type-var]
+        tops = [float(w["reward"].max()) for w in wrong if w.height]  # type: ignore[arg-type]
+        ref = max(tops) if tops else math.nan
     if not n_wrong or math.isnan(ref) or ref <= 0:
         rate, paid = math.nan, []
     else:
@@ -222,7 +222,7 @@ def diagnose_unrewarded_correct(train: pl.DataFrame) -> LayerOutput:
     top_value = (
         train.lazy().filter(pl.col("strict_score").is_not_null()).select(pl.col("reward").max()).collect().item()
     )
-    top = math.nan if top_value is None else float(top_value)  # type: ignore[arg-type]
+    top = math.nan if top_value is None else float(top_value)
     if not right.height or math.isnan(top) or top <= 0:
         rate, unpaid = math.nan, right.clear()
     else:

@@ -1,7 +1,7 @@
 """Signal per data source: which training sources carry GRPO signal (too-easy or too-hard data).
 
-Pure functions over run-table rows (`diagnostics/table.py`). A GRPO group belongs to the `data_source` of its samples (all
-samples of one prompt share it; `arithmetic/level1`, `gsm8k`, ...). Per source, over the *training*
+Pure functions over run-table rows (`diagnostics/table.py`). A GRPO group belongs to the `data_source` of its
+samples (all samples of one prompt share it; `arithmetic/level1`, `gsm8k`, ...). Per source, over the *training*
 rollouts of a run: number of groups, dead-group ratio (reward std < `signal.DEAD_STD`), mean reward,
 strict accuracy (where the backend scored training rollouts) and truncation rate.
 

@@ -1,30 +1,27 @@
-"""The run table: a run's rollout files read once, column by column, into one compact polars DataFrame.
+"""The run table: a run's rollout files read once, column by column, into compact polars tables.
 
-This is the health report's only way into rollouts (issue #16). `read_run_table(run_dir, answer)` streams
-`rollouts/{train,val}/step_<N>.jsonl` in chunks of about `CHUNK_BYTES` (small files batched together, big
-files split at line ends); each chunk is parsed by polars against `READ_SCHEMA`, validated, given its text
-features (`diagnostics/features.py`) and reduced to the compact columns below before the next chunk is read,
-so memory grows with the numbers kept per row, not with the text.
+This is the health report's only way into rollouts (issue #16). `read_run_table(run_dir, answer)` hands
+polars whole step files (grouped up to `CHUNK_BYTES`, scanned by path; a bigger file in byte pieces split at
+line ends). Each chunk is parsed against `READ_SCHEMA` straight into the compact columns below, the first
+value rule a row breaks is noted, the text features (`diagnostics/features.py`) are computed while the line
+is parsed, and the text is dropped before the table grows: memory follows the numbers kept per row.
 
-Bad input stays a warning with file and line (issue #4): a chunk that does not parse is re-read in blocks,
-and a block that does not parse line by line, so a corrupt or half-written line becomes a `ReadProblem` and
-every other line is still read. Messages name the field (`schema.rollout_from_row` words them). String
-fields take the JSON text of a non-string scalar (polars' reader does that); numbers, booleans, lists and
-enumerations are checked strictly.
+Bad input stays a warning with file and line (issue #4): a chunk polars refuses is re-read line by line in
+blocks, so a corrupt or half-written line becomes a `ReadProblem` and every other line is still read;
+messages name the field (`schema.rollout_from_row` words them). String fields take the JSON text of a
+non-string scalar (polars' reader does that); numbers, booleans, lists and enumerations are checked strictly.
 
-Columns (one row per rollout, train files first, then validation, each in step order, lines in file order):
+Columns, one row per rollout, in file order (training and validation rows in `RunTable.train` / `.val`):
 
-| column | type | meaning |
-|---|---|---|
-| `run_id`, `prompt_id`, `group_id`, `data_source` | Categorical | as in the rollout record (`data_source` "" when absent) |
-| `step`, `sample_index`, `num_turns`, `tool_calls` | Int32 | as in the record (`num_turns` 1, `tool_calls` 0 when absent) |
-| `split` | Enum(train, val) | |
-| `reward`, `strict_score`, `mean_logprob` | Float64 | `strict_score`, `mean_logprob` null when not computed |
-| `truncated` | Boolean | the record's flag; `is_truncated()` adds `stop_reason == "length"` |
-| `stop_reason` | Enum(StopReason) | |
-| `turns` | List(Struct(tool, success, policy_tokens, observation_tokens)) | the trajectory without its text (empty when single-turn) |
-| `component/<name>` | Float64 | one column per reward component seen in the run; null where a row lacks it |
-| `length`, `empty`, `bigram_rep`, `degenerate`, `answers`, `answer_ok` | | text features, `diagnostics/features.py` |
+- `run_id`, `prompt_id`, `group_id`, `data_source` (Categorical; `data_source` "" when absent);
+- `step`, `sample_index`, `num_turns`, `tool_calls` (Int32; `num_turns` 1, `tool_calls` 0 when absent);
+- `split` (Enum train/val), `stop_reason` (Enum of `StopReason`), `truncated` (the record's flag;
+  `is_truncated()` adds stop reason `length`);
+- `reward`, `strict_score`, `mean_logprob` (Float64; the last two null when not computed);
+- `turns`: List(Struct(tool, success, policy_tokens, observation_tokens)), the trajectory without its text
+  (Null-typed in a chunk where no row has one, so single-turn runs pay nothing for it);
+- `component/<name>` (Float64): one per reward component seen in the run, null where a row lacks it;
+- `length`, `empty`, `bigram_rep`, `degenerate`, `answers`, `answer_ok`: text features (`features.py`).
 
 `RunTableCache` keeps recently read tables of one process keyed by the files' names, sizes and mtimes, so
 the session's steps (diagnose, evaluate, confirm, rollback) read each run's rollouts once.

@@ -33,7 +33,9 @@ def diagnose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         )
     gap = is_diagnostic_gap(report, state.get("failures_in_row", 0))
     ctx = runtime.context  # score-only decides on training reward alone, so it never reads held-out drops
-    rollback = rollback_point(version, ctx.min_effect, run_table(run_dir, answer).val) if ctx.mode == "evotrainer" else {}
+    rollback = (
+        rollback_point(version, ctx.min_effect, run_table(run_dir, answer).val) if ctx.mode == "evotrainer" else {}
+    )
     return {"report": report.to_json(), "gap": gap, "rollback": rollback}
 
 

@@ -26,8 +26,8 @@ from sqlalchemy.orm import Session
 
 from agent.evidence import final_strict_scores, paired
 from diagnostics.schema import ReadProblem, read_metrics
-from diagnostics.table import read_run_table
 from diagnostics.stats import PairedComparison, paired_bootstrap
+from diagnostics.table import read_run_table
 from store import models
 from store.repository import get, session_candidates, session_ledger
 from trainer_backend.base import METRICS_FILE

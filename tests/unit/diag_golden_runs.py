@@ -137,7 +137,12 @@ def _dead_sources(root: Path) -> Path:
 
 
 def _low_spread(root: Path) -> Path:
-    rows = [_row("low-spread", s, g, i, 0.5 + 0.01 * (i % 2), strict=0.5) for s in range(3) for g in range(10) for i in range(8)]
+    rows = [
+        _row("low-spread", s, g, i, 0.5 + 0.01 * (i % 2), strict=0.5)
+        for s in range(3)
+        for g in range(10)
+        for i in range(8)
+    ]
     return _write(root / "low-spread", rows)
 
 
@@ -239,7 +244,12 @@ def _no_strict(root: Path) -> Path:
 
 def _trainer_metrics(root: Path) -> Path:
     """Logged metrics only a trainer has: extreme advantages, zero pg_loss, large KL, a collapsed score."""
-    rows = [_row("trainer", s, g, i, float(i % 2), strict=float(i % 2)) for s in range(12) for g in range(2) for i in range(4)]
+    rows = [
+        _row("trainer", s, g, i, float(i % 2), strict=float(i % 2))
+        for s in range(12)
+        for g in range(2)
+        for i in range(4)
+    ]
     metrics = {
         s: {
             "critic/score/mean": 0.6 if s < 5 else 0.05,
@@ -323,7 +333,10 @@ def _val_only(root: Path) -> Path:
 
 def _bad_rows(root: Path) -> Path:
     """Valid rows around rows that break the schema in each way a reader must report, and a half-written line."""
-    run = _write(root / "bad-rows", [_row("bad-rows", 0, g, i, float(i % 2), strict=float(i % 2)) for g in range(4) for i in range(4)])
+    run = _write(
+        root / "bad-rows",
+        [_row("bad-rows", 0, g, i, float(i % 2), strict=float(i % 2)) for g in range(4) for i in range(4)],
+    )
     good = orjson.dumps(_row("bad-rows", 1, 0, 0, 1.0, strict=1.0).to_json())
     base = orjson.loads(good)
     broken = [

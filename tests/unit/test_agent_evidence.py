@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from agent.evidence import Evaluation, decide, final_strict_scores, paired
 from diagnostics.schema import Rollout
-from diagnostics.table import table_from_rollouts
 from diagnostics.stats import PairedComparison, paired_bootstrap
+from diagnostics.table import table_from_rollouts
 
 
 def _ev(

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import random
 
-import pytest
-
 import polars as pl
+import pytest
 
 from diagnostics import behaviour as layer_behaviour
 from diagnostics import score as layer_score
@@ -289,6 +288,7 @@ def test_agentic_abandonment_echo_trap_and_rising_turns() -> None:
 
 def test_exploration_collapse_reads_the_wrong_answers_when_strict_scores_exist() -> None:
     """Confidently right is not collapse; confidently wrong is (paper §6.1 dimension 4, on wrong samples)."""
+
     def diagnose_model_state(rollouts: list[Rollout]) -> LayerOutput:
         return layer_behaviour.diagnose_model_state(T(rollouts))
 
