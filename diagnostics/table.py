@@ -90,6 +90,8 @@ _VALUE = rf":\s*{_NUMBER}"  # a number in a value position (the texts are polars
 _SKELETON_RE = re.compile(rf"^\{{\s*(?:{_KEY}\s*:\s*(?:,\s*{_KEY}\s*:\s*)*)?\}}$")
 _WS = np.frombuffer(b" \t\n\r\x0b\x0c", dtype=np.uint8)  # what bytes.strip() removes: a blank line
 _FILE, _LINE, _RULE, _BAD = "__file", "__line", "__broken", "__bad"
+_SHRUNK = ("step", "sample_index", "num_turns", "tool_calls", "length")
+_FEW_LABELS = ("run_id", "data_source")
 _CHECKED = (*REQUIRED, "stop_reason", "reward_components", "num_turns", "tool_calls", "response_tokens")
 
 
@@ -173,7 +175,7 @@ def read_table(paths: Sequence[Path], answer: AnswerProtocol | None = None) -> R
         del part
     order = {str(p): i for i, p in enumerate(paths)}
     problems.sort(key=lambda p: (order.get(p.path, -1), p.line))
-    return RunTable(_concat(train), _concat(val), tuple(problems), answer)
+    return RunTable(_narrow_labels(_concat(train)), _narrow_labels(_concat(val)), tuple(problems), answer)
 
 
 def table_from_rollouts(rollouts: Iterable[Rollout], answer: AnswerProtocol | None = None) -> pl.DataFrame:
@@ -505,7 +507,19 @@ def _finish(frame: pl.DataFrame, answer: AnswerProtocol | None) -> pl.DataFrame:
     if turns.null_count() == turns.len():  # no trajectory in this chunk: a Null column costs no memory
         frame = frame.with_columns(pl.Series("turns", [None] * frame.height, dtype=pl.Null))
     frame = frame.drop("reward_components", NEEDS_TEXT, "response", "response_tokens")
+    # the smallest integer type that holds this chunk's values (chunks are widened to agree when concatenated)
+    frame = frame.with_columns(frame[name].shrink_dtype() for name in _SHRUNK)
     return frame if components is None else pl.concat([frame, components], how="horizontal")
+
+
+def _narrow_labels(frame: pl.DataFrame) -> pl.DataFrame:
+    """Labels with few distinct values (run ids, data sources) as one-byte enumerations instead of categoricals."""
+    narrow = []
+    for name in _FEW_LABELS:
+        values = frame[name].unique().drop_nulls().cast(pl.String).sort().to_list()
+        if len(values) <= 255:
+            narrow.append(pl.col(name).cast(pl.String).cast(pl.Enum(values)))
+    return frame.with_columns(narrow) if narrow else frame
 
 
 def _skeletons(texts: pl.Series) -> pl.Series:
