@@ -27,7 +27,7 @@ from diagnostics.features import (
 from diagnostics.findings import Finding, Layer, LayerOutput, graded
 from diagnostics.schema import StopReason
 from diagnostics.score import HACK_STRICT_FLAT, STRICT_CORRECT, per_step_mean, trend
-from diagnostics.table import is_truncated, refs, where
+from diagnostics.table import aggregate, is_truncated, refs, where
 
 __all__ = [
     "BIGRAM_MIN",
@@ -85,7 +85,7 @@ def diagnose_truncation(rows: pl.DataFrame) -> LayerOutput:
     rate = _rate(cut.height, n)
     metrics = {"truncation_rate": rate}
     if n:
-        counts = dict(rows.group_by("stop_reason").len().iter_rows())
+        counts = dict(rows.lazy().group_by("stop_reason").len().collect().iter_rows())
         metrics.update({f"stop_reason/{s.value}": counts.get(s.value, 0) / n for s in StopReason})
     finding = graded(
         "behaviour.truncation",
@@ -116,18 +116,19 @@ def diagnose_length(rows: pl.DataFrame) -> LayerOutput:
     n = rows.height
     length, reward = pl.col("length").cast(pl.Float64), pl.col("reward")
     if n:
-        mean, p50, p90, len_std, reward_std, corr = rows.select(
+        mean, p50, p90, len_std, reward_std, corr = aggregate(
+            rows,
             length.mean().alias("mean"),
             length.quantile(0.5, "linear").alias("p50"),
             length.quantile(0.9, "linear").alias("p90"),
             length.std(ddof=0).alias("len_std"),
             reward.std(ddof=0).alias("reward_std"),
             pl.corr(length, reward).alias("corr"),
-        ).row(0)
+        )
     else:
         mean = p50 = p90 = len_std = reward_std = corr = math.nan
     corr = float(corr) if n >= 3 and len_std > 0 and reward_std > 0 else math.nan
-    step_means = rows.group_by("step").agg(length.mean()).sort("step")["length"].to_list()
+    step_means = rows.lazy().group_by("step").agg(length.mean()).sort("step").collect()["length"].to_list()
     first, last, _ = trend(step_means)
     growth = last / first if first and not math.isnan(first) else math.nan
     _, _, strict_delta = trend([v for _, v in per_step_mean(rows, strict=True)])
@@ -252,12 +253,13 @@ def diagnose_model_state(rows: pl.DataFrame) -> LayerOutput:
     """
     logprob = pl.col("mean_logprob")
     wrong_mask = pl.col("strict_score").is_not_null() & (pl.col("strict_score") < STRICT_CORRECT)
-    n_values, n_wrong, mean, wrong = rows.select(
+    n_values, n_wrong, mean, wrong = aggregate(
+        rows,
         logprob.count().alias("n"),
         logprob.filter(wrong_mask).count().alias("n_wrong"),
         logprob.mean().alias("mean"),
         logprob.filter(wrong_mask).mean().alias("wrong"),
-    ).row(0)
+    )
     mean = math.nan if mean is None else float(mean)
     wrong_mean = float(wrong) if n_wrong >= MIN_WRONG_FOR_LOGPROB else math.nan
     graded_on_wrong = not math.isnan(wrong_mean)
@@ -282,21 +284,22 @@ def _rising(series: Sequence[float], steps: int) -> bool:
 def diagnose_agentic(rows: pl.DataFrame) -> LayerOutput:
     """Turns and tool calls: abandonment (one-turn exits), echo trap, rising turns (paper §6.3 rule 2, §10)."""
     turns, tools, reward = pl.col("num_turns"), pl.col("tool_calls"), pl.col("reward")
-    if not rows.height or not rows.select(((turns > 1) | (tools > 0)).any()).item():
+    if not rows.height or not aggregate(rows, ((turns > 1) | (tools > 0)).any().alias("agentic"))[0]:
         return LayerOutput((), {})
     n = rows.height
     abandon = where(rows, (turns <= ABANDON_MAX_TURNS) & (tools == 0))
     echo = where(rows, (turns > ECHO_TRAP_TURNS) & (reward <= 0))
     turns_f = turns.cast(pl.Float64)
-    turns_mean, turns_p90, tools_mean, failed_n, failed_mean = rows.select(
+    turns_mean, turns_p90, tools_mean, failed_n, failed_mean = aggregate(
+        rows,
         turns_f.mean().alias("mean"),
         turns_f.quantile(0.9, "linear").alias("p90"),
         tools.cast(pl.Float64).mean().alias("tools"),
         turns.filter(reward <= 0).count().alias("failed_n"),
         turns_f.filter(reward <= 0).mean().alias("failed_mean"),
-    ).row(0)
+    )
     failed_ratio = failed_mean / turns_mean if failed_n and turns_mean > 0 else math.nan
-    step_turns = rows.group_by("step").agg(turns_f.mean()).sort("step")["num_turns"].to_list()
+    step_turns = rows.lazy().group_by("step").agg(turns_f.mean()).sort("step").collect()["num_turns"].to_list()
     rising = _rising(step_turns, TURNS_RISING_STEPS)
     metrics = {
         "turns_mean": turns_mean,

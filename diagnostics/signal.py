@@ -17,7 +17,7 @@ import polars as pl
 
 from diagnostics.findings import Finding, Layer, LayerOutput, Severity, graded
 from diagnostics.schema import MetricRow, Rollout
-from diagnostics.table import COMPONENT_PREFIX, refs
+from diagnostics.table import COMPONENT_PREFIX, aggregate, refs
 
 # A group is dead when its reward std is below this: zero GRPO advantage (paper §1, DGR).
 DEAD_STD = 1e-6
@@ -55,7 +55,9 @@ def group_stats(rows: pl.DataFrame) -> pl.DataFrame:
     """One row per GRPO group, in first-seen order: `step`, `group_id`, `n`, `std` (population), `dead`, and the
     group's first rollout (`run_id`, `prompt_id`, `sample_index`) for evidence."""
     return (
-        rows.with_row_index("__first")
+        rows.lazy()
+        .select(*GROUP_KEYS, "reward", "run_id", "prompt_id", "sample_index")
+        .with_row_index("__first")
         .group_by(*GROUP_KEYS)
         .agg(
             pl.col("__first").first(),
@@ -68,6 +70,7 @@ def group_stats(rows: pl.DataFrame) -> pl.DataFrame:
         .sort("__first")
         .drop("__first")
         .with_columns(dead=pl.col("std") < DEAD_STD)
+        .collect()
     )
 
 
@@ -94,7 +97,7 @@ def diagnose_dead_groups(rows: pl.DataFrame, metric_rows: Sequence[MetricRow] = 
     dead_refs = refs(groups.filter("dead"), EVIDENCE_MAX)
     # lowest spread first; spreads equal to 1e-12 (float noise of a dead group) tie and keep first-seen order
     low_refs = refs(groups.sort(pl.col("std").round(12), maintain_order=True), EVIDENCE_MAX)
-    counts = rows.group_by(pl.col("reward").round(6)).len()
+    counts = rows.lazy().group_by(pl.col("reward").round(6)).len().collect()
     top_share = float(counts["len"].max()) / rows.height if rows.height else math.nan  # type: ignore[arg-type]
     by_step = groups.group_by("step").agg(pl.col("dead").mean()).sort("step")
     first_ratio = float(by_step["dead"][0]) if n else math.nan
@@ -169,15 +172,17 @@ def diagnose_components(rows: pl.DataFrame) -> LayerOutput:
     component counts as 0 for it; components no row of `rows` carries are not listed.
     """
     columns = [c for c in rows.columns if c.startswith(COMPONENT_PREFIX)]
-    present = rows.select(pl.col(columns).is_not_null().any()).row(0) if columns and rows.height else ()
+    present = (
+        rows.lazy().select(pl.col(columns).is_not_null().any()).collect().row(0) if columns and rows.height else ()
+    )
     names = sorted(c[len(COMPONENT_PREFIX) :] for c, seen in zip(columns, present, strict=True) if seen)
     findings: list[Finding] = []
     metrics: dict[str, float] = {"num_reward_components": float(len(names))}
     for name in names:
         values = pl.col(COMPONENT_PREFIX + name).fill_null(0.0)
-        adoption, std, mean = rows.select(
-            (values != 0).mean().alias("adoption"), values.std(ddof=0).alias("std"), values.mean().alias("mean")
-        ).row(0)
+        adoption, std, mean = aggregate(
+            rows, (values != 0).mean().alias("adoption"), values.std(ddof=0).alias("std"), values.mean().alias("mean")
+        )
         metrics[f"component/{name}/adoption"] = adoption
         metrics[f"component/{name}/std"] = std
         metrics[f"component/{name}/mean"] = mean
@@ -212,7 +217,7 @@ def grpo_advantages(rows: pl.DataFrame) -> pl.Series:
     """Per-rollout GRPO advantage `(r - mean_g) / (std_g + eps)` over each `(step, group_id)` group."""
     reward = pl.col("reward")
     adv = (reward - reward.mean().over(GROUP_KEYS)) / (reward.std(ddof=0).over(GROUP_KEYS) + GRPO_EPS)
-    return rows.select(adv.alias("advantage")).to_series()
+    return rows.lazy().select(adv.alias("advantage")).collect().to_series()
 
 
 def diagnose_advantages(rows: pl.DataFrame, metric_rows: Sequence[MetricRow]) -> LayerOutput:

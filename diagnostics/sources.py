@@ -76,12 +76,9 @@ def source_stats(rows: pl.DataFrame) -> list[SourceStats]:
 
     A group belongs to the source of its first sample.
     """
-    columns = ("step", "group_id", "data_source", "reward", "strict_score", "truncated")
+    columns = ("split", "step", "group_id", "data_source", "reward", "strict_score", "truncated")
     labelled = (
-        rows.lazy()
-        .filter((pl.col("split") == "train") & (pl.col("data_source").cast(pl.String) != ""))
-        .select(columns)
-        .collect()
+        rows.lazy().select(columns).filter((pl.col("split") == "train") & (pl.col("data_source").cast(pl.String) != ""))
     )
     strict = pl.col("strict_score")
     groups = labelled.group_by(*GROUP_KEYS).agg(
@@ -97,7 +94,7 @@ def source_stats(rows: pl.DataFrame) -> list[SourceStats]:
         pl.len().alias("groups"),
         pl.col("dead").sum(),
         pl.col("n", "reward_sum", "strict_sum", "strict_n", "truncated").sum(),
-    )
+    ).collect()
     return [
         SourceStats(
             data_source=row["source"],

@@ -35,6 +35,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import orjson
@@ -141,6 +142,11 @@ REF_COLUMNS = ("run_id", "step", "prompt_id", "sample_index")
 def refs(rows: pl.DataFrame, limit: int) -> list[str]:
     """Evidence ids of the first `limit` rows of `rows`."""
     return rows.head(limit).select(ref()).to_series().to_list()
+
+
+def aggregate(rows: pl.DataFrame, *exprs: pl.Expr) -> tuple[Any, ...]:
+    """One row of aggregates over `rows`, computed lazily: only the columns the expressions read are touched."""
+    return rows.lazy().select(*exprs).collect().row(0)
 
 
 def where(rows: pl.DataFrame, predicate: pl.Expr | str, *columns: str) -> pl.DataFrame:
