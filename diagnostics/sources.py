@@ -90,11 +90,15 @@ def source_stats(rows: pl.DataFrame) -> list[SourceStats]:
         strict_n=strict.count(),
         truncated=pl.col("truncated").sum(),
     )
-    table = groups.group_by("source").agg(
-        pl.len().alias("groups"),
-        pl.col("dead").sum(),
-        pl.col("n", "reward_sum", "strict_sum", "strict_n", "truncated").sum(),
-    ).collect()
+    table = (
+        groups.group_by("source")
+        .agg(
+            pl.len().alias("groups"),
+            pl.col("dead").sum(),
+            pl.col("n", "reward_sum", "strict_sum", "strict_n", "truncated").sum(),
+        )
+        .collect()
+    )
     return [
         SourceStats(
             data_source=row["source"],
