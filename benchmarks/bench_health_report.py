@@ -40,14 +40,20 @@ SHARED = ("dead_group_ratio", "truncation_rate", "response_length_mean", "format
 
 
 def generate(run_dir: Path, rows: int, seed: int = 42) -> None:
-    """Write `rows` training rollouts (plus validation every `VAL_EVERY` steps) as the trainers write them."""
+    """Write `rows` training rollouts (plus validation every `VAL_EVERY` steps) as the trainers write them.
+
+    Rows are written as `Rollout.to_json()` dicts (orjson, like `schema.write_rollouts`); the first row of every
+    file is checked against a real `Rollout` record's JSON, so the format is the project's own.
+    """
+    import orjson
+
     sys.path.insert(0, str(ROOT))
-    from diagnostics.schema import Rollout, StopReason, write_rollouts
+    from diagnostics.schema import rollout_from_row
 
     rng = random.Random(seed)
     sources = [f"arithmetic/level{i}" for i in range(1, 6)]
 
-    def sample(split: str, step: int, pid: str, gid: str, k: int, dead: bool, source: str) -> Rollout:
+    def sample(split: str, step: int, pid: str, gid: str, k: int, dead: bool, source: str) -> dict[str, object]:
         a, b = rng.randint(10, 999), rng.randint(10, 999)
         gt = a + b
         u = rng.random()
@@ -59,25 +65,32 @@ def generate(run_dir: Path, rows: int, seed: int = 42) -> None:
         else:
             response = f"{a}+{b} => {a}+{b}={gt if ok else gt + 1} <ans>{gt if ok else gt + 1}</ans>"
         cut = not ok and 0.88 < u <= 0.93
-        return Rollout(
-            run_id="bench",
-            step=step,
-            split=split,  # type: ignore[arg-type]
-            prompt_id=pid,
-            group_id=gid,
-            sample_index=k,
-            prompt=f"{a}+{b}=>",
-            response=response,
-            ground_truth=str(gt),
-            reward=1.0 if ok else 0.0,
-            reward_components={"hit": 1.0 if ok else 0.0, "numbers": float(len(response.split()))},
-            strict_score=1.0 if ok else 0.0,
-            response_tokens=len(response),
-            truncated=cut,
-            stop_reason=StopReason.LENGTH if cut else StopReason.EOS,
-            mean_logprob=-0.3 - 0.2 * rng.random(),
-            data_source=source,
-        )
+        return {
+            "run_id": "bench",
+            "step": step,
+            "split": split,
+            "prompt_id": pid,
+            "group_id": gid,
+            "sample_index": k,
+            "prompt": f"{a}+{b}=>",
+            "response": response,
+            "ground_truth": str(gt),
+            "reward": 1.0 if ok else 0.0,
+            "reward_components": {"hit": 1.0 if ok else 0.0, "numbers": float(len(response.split()))},
+            "strict_score": 1.0 if ok else 0.0,
+            "response_tokens": len(response),
+            "truncated": cut,
+            "stop_reason": "length" if cut else "eos",
+            "num_turns": 1,
+            "tool_calls": 0,
+            "mean_logprob": -0.3 - 0.2 * rng.random(),
+            "data_source": source,
+        }
+
+    def write(path: Path, batch: list[dict[str, object]]) -> None:
+        assert rollout_from_row(batch[0]).to_json() == batch[0], "the generator drifted from the rollout record"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in batch))
 
     written, step = 0, 1
     while written < rows:
@@ -85,14 +98,12 @@ def generate(run_dir: Path, rows: int, seed: int = 42) -> None:
         batch = []
         for g in range(0, n, GROUP):
             dead, source = rng.random() < 0.3, rng.choice(sources)
-            pid = f"train-{step}-{g // GROUP}"
-            batch += [
-                sample("train", step, pid, f"{step}-{g // GROUP}", k, dead, source) for k in range(min(GROUP, n - g))
-            ]
-        write_rollouts(run_dir / "rollouts" / "train" / f"step_{step}.jsonl", batch)
+            pid, gid = f"train-{step}-{g // GROUP}", f"{step}-{g // GROUP}"
+            batch += [sample("train", step, pid, gid, k, dead, source) for k in range(min(GROUP, n - g))]
+        write(run_dir / "rollouts" / "train" / f"step_{step}.jsonl", batch)
         if step % VAL_EVERY == 0:
             val = [sample("val", step, f"val-{i}", f"v{step}-{i}", 0, False, "val") for i in range(VAL_PROMPTS)]
-            write_rollouts(run_dir / "rollouts" / "val" / f"step_{step}.jsonl", val)
+            write(run_dir / "rollouts" / "val" / f"step_{step}.jsonl", val)
         written += n
         step += 1
 
