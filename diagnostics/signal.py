@@ -213,21 +213,17 @@ def diagnose_components(rows: pl.DataFrame) -> LayerOutput:
     return LayerOutput(tuple(findings), metrics)
 
 
-def zero_advantage_share(rows: pl.DataFrame) -> float:
-    """Share of rollouts whose GRPO advantage `(r - mean_g) / (std_g + eps)` is (numerically) zero.
-
-    Counted inside each `(step, group_id)` group, so no per-rollout advantage column is built.
-    """
+def grpo_advantages(rows: pl.DataFrame) -> pl.Series:
+    """Per-rollout GRPO advantage `(r - mean_g) / (std_g + eps)` over each `(step, group_id)` group."""
     reward = pl.col("reward")
-    zero = ((reward - reward.mean()).abs() / (reward.std(ddof=0) + GRPO_EPS) < GRPO_EPS).sum()
-    per_group = rows.lazy().select(*GROUP_KEYS, "reward").group_by(*GROUP_KEYS).agg(zero.alias("zero"), pl.len())
-    zeros, n = per_group.select(pl.col("zero").sum(), pl.col("len").sum()).collect().row(0)
-    return zeros / n if n else math.nan
+    adv = (reward - reward.mean().over(GROUP_KEYS)) / (reward.std(ddof=0).over(GROUP_KEYS) + GRPO_EPS)
+    return rows.lazy().select(adv.alias("advantage")).collect().to_series()
 
 
 def diagnose_advantages(rows: pl.DataFrame, metric_rows: Sequence[MetricRow]) -> LayerOutput:
     """Advantage health: share of zero-advantage samples, trainer-reported extremes, dead training."""
-    zero_share = zero_advantage_share(rows)
+    adv = grpo_advantages(rows)
+    zero_share = float((adv.abs() < GRPO_EPS).mean()) if adv.len() else math.nan  # type: ignore[arg-type]
     metrics: dict[str, float] = {"advantage_zero_share": zero_share}
     extremes = [
         abs(row.data[key])
