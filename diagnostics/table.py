@@ -42,8 +42,8 @@ import orjson
 import polars as pl
 
 from diagnostics.features import NEEDS_TEXT, complete_features, native_features
-from diagnostics.schema import SPLITS, ReadProblem, Rollout, RolloutFormatError, Split, StopReason, rollout_files
-from diagnostics.schema import rollout_from_row as _validate_row
+from diagnostics.lines import file_pieces, line_numbers, line_problem, locate, sequential_lines, whole_file
+from diagnostics.schema import SPLITS, ReadProblem, Rollout, Split, StopReason, rollout_files
 from harness.answers import AnswerProtocol
 
 CHUNK_BYTES = 32 << 20  # bytes of JSONL parsed at once: bounds the text held in memory
@@ -89,7 +89,6 @@ _KEY = r'"(?:[^"\\]|\\.)*"'
 _VALUE = rf":\s*{_NUMBER}"  # a number in a value position (the texts are polars' serialisation: valid JSON)
 # An object whose values are all numbers, once each value is cut to its colon: its "skeleton".
 _SKELETON_RE = re.compile(rf"^\{{\s*(?:{_KEY}\s*:\s*(?:,\s*{_KEY}\s*:\s*)*)?\}}$")
-_WS = np.frombuffer(b" \t\n\r\x0b\x0c", dtype=np.uint8)  # what bytes.strip() removes: a blank line
 _FILE, _LINE, _RULE, _BAD = "__file", "__line", "__broken", "__bad"
 _SHRUNK = ("step", "sample_index", "num_turns", "tool_calls", "length")
 _FEW_LABELS = ("run_id", "data_source")
@@ -240,7 +239,7 @@ def _plan(paths: Sequence[Path]) -> Iterator[Work]:
         if group:
             yield group, b"", []
             group, size = [], 0
-        for line, data in _file_pieces(path):
+        for line, data in file_pieces(path, CHUNK_BYTES):
             yield [], data, [(path, line, len(data))]
     if group:
         yield group, b"", []
@@ -262,13 +261,6 @@ def _take(
         yield part
 
 
-def _whole(path: Path) -> tuple[bytes, list[tuple[Path, int, int]]]:
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        data += b"\n"  # a half-written last line
-    return data, [(path, 1, len(data))]
-
-
 def _chunk_files(paths: list[Path], answer: AnswerProtocol | None, problems: list[ReadProblem]) -> pl.DataFrame:
     """Whole files scanned by path; their bytes are read only to locate a bad line, or to read around one."""
     try:
@@ -277,24 +269,11 @@ def _chunk_files(paths: list[Path], answer: AnswerProtocol | None, problems: lis
         frame = None
     if frame is not None and not (frame[_RULE].any() or _bad_components(frame["reward_components"]).any()):
         return _finish(frame.drop(_RULE, _BAD), answer)
-    located = _locate(paths, frame.height) if frame is not None else None
+    located = locate(paths, frame.height) if frame is not None else None
     if frame is None or located is None:
-        return _concat([_chunk(*_whole(path), answer, problems) for path in paths])
+        return _concat([_chunk(*whole_file(path), answer, problems) for path in paths])
     spans = [(path, 1, 0) for path in paths]
     return _finish(_drop_bad(_with_lines(frame, *located), spans, problems), answer)
-
-
-def _locate(paths: Sequence[Path], rows: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """`(file index, line number)` of every row scanned from `paths`, or None when rows and lines disagree."""
-    files, lines = [], []
-    for i, path in enumerate(paths):
-        data, spans = _whole(path)
-        _, numbers = _line_numbers(data, spans) if data else (None, np.zeros(0, dtype=np.int64))
-        files.append(np.full(len(numbers), i, dtype=np.int64))
-        lines.append(numbers)
-    if sum(len(x) for x in lines) != rows:
-        return None
-    return np.concatenate(files), np.concatenate(lines)
 
 
 def _chunk(
@@ -306,58 +285,14 @@ def _chunk(
     except pl.exceptions.PolarsError:
         frame = None
     if frame is not None and frame.height == data.count(b"\n"):  # no blank line: row i is line i of its span
-        counts = [data.count(b"\n", start, start + n) for start, (_, _, n) in zip(_offsets(spans), spans, strict=True)]
-        span_of = np.repeat(np.arange(len(spans), dtype=np.int64), counts)
-        first = np.repeat(np.array([line for _, line, _ in spans], dtype=np.int64), counts)
-        lines = first + np.arange(len(span_of)) - np.repeat(np.cumsum([0, *counts[:-1]]), counts)
-        frame = _with_lines(frame, span_of, lines)
+        frame = _with_lines(frame, *sequential_lines(data, spans))
     else:
-        span_of, lines = _line_numbers(data, spans)
+        span_of, lines = line_numbers(data, spans)
         if frame is not None and frame.height == len(lines):
             frame = _with_lines(frame, span_of, lines)
         else:
             frame = _project(_parse_tolerantly(data, span_of, lines, spans, problems).lazy(), answer)
     return _finish(_drop_bad(frame, spans, problems), answer)
-
-
-def _offsets(spans: Sequence[tuple[Path, int, int]]) -> list[int]:
-    return [0, *np.cumsum([n for *_, n in spans[:-1]]).tolist()]
-
-
-def _file_pieces(path: Path) -> Iterator[tuple[int, bytes]]:
-    """Yield `(first_line, bytes)` pieces of about `CHUNK_BYTES` of whole lines, each ending with a newline.
-
-    A half-written last line gets its newline here, so it cannot run into the next file's first line.
-    """
-    line, carry = 1, b""
-    with open(path, "rb") as fh:
-        while block := fh.read(CHUNK_BYTES):
-            data = carry + block if carry else block
-            cut = data.rfind(b"\n") + 1
-            piece, carry = (data, b"") if cut == len(data) else (data[:cut], data[cut:])
-            if piece:
-                yield line, piece
-                line += piece.count(b"\n")
-    if carry:
-        yield line, carry + b"\n"
-
-
-def _line_numbers(data: bytes, spans: Sequence[tuple[Path, int, int]]) -> tuple[np.ndarray, np.ndarray]:
-    """`(span index, line number)` of every non-blank line of `data` (every span ends with a newline)."""
-    buf = np.frombuffer(data, dtype=np.uint8)
-    ends = np.flatnonzero(buf == ord("\n"))
-    starts = np.concatenate(([0], ends[:-1] + 1)).astype(np.int64)
-    # A line is blank when bytes.strip() leaves nothing; one whose first byte is not whitespace is not blank.
-    has_text = ends > starts
-    has_text[has_text] = ~np.isin(buf[starts[has_text]], _WS)
-    for i in np.flatnonzero((ends > starts) & ~has_text):
-        has_text[i] = bool(data[starts[i] : ends[i]].strip())
-    span_end = np.cumsum([n for _, _, n in spans])
-    span = np.searchsorted(span_end, ends, side="right")
-    first_index = np.searchsorted(span, np.arange(len(spans)))  # index of each span's first line
-    first_line = np.array([line for _, line, _ in spans], dtype=np.int64)
-    numbers = first_line[span] + np.arange(len(ends)) - first_index[span]
-    return span[has_text], numbers[has_text]
 
 
 def _read(data: bytes) -> pl.DataFrame | None:
@@ -394,25 +329,10 @@ def _parse_tolerantly(
             if one is not None and one.height == 1:
                 parts.append(_with_lines(one, span_of[i : i + 1], lines[i : i + 1]))
             else:
-                problems.append(ReadProblem(str(spans[int(span_of[i])][0]), int(lines[i]), _line_problem(texts[i])))
+                problems.append(ReadProblem(str(spans[int(span_of[i])][0]), int(lines[i]), line_problem(texts[i])))
     if not parts:
         return _with_lines(pl.DataFrame(schema=READ_SCHEMA), span_of[:0], lines[:0])
     return pl.concat(parts)
-
-
-def _line_problem(text: bytes) -> str:
-    """Why one line cannot be read, worded by the record validator where it names the field."""
-    try:
-        row = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        return f"invalid JSON: {exc}"
-    try:
-        _validate_row(row)
-    except RolloutFormatError as exc:
-        return str(exc)
-    except (TypeError, ValueError) as exc:
-        return f"does not fit the rollout schema: {exc}"
-    return "does not fit the rollout schema (a field has the wrong type)"
 
 
 def _rules() -> list[tuple[pl.Expr, str]]:
