@@ -47,6 +47,7 @@ from diagnostics.schema import SPLITS, ReadProblem, Rollout, Split, StopReason, 
 from harness.answers import AnswerProtocol
 
 CHUNK_BYTES = 32 << 20  # bytes of JSONL parsed at once: bounds the text held in memory
+_ENGINE = "streaming"
 _IN_FLIGHT = 2  # chunks parsed at once (see `_chunks`)
 _BLOCK_LINES = 1024  # a chunk that fails to parse is retried in blocks of this many lines
 
@@ -400,7 +401,7 @@ def _project(lf: pl.LazyFrame, answer: AnswerProtocol | None) -> pl.DataFrame:
             _RULE,
             pl.when(broken).then(pl.struct(*_CHECKED)).alias(_BAD),
         )
-        .collect()
+        .collect(engine=_ENGINE)
     )
 
 
