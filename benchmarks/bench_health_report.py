@@ -2,8 +2,8 @@
 
 Usage: python benchmarks/bench_health_report.py [--rows 1000000 3000000 10000000] [--repeats 1] [--dir DIR] [--keep]
 
-For each size it writes a run folder in the project's own rollout format (`schema.write_rollouts` of
-`Rollout` records: `rollouts/train/step_<N>.jsonl` with 8,192 rows per step, groups of 8, ~30% dead groups,
+For each size it writes a run folder in the project's own rollout format (`Rollout.to_json()` lines:
+`rollouts/train/step_<N>.jsonl` with 8,192 rows per step, groups of 8, ~30% dead groups,
 number spam, empty and truncated responses; validation rollouts every 20 steps), then runs, each in a fresh
 child process whose peak RSS is read from `wait4`:
 

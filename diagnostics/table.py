@@ -35,7 +35,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import orjson
@@ -47,7 +47,7 @@ from diagnostics.schema import SPLITS, ReadProblem, Rollout, Split, StopReason, 
 from harness.answers import AnswerProtocol
 
 CHUNK_BYTES = 32 << 20  # bytes of JSONL parsed at once: bounds the text held in memory
-_ENGINE = "streaming"
+_ENGINE: Literal["streaming"] = "streaming"  # parse and projection spread over the cores
 _IN_FLIGHT = 2  # chunks parsed at once (see `_chunks`)
 _BLOCK_LINES = 1024  # a chunk that fails to parse is retried in blocks of this many lines
 
