@@ -8,30 +8,26 @@ reward alone, as the paper's AutoResearch-style loop does.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from diagnostics.findings import Finding
-from diagnostics.schema import Rollout
 from diagnostics.stats import PairedComparison, classify_outcome, paired_bootstrap
+
+if TYPE_CHECKING:
+    import polars as pl
 
 # Score-only promotes when the final training reward beats the control's by more than this.
 SCORE_ONLY_MARGIN = 0.0
 
 
-def final_strict_scores(rollouts: Sequence[Rollout]) -> dict[str, float]:
-    """Mean strict score per prompt at the last validation step that has strict scores."""
-    scored = [r for r in rollouts if r.split == "val" and r.strict_score is not None]
-    if not scored:
-        return {}
-    last = max(r.step for r in scored)
-    sums: dict[str, list[float]] = defaultdict(list)
-    for r in scored:
-        if r.step == last:
-            sums[r.prompt_id].append(float(r.strict_score))  # type: ignore[arg-type]
-    return {pid: sum(v) / len(v) for pid, v in sums.items()}
+def final_strict_scores(rows: pl.DataFrame) -> dict[str, float]:
+    """Mean strict score per prompt at the last validation step that has strict scores (run-table rows)."""
+    from diagnostics.score import strict_by_step
+
+    by_step = strict_by_step(rows)
+    return by_step[max(by_step)] if by_step else {}
 
 
 def paired(control: Mapping[str, float], candidate: Mapping[str, float]) -> tuple[list[float], list[float]]:

@@ -16,38 +16,36 @@ throw away the steps the policy did learn from.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.evidence import paired
 from agent.state import VersionInfo
-from diagnostics.schema import read_run_rollouts
 from diagnostics.stats import paired_bootstrap
+
+if TYPE_CHECKING:
+    import polars as pl
 
 COLLAPSE_FRACTION = 0.5  # held-out strict lost at least half of its starting value
 START_CHECKPOINT_FILE = "checkpoints/start.pt"  # a root run's step-0 policy and optimizer (local backend)
 
 
-def strict_by_step(run_dir: Path) -> dict[int, dict[str, float]]:
-    """Mean held-out strict score per prompt, per validation step of one run."""
-    sums: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for r in read_run_rollouts(run_dir, ["val"]).rollouts:
-        if r.strict_score is not None:
-            sums[r.step][r.prompt_id].append(float(r.strict_score))
-    return {step: {pid: sum(v) / len(v) for pid, v in by.items()} for step, by in sums.items()}
-
-
-def rollback_point(version: VersionInfo, min_effect: float) -> dict[str, Any]:
+def rollback_point(version: VersionInfo, min_effect: float, val: pl.DataFrame | None = None) -> dict[str, Any]:
     """Where candidates should start: `{}` (the incumbent's checkpoint) or the incumbent's own start.
 
-    Returns `{"checkpoint", "steps", "reason"}` when the incumbent's run collapsed held-out accuracy (see
-    above) and its starting checkpoint is still on disk.
+    `val` holds the incumbent run's validation rows (its run table's, so the session reads them once); without
+    it they are read from the run folder. Returns `{"checkpoint", "steps", "reason"}` when the incumbent's run
+    collapsed held-out accuracy (see above) and its starting checkpoint is still on disk.
     """
+    from diagnostics.score import strict_by_step
+    from diagnostics.table import read_run_table
+
     start = version.get("start_checkpoint") or ""
     if not start or not Path(start).is_file():
         return {}
-    scores = strict_by_step(Path(version["run_dir"]))
+    if val is None:
+        val = read_run_table(Path(version["run_dir"]), splits=("val",)).val
+    scores = strict_by_step(val)
     if len(scores) < 2 or 0 not in scores:
         return {}
     before, after = paired(scores[0], scores[max(scores)])

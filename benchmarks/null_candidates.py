@@ -29,9 +29,8 @@ from pathlib import Path
 from agent.evidence import final_strict_scores, paired, replicate_check
 from diagnostics.findings import Finding, Severity
 from diagnostics.report import build_report
-from diagnostics.schema import read_run_rollouts
 from diagnostics.stats import classify_outcome, paired_bootstrap
-from harness.manifest import load_harness
+from diagnostics.table import read_run_table
 from trainer_backend import BACKENDS
 from trainer_backend.base import RunSpec
 
@@ -62,9 +61,8 @@ def main() -> None:
     base = _train(args.harness, args.out / "incumbent", 1, seed=0) / "checkpoints" / "last.pt"
     dirs = [_train(args.harness, args.out / f"run{i}", args.steps, seed=1000 + i, init=base) for i in range(args.runs)]
     train_s = time.time() - started
-    scores = [final_strict_scores(read_run_rollouts(d, ["val"]).rollouts) for d in dirs]
-    answer = load_harness(args.harness).manifest.answer
-    reports = [build_report(d, answer=answer) for d in dirs]
+    scores = [final_strict_scores(read_run_table(d, splits=("val",)).val) for d in dirs]
+    reports = [build_report(d) for d in dirs]
     alerts: list[list[Finding]] = [r.alerts(Severity.WARNING) for r in reports]
     single: dict[tuple[int, int], str] = {}
     deltas = []

@@ -47,8 +47,8 @@ from sqlalchemy import select
 
 from agent.evidence import final_strict_scores, paired
 from agent.rollback import START_CHECKPOINT_FILE
-from diagnostics.schema import read_run_rollouts
 from diagnostics.stats import HACK_ALERT_IDS, paired_bootstrap
+from diagnostics.table import read_run_table
 from store import models
 from store.engine import make_engine, session_scope
 
@@ -105,7 +105,7 @@ def _run(cmd: list[str], cwd: Path, log: Path, timeout_s: float) -> tuple[int, f
 
 def strict_scores(run_dir: Path) -> dict[str, float]:
     """Per-prompt strict scores of a run's last validation step."""
-    return final_strict_scores(read_run_rollouts(run_dir, ["val"]).rollouts)
+    return final_strict_scores(read_run_table(run_dir, splits=("val",)).val)
 
 
 def run_static(harness: Path, budget: int, seed: int, work: Path, timeout_s: float, mode: str) -> Row:

@@ -1,24 +1,44 @@
 """Behaviour layer: truncation, length dynamics, degeneration, format failures, model state, agentic turns.
 
-Pure functions over `Rollout` records (paper §6.1 dimensions 2–4, §6.2, §6.3 rule 2, §10). Text checks are
-domain-agnostic: tokens are whitespace-separated words when `response_tokens` is missing, answer tags are
-the common ones (`<ans>`, `<answer>`, `\\boxed{}`, `####`). Agentic rules run only when some rollout has
-more than one turn or a tool call.
+Pure functions over run-table rows (`diagnostics/table.py`; paper §6.1 dimensions 2–4, §6.2, §6.3 rule 2,
+§10). Text checks are domain-agnostic and computed per row while the text is read
+(`diagnostics/features.py`: lengths in whitespace words when `response_tokens` is missing, degeneration).
+Format and answer rules read the answer protocol the harness declares (`harness/answers.py`); without one
+they are not evaluated and the report says so. Agentic rules run only when some rollout has more than one
+turn or a tool call.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-import re
-from collections import Counter
 from collections.abc import Sequence
 
-import numpy as np
+import polars as pl
 
-from diagnostics.findings import Finding, Layer, LayerOutput, graded, rollout_ref
-from diagnostics.schema import Rollout, StopReason
+from diagnostics.features import (
+    BIGRAM_MIN,
+    BIGRAM_REPETITION_DEGENERATE,
+    CHAR_RUN_DEGENERATE,
+    TOKEN_RUN_DEGENERATE,
+    is_degenerate,
+    repetition,
+)
+from diagnostics.findings import Finding, Layer, LayerOutput, graded
+from diagnostics.schema import StopReason
 from diagnostics.score import HACK_STRICT_FLAT, STRICT_CORRECT, per_step_mean, trend
+from diagnostics.table import aggregate, is_truncated, refs, where
+
+__all__ = [
+    "BIGRAM_MIN",
+    "BIGRAM_REPETITION_DEGENERATE",
+    "CHAR_RUN_DEGENERATE",
+    "NO_ANSWER_PROTOCOL",
+    "TOKEN_RUN_DEGENERATE",
+    "diagnose_behaviour",
+    "is_degenerate",
+    "repetition",
+]
 
 # Paper §6.1 (Coding): truncation > 15% WARNING.
 TRUNCATION_WARNING = 0.15
@@ -26,13 +46,6 @@ TRUNCATION_WARNING = 0.15
 LENGTH_CORR_WARNING = 0.30
 # Paper §6.3 anti-patterns: ~3x length with no score gain = length gaming.
 LENGTH_GROWTH_WARNING = 3.0
-# Degeneration (paper §6.2 bigram_repetition_rate; template collapse): a response is degenerate when its
-# bigram repetition exceeds this (with enough bigrams), a token repeats this many times in a row, or a
-# character repeats this many times in a row.
-BIGRAM_REPETITION_DEGENERATE = 0.5
-BIGRAM_MIN = 8
-TOKEN_RUN_DEGENERATE = 8
-CHAR_RUN_DEGENERATE = 20
 DEGENERATE_WARNING = 0.10
 # Paper §6.1 (Coding): FmtFail > 30% = misconfigured format gate.
 FORMAT_FAILURE_WARNING = 0.30
@@ -53,60 +66,27 @@ TURNS_RISING_STEPS = 3
 FAILED_TURNS_RATIO = 1.5
 EVIDENCE_MAX = 5
 
-ANSWER_RE = re.compile(r"<ans>(.*?)</ans>|<answer>(.*?)</answer>|\\boxed\{([^}]*)\}|^####\s*(\S.*)$", re.S | re.M)
-TAG_HINT_RE = re.compile(r"<ans>|<answer>|\\boxed|####")
-_CHAR_RUN_RE = re.compile(r"(\S)\1{" + str(CHAR_RUN_DEGENERATE - 1) + ",}")
+# What the format rules say when the harness declares no answer protocol (never a guessed tag set).
+NO_ANSWER_PROTOCOL = "not evaluated: no answer protocol declared (add `answer:` to evotrainer.yaml)"
 
 
-def _ref(r: Rollout) -> str:
-    return rollout_ref(r.run_id, r.step, r.prompt_id, r.sample_index)
+FORMAT_WHAT = "responses without a (non-empty) tagged answer"  # the tag: what the declared protocol reads
+MULTI_WHAT = "responses giving several candidate answers (answer spam)"
 
 
-def response_length(r: Rollout) -> int:
-    """Return `response_tokens`, or the whitespace word count when the backend did not record tokens."""
-    return r.response_tokens if r.response_tokens > 0 else len(r.response.split())
+def _rate(hits: int, total: int) -> float:
+    return hits / total if total else math.nan
 
 
-def is_truncated(r: Rollout) -> bool:
-    """Return True when the response hit the length cap."""
-    return r.truncated or r.stop_reason is StopReason.LENGTH
-
-
-def answers(text: str) -> list[str]:
-    """Return the tagged answers in `text` (all supported tag styles), stripped."""
-    return [next(g for g in m.groups() if g is not None).strip() for m in ANSWER_RE.finditer(text)]
-
-
-def repetition(text: str) -> tuple[float, int, bool]:
-    """Return `(bigram_repetition_rate, longest_same_token_run, has_long_char_run)` of one response."""
-    tokens = text.split()
-    bigrams = list(itertools.pairwise(tokens))
-    rep = 1.0 - len(set(bigrams)) / len(bigrams) if len(bigrams) >= BIGRAM_MIN else 0.0
-    longest = run = 1 if tokens else 0
-    for prev, cur in itertools.pairwise(tokens):
-        run = run + 1 if cur == prev else 1
-        longest = max(longest, run)
-    return rep, longest, _CHAR_RUN_RE.search(text) is not None
-
-
-def is_degenerate(text: str) -> bool:
-    """Return True when a response is repetitive spam (see the thresholds above)."""
-    rep, run, char_run = repetition(text)
-    return rep > BIGRAM_REPETITION_DEGENERATE or run >= TOKEN_RUN_DEGENERATE or char_run
-
-
-def _rate(rollouts: Sequence[Rollout], hits: Sequence[Rollout]) -> float:
-    return len(hits) / len(rollouts) if rollouts else math.nan
-
-
-def diagnose_truncation(rollouts: Sequence[Rollout]) -> LayerOutput:
+def diagnose_truncation(rows: pl.DataFrame) -> LayerOutput:
     """Truncation rate and stop-reason shares."""
-    cut = [r for r in rollouts if is_truncated(r)]
-    rate = _rate(rollouts, cut)
-    reasons = Counter(r.stop_reason.value for r in rollouts)
+    n = rows.height
+    cut = where(rows, is_truncated(), "strict_score")
+    rate = _rate(cut.height, n)
     metrics = {"truncation_rate": rate}
-    metrics.update({f"stop_reason/{s.value}": reasons[s.value] / len(rollouts) for s in StopReason if rollouts})
-    strict_cut = [r for r in cut if r.strict_score is not None]
+    if n:
+        counts = dict(rows.lazy().group_by("stop_reason").len().collect().iter_rows())
+        metrics.update({f"stop_reason/{s.value}": counts.get(s.value, 0) / n for s in StopReason})
     finding = graded(
         "behaviour.truncation",
         Layer.BEHAVIOUR,
@@ -114,35 +94,52 @@ def diagnose_truncation(rollouts: Sequence[Rollout]) -> LayerOutput:
         metric="truncation_rate",
         warning=TRUNCATION_WARNING,
         what="responses cut at the length cap (length budget bottleneck)",
-        evidence=[_ref(r) for r in cut[:EVIDENCE_MAX]],
-        numbers={"truncated": float(len(cut)), "truncated_with_strict": float(len(strict_cut))},
+        evidence=refs(cut, EVIDENCE_MAX),
+        numbers={
+            "truncated": float(cut.height),
+            "truncated_with_strict": float(cut["strict_score"].is_not_null().sum()),
+        },
     )
     return LayerOutput((finding,), metrics)
 
 
-def diagnose_length(rollouts: Sequence[Rollout]) -> LayerOutput:
+def _longest(rows: pl.DataFrame, k: int) -> pl.DataFrame:
+    """The `k` longest responses, ties in file order."""
+    if not rows.height:
+        return rows
+    floor = rows["length"].top_k(k).min()
+    return where(rows, pl.col("length") >= floor, "length").sort("length", descending=True, maintain_order=True).head(k)
+
+
+def diagnose_length(rows: pl.DataFrame) -> LayerOutput:
     """Length distribution, corr(length, reward) and length growth over the run (length gaming)."""
-    lengths = np.array([response_length(r) for r in rollouts], dtype=np.float64)
-    rewards = np.array([r.reward for r in rollouts], dtype=np.float64)
-    if len(rollouts) >= 3 and lengths.std() > 0 and rewards.std() > 0:
-        corr = float(np.corrcoef(lengths, rewards)[0, 1])
+    n = rows.height
+    length, reward = pl.col("length").cast(pl.Float64), pl.col("reward")
+    if n:
+        mean, p50, p90, len_std, reward_std, corr = aggregate(
+            rows,
+            length.mean().alias("mean"),
+            length.quantile(0.5, "linear").alias("p50"),
+            length.quantile(0.9, "linear").alias("p90"),
+            length.std(ddof=0).alias("len_std"),
+            reward.std(ddof=0).alias("reward_std"),
+            pl.corr(length, reward).alias("corr"),
+        )
     else:
-        corr = math.nan
-    by_step: dict[int, list[float]] = {}
-    for r, n in zip(rollouts, lengths, strict=True):
-        by_step.setdefault(r.step, []).append(float(n))
-    step_means = [float(np.mean(v)) for _, v in sorted(by_step.items())]
+        mean = p50 = p90 = len_std = reward_std = corr = math.nan
+    corr = float(corr) if n >= 3 and len_std > 0 and reward_std > 0 else math.nan
+    step_means = rows.lazy().group_by("step").agg(length.mean()).sort("step").collect()["length"].to_list()
     first, last, _ = trend(step_means)
     growth = last / first if first and not math.isnan(first) else math.nan
-    _, _, strict_delta = trend([v for _, v in per_step_mean(rollouts, strict=True)])
+    _, _, strict_delta = trend([v for _, v in per_step_mean(rows, strict=True)])
     metrics = {
-        "response_length_mean": float(lengths.mean()) if len(lengths) else math.nan,
-        "response_length_p50": float(np.percentile(lengths, 50)) if len(lengths) else math.nan,
-        "response_length_p90": float(np.percentile(lengths, 90)) if len(lengths) else math.nan,
+        "response_length_mean": mean,
+        "response_length_p50": p50,
+        "response_length_p90": p90,
         "length_reward_corr": corr,
         "length_growth_ratio": growth,
     }
-    longest = [rollouts[i] for i in np.argsort(-lengths)[:EVIDENCE_MAX]] if len(lengths) else []
+    longest = refs(_longest(rows, EVIDENCE_MAX), EVIDENCE_MAX)
     corr_finding = graded(
         "behaviour.length_reward_corr",
         Layer.BEHAVIOUR,
@@ -150,8 +147,8 @@ def diagnose_length(rollouts: Sequence[Rollout]) -> LayerOutput:
         metric="length_reward_corr",
         warning=LENGTH_CORR_WARNING,
         what="length gaming: longer responses earn more reward",
-        evidence=[_ref(r) for r in longest],
-        numbers={"n": float(len(rollouts))},
+        evidence=longest,
+        numbers={"n": float(n)},
     )
     # Growth without strict gain: ~3x length with no score gain is length gaming (paper §6.3).
     gated = growth if math.isnan(strict_delta) or strict_delta <= HACK_STRICT_FLAT else math.nan
@@ -162,23 +159,18 @@ def diagnose_length(rollouts: Sequence[Rollout]) -> LayerOutput:
         metric="length_growth_ratio (strict score flat)",
         warning=LENGTH_GROWTH_WARNING,
         what="response length grew without strict-score gain",
-        evidence=[_ref(r) for r in longest],
+        evidence=longest,
         numbers={"length_growth_ratio": growth, "strict_acc_delta": strict_delta},
     )
     return LayerOutput((corr_finding, growth_finding), metrics)
 
 
-def diagnose_degeneration(rollouts: Sequence[Rollout]) -> LayerOutput:
-    """Repetition and degeneration: bigram repetition, repeated-token and repeated-character runs."""
-    reps = [repetition(r.response) for r in rollouts]
-    bad = [
-        r
-        for r, (rep, run, char_run) in zip(rollouts, reps, strict=True)
-        if rep > BIGRAM_REPETITION_DEGENERATE or run >= TOKEN_RUN_DEGENERATE or char_run
-    ]
-    rate = _rate(rollouts, bad)
+def diagnose_degeneration(rows: pl.DataFrame) -> LayerOutput:
+    """Repetition and degeneration: bigram repetition, repeated-word and repeated-character runs."""
+    bad = where(rows, "degenerate")
+    rate = _rate(bad.height, rows.height)
     metrics = {
-        "bigram_repetition_rate": float(np.mean([x[0] for x in reps])) if reps else math.nan,
+        "bigram_repetition_rate": float(rows["bigram_rep"].mean()) if rows.height else math.nan,  # type: ignore[arg-type]
         "degenerate_rate": rate,
     }
     finding = graded(
@@ -188,75 +180,88 @@ def diagnose_degeneration(rollouts: Sequence[Rollout]) -> LayerOutput:
         metric="degenerate_rate",
         warning=DEGENERATE_WARNING,
         what="repetitive or degenerate responses (answer spam, repeated tokens)",
-        evidence=[_ref(r) for r in bad[:EVIDENCE_MAX]],
+        evidence=refs(bad, EVIDENCE_MAX),
     )
     return LayerOutput((finding,), metrics)
 
 
-def diagnose_format(rollouts: Sequence[Rollout]) -> LayerOutput:
-    """Format failures (no tagged answer), several answers in one response, and empty responses.
+def diagnose_format(rows: pl.DataFrame, protocol_declared: bool) -> LayerOutput:
+    """Format failures (the declared protocol finds no answer), several answers in one response, empty responses.
 
-    The tag rules apply to single-turn rollouts of a domain that uses answer tags (some prompt or response
-    mentions one); otherwise they report "no data" rather than flag every response.
+    The answer rules apply to single-turn rollouts and read the protocol's features (`answers`,
+    `answer_ok`); with no protocol declared they are not evaluated (NaN, and the finding says why).
     """
-    single = [r for r in rollouts if r.num_turns <= 1 and r.tool_calls == 0]
-    uses_tags = any(TAG_HINT_RE.search(r.prompt) or TAG_HINT_RE.search(r.response) for r in single)
-    parsed = [(r, answers(r.response)) for r in single] if uses_tags else []
-    failed = [r for r, a in parsed if not any(a)]
-    multi = [r for r, a in parsed if len(a) > 1]
-    empty = [r for r in rollouts if not r.response.strip()]
-    fail_rate = _rate(single, failed) if parsed else math.nan
-    multi_rate = _rate(single, multi) if parsed else math.nan
-    empty_rate = _rate(rollouts, empty)
+    single = where(rows, (pl.col("num_turns") <= 1) & (pl.col("tool_calls") == 0), "answers", "answer_ok")
+    failed = single.filter(~pl.col("answer_ok")) if protocol_declared else single.clear()
+    multi = single.filter(pl.col("answers") > 1) if protocol_declared else single.clear()
+    empty = where(rows, "empty")
+    fail_rate = _rate(failed.height, single.height) if protocol_declared else math.nan
+    multi_rate = _rate(multi.height, single.height) if protocol_declared else math.nan
+    empty_rate = _rate(empty.height, rows.height)
     metrics = {"format_failure_rate": fail_rate, "multi_answer_rate": multi_rate, "empty_response_rate": empty_rate}
-    findings = (
-        graded(
-            "behaviour.format_failure",
-            Layer.BEHAVIOUR,
-            fail_rate,
-            metric="format_failure_rate",
-            warning=FORMAT_FAILURE_WARNING,
-            what="responses without a (non-empty) tagged answer",
-            evidence=[_ref(r) for r in failed[:EVIDENCE_MAX]],
-        ),
-        graded(
-            "behaviour.multi_answer",
-            Layer.BEHAVIOUR,
-            multi_rate,
-            metric="multi_answer_rate",
-            warning=MULTI_ANSWER_WARNING,
-            what="responses giving several candidate answers (answer spam)",
-            evidence=[_ref(r) for r in multi[:EVIDENCE_MAX]],
-        ),
-        graded(
-            "behaviour.empty_response",
-            Layer.BEHAVIOUR,
-            empty_rate,
-            metric="empty_response_rate",
-            warning=EMPTY_WARNING,
-            what="empty responses",
-            evidence=[_ref(r) for r in empty[:EVIDENCE_MAX]],
-        ),
+    fail = graded(
+        "behaviour.format_failure",
+        Layer.BEHAVIOUR,
+        fail_rate,
+        metric="format_failure_rate",
+        warning=FORMAT_FAILURE_WARNING,
+        what=FORMAT_WHAT,
+        evidence=refs(failed, EVIDENCE_MAX),
     )
-    return LayerOutput(findings, metrics)
+    spam = graded(
+        "behaviour.multi_answer",
+        Layer.BEHAVIOUR,
+        multi_rate,
+        metric="multi_answer_rate",
+        warning=MULTI_ANSWER_WARNING,
+        what=MULTI_WHAT,
+        evidence=refs(multi, EVIDENCE_MAX),
+    )
+    if not protocol_declared:
+        fail, spam = _not_evaluated(fail, FORMAT_WHAT), _not_evaluated(spam, MULTI_WHAT)
+    empty_finding = graded(
+        "behaviour.empty_response",
+        Layer.BEHAVIOUR,
+        empty_rate,
+        metric="empty_response_rate",
+        warning=EMPTY_WARNING,
+        what="empty responses",
+        evidence=refs(empty, EVIDENCE_MAX),
+    )
+    return LayerOutput((fail, spam, empty_finding), metrics)
 
 
-def diagnose_model_state(rollouts: Sequence[Rollout]) -> LayerOutput:
+def _not_evaluated(finding: Finding, what: str) -> Finding:
+    return Finding(
+        alert_id=finding.alert_id,
+        layer=finding.layer,
+        severity=finding.severity,
+        message=f"{what}: {NO_ANSWER_PROTOCOL}",
+        value=finding.value,
+        threshold=finding.threshold,
+        rule=finding.rule,
+    )
+
+
+def diagnose_model_state(rows: pl.DataFrame) -> LayerOutput:
     """Mean token logprob: close to 0 means the policy stopped exploring (paper §6.1 dimension 4).
 
     Where responses carry strict scores, the rule reads the strict-wrong ones (`wrong_mean_logprob`): a
-    policy that is confidently *right* has nothing left to explore (a tiny model at 94% on arithmetic
+    policy that is confidently *right* has nothing left to explore (a tiny model at 94% on the demo task
     samples its answers near-deterministically), one that is confidently *wrong* has collapsed. The
     paper's rule reads all tokens; that remains the fallback without strict scores.
     """
-    values = [r.mean_logprob for r in rollouts if r.mean_logprob is not None]
-    wrong = [
-        r.mean_logprob
-        for r in rollouts
-        if r.mean_logprob is not None and r.strict_score is not None and r.strict_score < STRICT_CORRECT
-    ]
-    mean = float(np.mean(values)) if values else math.nan
-    wrong_mean = float(np.mean(wrong)) if len(wrong) >= MIN_WRONG_FOR_LOGPROB else math.nan
+    logprob = pl.col("mean_logprob")
+    wrong_mask = pl.col("strict_score").is_not_null() & (pl.col("strict_score") < STRICT_CORRECT)
+    n_values, n_wrong, mean, wrong = aggregate(
+        rows,
+        logprob.count().alias("n"),
+        logprob.filter(wrong_mask).count().alias("n_wrong"),
+        logprob.mean().alias("mean"),
+        logprob.filter(wrong_mask).mean().alias("wrong"),
+    )
+    mean = math.nan if mean is None else float(mean)
+    wrong_mean = float(wrong) if n_wrong >= MIN_WRONG_FOR_LOGPROB else math.nan
     graded_on_wrong = not math.isnan(wrong_mean)
     finding = graded(
         "behaviour.exploration_collapse",
@@ -266,7 +271,7 @@ def diagnose_model_state(rollouts: Sequence[Rollout]) -> LayerOutput:
         warning=LOGPROB_WARNING,
         critical=LOGPROB_CRITICAL,
         what="exploration collapse (near-deterministic sampling" + (" of wrong answers)" if graded_on_wrong else ")"),
-        numbers={"n": float(len(values)), "n_wrong": float(len(wrong)), "mean_logprob": mean},
+        numbers={"n": float(n_values), "n_wrong": float(n_wrong), "mean_logprob": mean},
     )
     return LayerOutput((finding,), {"mean_logprob": mean, "wrong_mean_logprob": wrong_mean})
 
@@ -276,26 +281,32 @@ def _rising(series: Sequence[float], steps: int) -> bool:
     return len(tail) == steps + 1 and all(b > a for a, b in itertools.pairwise(tail))
 
 
-def diagnose_agentic(rollouts: Sequence[Rollout]) -> LayerOutput:
+def diagnose_agentic(rows: pl.DataFrame) -> LayerOutput:
     """Turns and tool calls: abandonment (one-turn exits), echo trap, rising turns (paper §6.3 rule 2, §10)."""
-    if not any(r.num_turns > 1 or r.tool_calls > 0 for r in rollouts):
+    turns, tools, reward = pl.col("num_turns"), pl.col("tool_calls"), pl.col("reward")
+    if not rows.height or not aggregate(rows, ((turns > 1) | (tools > 0)).any().alias("agentic"))[0]:
         return LayerOutput((), {})
-    turns = np.array([r.num_turns for r in rollouts], dtype=np.float64)
-    abandon = [r for r in rollouts if r.num_turns <= ABANDON_MAX_TURNS and r.tool_calls == 0]
-    echo = [r for r in rollouts if r.num_turns > ECHO_TRAP_TURNS and r.reward <= 0]
-    failed_turns = [r.num_turns for r in rollouts if r.reward <= 0]
-    failed_ratio = float(np.mean(failed_turns)) / float(turns.mean()) if failed_turns and turns.mean() > 0 else math.nan
-    by_step: dict[int, list[int]] = {}
-    for r in rollouts:
-        by_step.setdefault(r.step, []).append(r.num_turns)
-    step_turns = [float(np.mean(v)) for _, v in sorted(by_step.items())]
+    n = rows.height
+    abandon = where(rows, (turns <= ABANDON_MAX_TURNS) & (tools == 0))
+    echo = where(rows, (turns > ECHO_TRAP_TURNS) & (reward <= 0))
+    turns_f = turns.cast(pl.Float64)
+    turns_mean, turns_p90, tools_mean, failed_n, failed_mean = aggregate(
+        rows,
+        turns_f.mean().alias("mean"),
+        turns_f.quantile(0.9, "linear").alias("p90"),
+        tools.cast(pl.Float64).mean().alias("tools"),
+        turns.filter(reward <= 0).count().alias("failed_n"),
+        turns_f.filter(reward <= 0).mean().alias("failed_mean"),
+    )
+    failed_ratio = failed_mean / turns_mean if failed_n and turns_mean > 0 else math.nan
+    step_turns = rows.lazy().group_by("step").agg(turns_f.mean()).sort("step").collect()["num_turns"].to_list()
     rising = _rising(step_turns, TURNS_RISING_STEPS)
     metrics = {
-        "turns_mean": float(turns.mean()),
-        "turns_p90": float(np.percentile(turns, 90)),
-        "tool_calls_mean": float(np.mean([r.tool_calls for r in rollouts])),
-        "abandon_rate": _rate(rollouts, abandon),
-        "echo_trap_rate": _rate(rollouts, echo),
+        "turns_mean": turns_mean,
+        "turns_p90": turns_p90,
+        "tool_calls_mean": tools_mean,
+        "abandon_rate": _rate(abandon.height, n),
+        "echo_trap_rate": _rate(echo.height, n),
         "failed_turns_ratio": failed_ratio,
     }
     findings: list[Finding] = [
@@ -307,7 +318,7 @@ def diagnose_agentic(rollouts: Sequence[Rollout]) -> LayerOutput:
             warning=ABANDON_WARNING,
             critical=ABANDON_CRITICAL,
             what=f"one-turn exits without tool use (<= {ABANDON_MAX_TURNS} turn, 0 tool calls)",
-            evidence=[_ref(r) for r in abandon[:EVIDENCE_MAX]],
+            evidence=refs(abandon, EVIDENCE_MAX),
         ),
         graded(
             "behaviour.echo_trap",
@@ -316,7 +327,7 @@ def diagnose_agentic(rollouts: Sequence[Rollout]) -> LayerOutput:
             metric="echo_trap_rate",
             warning=ECHO_TRAP_WARNING,
             what=f"echo trap: > {ECHO_TRAP_TURNS} turns with no reward",
-            evidence=[_ref(r) for r in echo[:EVIDENCE_MAX]],
+            evidence=refs(echo, EVIDENCE_MAX),
         ),
         graded(
             "behaviour.failed_turns",
@@ -339,15 +350,15 @@ def diagnose_agentic(rollouts: Sequence[Rollout]) -> LayerOutput:
     return LayerOutput(tuple(findings), metrics)
 
 
-def diagnose_behaviour(rollouts: Sequence[Rollout]) -> LayerOutput:
-    """Run every behaviour-layer rule."""
+def diagnose_behaviour(rows: pl.DataFrame, protocol_declared: bool) -> LayerOutput:
+    """Run every behaviour-layer rule over (training) rows; `protocol_declared` says whether answers were read."""
     return LayerOutput.merge(
         [
-            diagnose_truncation(rollouts),
-            diagnose_length(rollouts),
-            diagnose_degeneration(rollouts),
-            diagnose_format(rollouts),
-            diagnose_model_state(rollouts),
-            diagnose_agentic(rollouts),
+            diagnose_truncation(rows),
+            diagnose_length(rows),
+            diagnose_degeneration(rows),
+            diagnose_format(rows, protocol_declared),
+            diagnose_model_state(rows),
+            diagnose_agentic(rows),
         ]
     )

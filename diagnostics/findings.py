@@ -118,6 +118,7 @@ class HealthReport:
 
     `metrics` is what skill triggers and the controller read (e.g. `dead_group_ratio`, `truncation_rate`,
     `strict_acc`, `train_reward_delta`, `strict_acc_delta`, `reward_hacking`); see `report.METRIC_DOCS`.
+    `notes` lists what was not evaluated and why (e.g. the answer rules without a declared protocol).
     """
 
     run_id: str
@@ -125,6 +126,7 @@ class HealthReport:
     findings: tuple[Finding, ...]
     metrics: Mapping[str, float]
     problems: tuple[ReadProblem, ...] = ()
+    notes: tuple[str, ...] = ()
 
     def alerts(self, min_severity: Severity = Severity.WARNING) -> list[Finding]:
         """Return the findings at or above `min_severity`, most severe first."""
@@ -152,6 +154,7 @@ class HealthReport:
             "metrics": {k: _finite_or_none(v) for k, v in sorted(self.metrics.items())},
             "findings": [f.to_json() for f in self.findings],
             "problems": [{"path": p.path, "line": p.line, "message": p.message} for p in self.problems],
+            "notes": list(self.notes),
         }
 
     @classmethod
@@ -163,6 +166,7 @@ class HealthReport:
             findings=tuple(Finding.from_json(f) for f in row["findings"]),
             metrics={str(k): _float_or_nan(v) for k, v in row["metrics"].items()},
             problems=tuple(ReadProblem(str(p["path"]), int(p["line"]), str(p["message"])) for p in row["problems"]),
+            notes=tuple(str(n) for n in row.get("notes", ())),  # reports written before notes existed have none
         )
 
 
@@ -206,6 +210,9 @@ def render_text(report: HealthReport, show_ok: bool = False, max_problems: int =
             lines.append(f"  {source}: {cells}")
         if len(per_source) > MAX_SOURCES_SHOWN:
             lines.append(f"  ... and {len(per_source) - MAX_SOURCES_SHOWN} more (see the JSON report)")
+    if report.notes:
+        lines.append("[not evaluated]")
+        lines.extend(f"  {note}" for note in report.notes)
     if report.problems:
         lines.append(f"[read problems: {len(report.problems)}]")
         lines.extend(f"  {p}" for p in report.problems[:max_problems])

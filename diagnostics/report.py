@@ -1,13 +1,16 @@
 """Assemble a run's health report from its artefact folder (the one place diagnostics read a run).
 
-`build_report(run_dir)` reads `metrics.jsonl` and `rollouts/{train,val}/step_<N>.jsonl` through the
-tolerant schema readers (a corrupt or half-written line becomes a `ReadProblem` with file and line; the
-rest is still reported), runs the four layers and returns a `HealthReport`.
+`build_report(run_dir, answer=...)` reads `metrics.jsonl` through the tolerant schema reader and the rollout
+files once, column-wise, into a run table (`diagnostics/table.py`; a corrupt or half-written line becomes a
+`ReadProblem` with file and line, the rest is still reported), runs the four layers over the table and
+returns a `HealthReport`. `report_from_table` does the same for a table the caller already holds (the
+session shares one table per run between its steps).
 
 Which rollouts feed which layer: the signal and behaviour layers use the training rollouts (validation
 rollouts when a run has none); the score layer uses both (strict scores come from validation first); the
 per-source table (`diagnostics/sources.py`) uses the training rollouts only, since it judges the training
-data selection.
+data selection. The format and answer rules read the harness's declared answer protocol; without one they
+are not evaluated and the report's `notes` say so.
 """
 
 from __future__ import annotations
@@ -15,12 +18,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from diagnostics.behaviour import diagnose_behaviour
+from diagnostics.behaviour import NO_ANSWER_PROTOCOL, diagnose_behaviour
 from diagnostics.findings import HealthReport, LayerOutput
-from diagnostics.schema import ReadProblem, read_metrics, read_run_rollouts
+from diagnostics.schema import MetricRow, ReadProblem, read_metrics
 from diagnostics.score import diagnose_score
 from diagnostics.signal import diagnose_signal
 from diagnostics.sources import diagnose_sources
+from diagnostics.table import RunTable, read_run_table
 from diagnostics.updates import diagnose_updates
 from diagnostics.version import compare_siblings, diagnose_version
 from harness.answers import AnswerProtocol
@@ -43,7 +47,8 @@ METRIC_DOCS = {
     "truncation_rate": "share of responses cut at the length cap",
     "length_reward_corr": "Pearson corr(response length, reward)",
     "degenerate_rate": "share of repetitive/degenerate responses",
-    "format_failure_rate": "share of single-turn responses without a tagged answer",
+    "format_failure_rate": "share of single-turn responses without an answer the declared protocol reads "
+    "(NaN, with a note, when the harness declares no answer protocol)",
     "vs_parent/<metric>": "current - parent for the compared metrics",
 }
 
@@ -56,22 +61,27 @@ def build_report(
 ) -> HealthReport:
     """Read a run folder and return its health report; never raises on bad lines (they become problems).
 
-    `answer` is the harness's declared answer protocol. TODO(columnar): the format and answer metrics read
-    it instead of the behaviour layer's built-in tag regexes; until then it is accepted and not used.
+    `answer` is the harness's declared answer protocol (`harness.manifest.answer`): the format and answer
+    rules read it, and are not evaluated without it.
     """
+    return report_from_table(run_dir, read_run_table(run_dir, answer), parent, siblings)
+
+
+def report_from_table(
+    run_dir: Path, table: RunTable, parent: HealthReport | None = None, siblings: Sequence[HealthReport] = ()
+) -> HealthReport:
+    """The health report of a run whose rollouts were already read into `table` (metrics are read here)."""
     problems: list[ReadProblem] = []
-    metric_rows = read_metrics(run_dir / METRICS_FILE, problems)
-    read = read_run_rollouts(run_dir)
-    problems.extend(read.problems)
-    train = [r for r in read.rollouts if r.split == "train"]
-    val = [r for r in read.rollouts if r.split == "val"]
-    if not read.rollouts:
+    metric_rows: list[MetricRow] = read_metrics(run_dir / METRICS_FILE, problems)
+    problems.extend(table.problems)
+    train, val = table.train, table.val
+    if not table.height:
         problems.append(ReadProblem(str(run_dir / "rollouts"), 0, "no readable rollout records"))
-    signal_input = train if train else val
+    signal_input = train if train.height else val
     parts = [
         diagnose_score(metric_rows, train, val),
         diagnose_signal(signal_input, metric_rows),
-        diagnose_behaviour(signal_input),
+        diagnose_behaviour(signal_input, table.answer is not None),
         diagnose_sources(train),
         diagnose_updates(metric_rows),
     ]
@@ -85,11 +95,13 @@ def build_report(
         metrics["reward_hacking"] = max(metrics["reward_hacking"], version.metrics["version_reward_hacking"])
     if siblings:
         metrics.update(compare_siblings(metrics, siblings).metrics)
-    run_id = read.rollouts[0].run_id if read.rollouts else run_dir.name
+    run_id = table.run_id or run_dir.name
+    notes = () if table.answer is not None else (f"format_failure_rate, multi_answer_rate: {NO_ANSWER_PROTOCOL}",)
     return HealthReport(
         run_id=run_id,
         run_dir=str(run_dir),
         findings=tuple(findings),
         metrics=metrics,
         problems=tuple(problems),
+        notes=notes,
     )

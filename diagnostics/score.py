@@ -1,8 +1,8 @@
 """Score layer: strict held-out score versus training reward, their trends, and the reward-hacking alarm.
 
-Pure functions over metric rows and rollouts (paper §6.3 rule 4: shaped reward up while the strict score is
-flat or down = reward hacking). The hacking alarm is always evaluated; when no strict score exists the report
-says so with a warning instead of staying silent.
+Pure functions over metric rows and run-table rows (`diagnostics/table.py`); paper §6.3 rule 4: shaped reward
+up while the strict score is flat or down = reward hacking. The hacking alarm is always evaluated; when no
+strict score exists the report says so with a warning instead of staying silent.
 
 Trends compare the mean of the last window of steps with the mean of the first window; a window is a third
 of the steps seen (at least one step), so short runs compare first and last step.
@@ -11,13 +11,14 @@ of the steps seen (at least one step), so short runs compare first and last step
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Sequence
 
 import numpy as np
+import polars as pl
 
-from diagnostics.findings import Finding, Layer, LayerOutput, Severity, graded, rollout_ref
-from diagnostics.schema import MetricRow, Rollout
+from diagnostics.findings import Finding, Layer, LayerOutput, Severity, graded
+from diagnostics.schema import MetricRow
+from diagnostics.table import refs, where
 
 TRAIN_REWARD_METRIC = "critic/score/mean"  # verl's per-step reward before KL (verl.md §7)
 # Reward-hacking alarm (paper §6.3 rule 4): training reward rose by more than this ...
@@ -31,6 +32,9 @@ STRICT_CORRECT = 0.5
 # Rewarded-but-wrong: a strict-wrong rollout whose reward reaches this share of the mean reward of
 # strict-correct rollouts was rewarded for being wrong (a lenient or hackable reward).
 REWARDED_WRONG_RELATIVE = 0.5
+# A reward equal to that share within float rounding counts as reaching it: the mean's last bit depends on the
+# summation order, and a rule must not flip on it.
+ROUNDING_SLACK = 1e-9
 REWARDED_WRONG_WARNING = 0.10
 REWARDED_WRONG_CRITICAL = 0.30
 UNREWARDED_CORRECT_WARNING = 0.05  # of strict-correct training rollouts paid below half the top reward
@@ -48,29 +52,42 @@ def trend(series: Sequence[float]) -> tuple[float, float, float]:
     return first, last, last - first
 
 
-def per_step_mean(rollouts: Sequence[Rollout], strict: bool) -> list[tuple[int, float]]:
+def per_step_mean(rows: pl.DataFrame, strict: bool) -> list[tuple[int, float]]:
     """Return `[(step, mean)]` of rewards (or of strict scores, skipping rollouts without one), by step."""
-    by_step: dict[int, list[float]] = defaultdict(list)
-    for r in rollouts:
-        value = r.strict_score if strict else r.reward
-        if value is not None:
-            by_step[r.step].append(value)
-    return [(s, float(np.mean(v))) for s, v in sorted(by_step.items())]
+    column = "strict_score" if strict else "reward"
+    scored = rows.lazy().select("step", column).drop_nulls(column).collect()
+    means = scored.group_by("step").agg(pl.col(column).mean()).sort("step")
+    return [(int(step), float(value)) for step, value in means.iter_rows()]
 
 
-def train_reward_series(metric_rows: Sequence[MetricRow], train: Sequence[Rollout]) -> list[tuple[int, float]]:
+def strict_by_step(rows: pl.DataFrame) -> dict[int, dict[str, float]]:
+    """Mean strict score per prompt, per validation step (`{step: {prompt_id: mean}}`, steps with a score only)."""
+    scored = rows.lazy().filter((pl.col("split") == "val") & pl.col("strict_score").is_not_null())
+    means = (
+        scored.select("step", "prompt_id", "strict_score")
+        .collect()
+        .group_by("step", "prompt_id", maintain_order=True)
+        .agg(pl.col("strict_score").mean())
+    )
+    out: dict[int, dict[str, float]] = {}
+    for step, prompt, value in means.iter_rows():
+        out.setdefault(int(step), {})[str(prompt)] = float(value)
+    return out
+
+
+def train_reward_series(metric_rows: Sequence[MetricRow], train: pl.DataFrame) -> list[tuple[int, float]]:
     """Per-step training reward: verl's `critic/score/mean` when logged, else the train rollouts' mean."""
     logged = [(row.step, row.data[TRAIN_REWARD_METRIC]) for row in metric_rows if TRAIN_REWARD_METRIC in row.data]
     return logged if logged else per_step_mean(train, strict=False)
 
 
-def strict_series(train: Sequence[Rollout], val: Sequence[Rollout]) -> list[tuple[int, float]]:
+def strict_series(train: pl.DataFrame, val: pl.DataFrame) -> list[tuple[int, float]]:
     """Per-step strict score: from validation rollouts, else from training rollouts that carry one."""
     series = per_step_mean(val, strict=True)
     return series if series else per_step_mean(train, strict=True)
 
 
-def diagnose_hacking(metric_rows: Sequence[MetricRow], train: Sequence[Rollout], val: Sequence[Rollout]) -> LayerOutput:
+def diagnose_hacking(metric_rows: Sequence[MetricRow], train: pl.DataFrame, val: pl.DataFrame) -> LayerOutput:
     """The always-on reward-hacking alarm plus strict-score level and trend."""
     rewards = train_reward_series(metric_rows, train)
     stricts = strict_series(train, val)
@@ -155,18 +172,31 @@ def diagnose_hacking(metric_rows: Sequence[MetricRow], train: Sequence[Rollout],
     return LayerOutput(tuple(findings), metrics)
 
 
-def diagnose_rewarded_wrong(rollouts: Sequence[Rollout]) -> LayerOutput:
+def _strict(rows: pl.DataFrame, right: bool) -> pl.DataFrame:
+    strict = pl.col("strict_score")
+    return where(rows, strict >= STRICT_CORRECT if right else strict < STRICT_CORRECT, "reward")
+
+
+def diagnose_rewarded_wrong(train: pl.DataFrame, val: pl.DataFrame) -> LayerOutput:
     """Share of strict-wrong rollouts that the training reward paid like correct ones (lenient reward)."""
-    scored = [r for r in rollouts if r.strict_score is not None]
-    right = [r.reward for r in scored if r.strict_score is not None and r.strict_score >= STRICT_CORRECT]
-    wrong = [r for r in scored if r.strict_score is not None and r.strict_score < STRICT_CORRECT]
-    ref = float(np.mean(right)) if right else (max(r.reward for r in scored) if scored else math.nan)
-    if not wrong or math.isnan(ref) or ref <= 0:
-        rate = math.nan
-        paid: list[Rollout] = []
+    parts = (train, val)  # evidence lists training rollouts first
+    reward = pl.col("reward")
+    right = [_strict(rows, right=True) for rows in parts]
+    wrong = [_strict(rows, right=False) for rows in parts]
+    n_right = sum(r.height for r in right)
+    n_wrong = sum(w.height for w in wrong)
+    if n_right:
+        ref = sum(float(r["reward"].sum()) for r in right) / n_right
     else:
-        paid = [r for r in wrong if r.reward >= REWARDED_WRONG_RELATIVE * ref]
-        rate = len(paid) / len(wrong)
+        tops = [float(w["reward"].max()) for w in wrong if w.height]  # type: ignore[arg-type]
+        ref = max(tops) if tops else math.nan
+    if not n_wrong or math.isnan(ref) or ref <= 0:
+        rate, paid = math.nan, []
+    else:
+        floor = REWARDED_WRONG_RELATIVE * ref * (1 - ROUNDING_SLACK)
+        paid = [w.filter(reward >= floor) for w in wrong]
+        rate = sum(p.height for p in paid) / n_wrong
+    evidence = [x for p in paid for x in refs(p, EVIDENCE_MAX)][:EVIDENCE_MAX]
     finding = graded(
         "score.rewarded_wrong",
         Layer.SCORE,
@@ -175,27 +205,29 @@ def diagnose_rewarded_wrong(rollouts: Sequence[Rollout]) -> LayerOutput:
         warning=REWARDED_WRONG_WARNING,
         critical=REWARDED_WRONG_CRITICAL,
         what="strict-wrong responses rewarded like correct ones (lenient or hackable reward)",
-        evidence=[rollout_ref(r.run_id, r.step, r.prompt_id, r.sample_index) for r in paid[:EVIDENCE_MAX]],
-        numbers={"num_wrong": float(len(wrong)), "num_right": float(len(right)), "correct_reward_mean": ref},
+        evidence=evidence,
+        numbers={"num_wrong": float(n_wrong), "num_right": float(n_right), "correct_reward_mean": ref},
     )
     return LayerOutput((finding,), {"rewarded_wrong_rate": rate})
 
 
-def diagnose_unrewarded_correct(rollouts: Sequence[Rollout]) -> LayerOutput:
+def diagnose_unrewarded_correct(train: pl.DataFrame) -> LayerOutput:
     """Share of strict-correct training rollouts the reward paid like wrong ones (false negatives).
 
     A format gate stricter than the evaluator (paper §10: the Coding harness's format gate) scores correct
     answers 0, so the policy is pushed away from them and whole levels look unlearnable. The reference is
     the highest reward observed: a correct answer paid below half of it counts as unrewarded.
     """
-    scored = [r for r in rollouts if r.strict_score is not None]
-    right = [r for r in scored if r.strict_score is not None and r.strict_score >= STRICT_CORRECT]
-    top = max((r.reward for r in scored), default=math.nan)
-    if not right or math.isnan(top) or top <= 0:
-        rate, unpaid = math.nan, []
+    right = _strict(train, right=True)
+    top_value = (
+        train.lazy().filter(pl.col("strict_score").is_not_null()).select(pl.col("reward").max()).collect().item()
+    )
+    top = math.nan if top_value is None else float(top_value)
+    if not right.height or math.isnan(top) or top <= 0:
+        rate, unpaid = math.nan, right.clear()
     else:
-        unpaid = [r for r in right if r.reward < REWARDED_WRONG_RELATIVE * top]
-        rate = len(unpaid) / len(right)
+        unpaid = right.filter(pl.col("reward") < REWARDED_WRONG_RELATIVE * top)
+        rate = unpaid.height / right.height
     finding = graded(
         "score.unrewarded_correct",
         Layer.SCORE,
@@ -204,18 +236,18 @@ def diagnose_unrewarded_correct(rollouts: Sequence[Rollout]) -> LayerOutput:
         warning=UNREWARDED_CORRECT_WARNING,
         critical=UNREWARDED_CORRECT_CRITICAL,
         what="strict-correct responses the reward pays like wrong ones (format gate or reward false negatives)",
-        evidence=[rollout_ref(r.run_id, r.step, r.prompt_id, r.sample_index) for r in unpaid[:EVIDENCE_MAX]],
-        numbers={"num_right": float(len(right)), "top_reward": top},
+        evidence=refs(unpaid, EVIDENCE_MAX),
+        numbers={"num_right": float(right.height), "top_reward": top},
     )
     return LayerOutput((finding,), {"unrewarded_correct_rate": rate})
 
 
-def diagnose_score(metric_rows: Sequence[MetricRow], train: Sequence[Rollout], val: Sequence[Rollout]) -> LayerOutput:
+def diagnose_score(metric_rows: Sequence[MetricRow], train: pl.DataFrame, val: pl.DataFrame) -> LayerOutput:
     """Run every score-layer rule."""
     return LayerOutput.merge(
         [
             diagnose_hacking(metric_rows, train, val),
-            diagnose_rewarded_wrong([*train, *val]),
+            diagnose_rewarded_wrong(train, val),
             diagnose_unrewarded_correct(train),
         ]
     )

@@ -1,19 +1,23 @@
 """Signal layer: is there a learning signal? Dead groups, within-group spread, reward components, advantages.
 
-Pure functions over `Rollout` records and metric rows (paper §6.1 dimension 1, §6.3 rule 1, §10). Every
-threshold lives next to the rule that uses it. GRPO groups are keyed by `(step, group_id)`.
+Pure functions over run-table rows (`diagnostics/table.py`) and metric rows (paper §6.1 dimension 1, §6.3
+rule 1, §10). Every threshold lives next to the rule that uses it. GRPO groups are keyed by
+`(step, group_id)`, in the order they first appear. `group_rollouts` groups typed records for the
+backtest grader, which replays a candidate's rewards on them.
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Sequence
 
 import numpy as np
+import polars as pl
 
-from diagnostics.findings import Finding, Layer, LayerOutput, Severity, graded, rollout_ref
+from diagnostics.findings import Finding, Layer, LayerOutput, Severity, graded
 from diagnostics.schema import MetricRow, Rollout
+from diagnostics.table import COMPONENT_PREFIX, aggregate, refs
 
 # A group is dead when its reward std is below this: zero GRPO advantage (paper §1, DGR).
 DEAD_STD = 1e-6
@@ -36,28 +40,38 @@ GRPO_EPS = 1e-6
 EVIDENCE_MAX = 5
 
 GroupKey = tuple[int, str]
+GROUP_KEYS = ("step", "group_id")
 
 
 def group_rollouts(rollouts: Sequence[Rollout]) -> dict[GroupKey, list[Rollout]]:
-    """Group rollouts by `(step, group_id)`, keeping file order inside each group."""
+    """Group typed rollouts by `(step, group_id)`, keeping file order inside each group."""
     groups: dict[GroupKey, list[Rollout]] = defaultdict(list)
     for r in rollouts:
         groups[(r.step, r.group_id)].append(r)
     return dict(groups)
 
 
-def group_reward_stds(rewards: Sequence[Sequence[float]]) -> np.ndarray:
-    """Return the population std of each group's rewards (shape `[num_groups]`)."""
-    return np.array([float(np.std(np.asarray(g, dtype=np.float64))) if len(g) else 0.0 for g in rewards])
-
-
-def dead_mask(rewards: Sequence[Sequence[float]]) -> np.ndarray:
-    """Return a bool mask `[num_groups]`: True where the group's reward std < `DEAD_STD`."""
-    return group_reward_stds(rewards) < DEAD_STD
-
-
-def _ref(r: Rollout) -> str:
-    return rollout_ref(r.run_id, r.step, r.prompt_id, r.sample_index)
+def group_stats(rows: pl.DataFrame) -> pl.DataFrame:
+    """One row per GRPO group, in first-seen order: `step`, `group_id`, `n`, `std` (population), `dead`, and the
+    group's first rollout (`run_id`, `prompt_id`, `sample_index`) for evidence."""
+    return (
+        rows.lazy()
+        .select(*GROUP_KEYS, "reward", "run_id", "prompt_id", "sample_index")
+        .with_row_index("__first")
+        .group_by(*GROUP_KEYS)
+        .agg(
+            pl.col("__first").first(),
+            n=pl.len(),
+            std=pl.col("reward").std(ddof=0),
+            run_id=pl.col("run_id").first(),
+            prompt_id=pl.col("prompt_id").first(),
+            sample_index=pl.col("sample_index").first(),
+        )
+        .sort("__first")
+        .drop("__first")
+        .with_columns(dead=pl.col("std") < DEAD_STD)
+        .collect()
+    )
 
 
 # Trainer metric: the dead share among the groups a group filter let through to the update. When a run
@@ -70,37 +84,35 @@ def _dead_after_filter(metric_rows: Sequence[MetricRow]) -> float | None:
     return float(np.mean(values)) if values else None
 
 
-def diagnose_dead_groups(rollouts: Sequence[Rollout], metric_rows: Sequence[MetricRow] = ()) -> LayerOutput:
+def diagnose_dead_groups(rows: pl.DataFrame, metric_rows: Sequence[MetricRow] = ()) -> LayerOutput:
     """Dead-group ratio, within-group spread and the coarse-signal rule (paper §6.1, §6.3 rule 1).
 
     The rollouts give the raw dead-group ratio (reported as `dead_group_ratio`); the alert grades the share
     that reached the update when the trainer logged it (a group filter that drops dead groups fixes them).
     """
-    groups = group_rollouts(rollouts)
-    keys = list(groups)
-    rewards = [[r.reward for r in groups[k]] for k in keys]
-    stds = group_reward_stds(rewards)
-    n = len(keys)
-    dead = stds < DEAD_STD
-    ratio = float(dead.mean()) if n else math.nan
-    spread = float(stds.mean()) if n else math.nan
-    dead_refs = [_ref(groups[k][0]) for k, d in zip(keys, dead, strict=True) if d][:EVIDENCE_MAX]
-    low_refs = [_ref(groups[k][0]) for k, s in sorted(zip(keys, stds, strict=True), key=lambda x: x[1])][:EVIDENCE_MAX]
-    counts = Counter(round(r.reward, 6) for r in rollouts)
-    top_share = counts.most_common(1)[0][1] / len(rollouts) if rollouts else math.nan
-    steps = sorted({k[0] for k in keys})
-    last_ratio = float(np.mean([d for k, d in zip(keys, dead, strict=True) if k[0] == steps[-1]])) if n else math.nan
-    first_ratio = float(np.mean([d for k, d in zip(keys, dead, strict=True) if k[0] == steps[0]])) if n else math.nan
+    groups = group_stats(rows)
+    n = groups.height
+    ratio = float(groups["dead"].mean()) if n else math.nan  # type: ignore[arg-type]
+    spread = float(groups["std"].mean()) if n else math.nan  # type: ignore[arg-type]
+    dead_refs = refs(groups.filter("dead"), EVIDENCE_MAX)
+    # lowest spread first; spreads equal to 1e-12 (float noise of a dead group) tie and keep first-seen order
+    low_refs = refs(groups.sort(pl.col("std").round(12), maintain_order=True), EVIDENCE_MAX)
+    counts = rows.lazy().group_by(pl.col("reward").round(6)).len().collect()
+    top_share = float(counts["len"].max()) / rows.height if rows.height else math.nan  # type: ignore[arg-type]
+    by_step = groups.group_by("step").agg(pl.col("dead").mean()).sort("step")
+    first_ratio = float(by_step["dead"][0]) if n else math.nan
+    last_ratio = float(by_step["dead"][-1]) if n else math.nan
+    dead_count = float(groups["dead"].sum()) if n else 0.0
     metrics = {
         "num_groups": float(n),
         "dead_group_ratio": ratio,
         "dead_group_ratio_first_step": first_ratio,
         "dead_group_ratio_last_step": last_ratio,
         "reward_spread": spread,
-        "reward_distinct_values": float(len(counts)),
+        "reward_distinct_values": float(counts.height),
         "reward_top_value_share": top_share,
     }
-    numbers = {"num_groups": float(n), "dead_groups": float(dead.sum()) if n else 0.0}
+    numbers = {"num_groups": float(n), "dead_groups": dead_count}
     after_filter = _dead_after_filter(metric_rows)
     graded_ratio = ratio if after_filter is None else after_filter
     if after_filter is not None:
@@ -146,29 +158,35 @@ def diagnose_dead_groups(rollouts: Sequence[Rollout], metric_rows: Sequence[Metr
             threshold=COARSE_TOP_SHARE,
             rule=f"dead_group_ratio > {COARSE_DEAD} and reward_top_value_share > {COARSE_TOP_SHARE}",
             evidence_rollout_ids=tuple(dead_refs) if coarse else (),
-            numbers={"dead_group_ratio": ratio, "reward_distinct_values": float(len(counts))},
+            numbers={"dead_group_ratio": ratio, "reward_distinct_values": float(counts.height)},
         )
     )
     return LayerOutput(tuple(findings), metrics)
 
 
-def diagnose_components(rollouts: Sequence[Rollout]) -> LayerOutput:
+def diagnose_components(rows: pl.DataFrame) -> LayerOutput:
     """Reward component adoption: share of rollouts where each component is non-zero, and its std.
 
     A component that fires on almost every rollout with (almost) the same value is a constant offset that
-    group normalisation removes (paper §9); one that never fires carries no signal.
+    group normalisation removes (paper §9); one that never fires carries no signal. A row without a
+    component counts as 0 for it; components no row of `rows` carries are not listed.
     """
-    names = sorted({name for r in rollouts for name in r.reward_components})
+    columns = [c for c in rows.columns if c.startswith(COMPONENT_PREFIX)]
+    present = (
+        rows.lazy().select(pl.col(columns).is_not_null().any()).collect().row(0) if columns and rows.height else ()
+    )
+    names = sorted(c[len(COMPONENT_PREFIX) :] for c, seen in zip(columns, present, strict=True) if seen)
     findings: list[Finding] = []
     metrics: dict[str, float] = {"num_reward_components": float(len(names))}
     for name in names:
-        values = np.array([r.reward_components.get(name, 0.0) for r in rollouts], dtype=np.float64)
-        adoption = float((values != 0).mean())
-        std = float(values.std())
+        values = pl.col(COMPONENT_PREFIX + name).fill_null(0.0)
+        adoption, std, mean = aggregate(
+            rows, (values != 0).mean().alias("adoption"), values.std(ddof=0).alias("std"), values.mean().alias("mean")
+        )
         metrics[f"component/{name}/adoption"] = adoption
         metrics[f"component/{name}/std"] = std
-        metrics[f"component/{name}/mean"] = float(values.mean())
-        enough = len(values) >= COMPONENT_MIN_ROLLOUTS
+        metrics[f"component/{name}/mean"] = mean
+        enough = rows.height >= COMPONENT_MIN_ROLLOUTS
         constant = enough and adoption >= COMPONENT_CONSTANT_ADOPTION and std < COMPONENT_CONSTANT_STD
         silent = enough and adoption == 0.0
         if constant:
@@ -189,27 +207,23 @@ def diagnose_components(rollouts: Sequence[Rollout]) -> LayerOutput:
                     f"adoption >= {COMPONENT_CONSTANT_ADOPTION} and std < {COMPONENT_CONSTANT_STD}, or adoption == 0"
                     f" (n >= {COMPONENT_MIN_ROLLOUTS})"
                 ),
-                numbers={"adoption": adoption, "std": std, "n": float(len(values))},
+                numbers={"adoption": adoption, "std": std, "n": float(rows.height)},
             )
         )
     return LayerOutput(tuple(findings), metrics)
 
 
-def grpo_advantages(rewards: Sequence[Sequence[float]]) -> list[np.ndarray]:
-    """Return per-group GRPO advantages `(r - mean_g) / (std_g + eps)`, one array `[group_size]` per group."""
-    out = []
-    for g in rewards:
-        arr = np.asarray(g, dtype=np.float64)
-        out.append((arr - arr.mean()) / (arr.std() + GRPO_EPS) if len(arr) else arr)
-    return out
+def grpo_advantages(rows: pl.DataFrame) -> pl.Series:
+    """Per-rollout GRPO advantage `(r - mean_g) / (std_g + eps)` over each `(step, group_id)` group."""
+    reward = pl.col("reward")
+    adv = (reward - reward.mean().over(GROUP_KEYS)) / (reward.std(ddof=0).over(GROUP_KEYS) + GRPO_EPS)
+    return rows.lazy().select(adv.alias("advantage")).collect().to_series()
 
 
-def diagnose_advantages(rollouts: Sequence[Rollout], metric_rows: Sequence[MetricRow]) -> LayerOutput:
+def diagnose_advantages(rows: pl.DataFrame, metric_rows: Sequence[MetricRow]) -> LayerOutput:
     """Advantage health: share of zero-advantage samples, trainer-reported extremes, dead training."""
-    groups = group_rollouts(rollouts)
-    adv = grpo_advantages([[r.reward for r in g] for g in groups.values()])
-    flat = np.concatenate(adv) if adv else np.zeros(0)
-    zero_share = float((np.abs(flat) < GRPO_EPS).mean()) if flat.size else math.nan
+    adv = grpo_advantages(rows)
+    zero_share = float((adv.abs() < GRPO_EPS).mean()) if adv.len() else math.nan  # type: ignore[arg-type]
     metrics: dict[str, float] = {"advantage_zero_share": zero_share}
     extremes = [
         abs(row.data[key])
@@ -247,12 +261,12 @@ def diagnose_advantages(rollouts: Sequence[Rollout], metric_rows: Sequence[Metri
     return LayerOutput(tuple(findings), metrics)
 
 
-def diagnose_signal(rollouts: Sequence[Rollout], metric_rows: Sequence[MetricRow]) -> LayerOutput:
-    """Run every signal-layer rule over (training) rollouts and metric rows."""
+def diagnose_signal(rows: pl.DataFrame, metric_rows: Sequence[MetricRow]) -> LayerOutput:
+    """Run every signal-layer rule over (training) rows and metric rows."""
     return LayerOutput.merge(
         [
-            diagnose_dead_groups(rollouts, metric_rows),
-            diagnose_components(rollouts),
-            diagnose_advantages(rollouts, metric_rows),
+            diagnose_dead_groups(rows, metric_rows),
+            diagnose_components(rows),
+            diagnose_advantages(rows, metric_rows),
         ]
     )

@@ -1,7 +1,7 @@
 """Signal per data source: which training sources carry GRPO signal (too-easy or too-hard data).
 
-Pure functions over `Rollout` records. A GRPO group belongs to the `data_source` of its samples (all
-samples of one prompt share it; `arithmetic/level1`, `gsm8k`, ...). Per source, over the *training*
+Pure functions over run-table rows (`diagnostics/table.py`). A GRPO group belongs to the `data_source` of its
+samples (all samples of one prompt share it; e.g. `gsm8k`, `math/hard`). Per source, over the *training*
 rollouts of a run: number of groups, dead-group ratio (reward std < `signal.DEAD_STD`), mean reward,
 strict accuracy (where the backend scored training rollouts) and truncation rate.
 
@@ -9,9 +9,9 @@ A source is *dead* when at least `DEAD_SOURCE_AT` (half) of its groups are dead 
 `MIN_SOURCE_GROUPS` groups (fewer is too little evidence to drop a source): trained alone it would trip
 the run-level critical alert (paper §6.1: dead > 50% CRITICAL). For groups of 8 samples that is a solve
 rate above ~0.92 or below ~0.08: too easy or too hard for the policy. Why not a stricter bar such as 90%:
-on the arithmetic demo (strict reward, 48 tokens, 60 steps) the always-solved level 1 is 53-70% dead,
-since the warm-started policy still slips on ~6-9% of its samples; only the never-solved level 5 reaches
-99%, and dropping level 5 alone left held-out strict accuracy where it was.
+on the bundled demo harness (strict reward, 48 tokens, 60 steps) its always-solved easiest source is 53-70%
+dead, since the warm-started policy still slips on ~6-9% of its samples; only the never-solved hardest source
+reaches 99%, and dropping that one alone left held-out strict accuracy where it was.
 
 Metrics (flat keys of `HealthReport.metrics`, read by skill triggers and the `reweight_sources` patch op):
 
@@ -29,11 +29,10 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
+import polars as pl
 
 from diagnostics.findings import Finding, Layer, LayerOutput, Severity
-from diagnostics.schema import Rollout
-from diagnostics.signal import DEAD_STD, group_reward_stds, group_rollouts
+from diagnostics.signal import DEAD_STD, GROUP_KEYS
 
 # A source is dead when >= this share of its groups have zero reward std (paper §6.1 critical level, per source).
 DEAD_SOURCE_AT = 0.5
@@ -72,30 +71,46 @@ class SourceStats:
         return self.num_groups >= MIN_SOURCE_GROUPS and self.dead_ratio >= DEAD_SOURCE_AT
 
 
-def source_stats(rollouts: Sequence[Rollout]) -> list[SourceStats]:
-    """Return per-source stats over the training rollouts that name a `data_source`, sorted by source."""
-    groups = group_rollouts([r for r in rollouts if r.split == "train" and r.data_source])
-    by_source: dict[str, list[list[Rollout]]] = {}
-    for members in groups.values():
-        by_source.setdefault(members[0].data_source, []).append(members)
-    out = []
-    for name in sorted(by_source):
-        source_groups = by_source[name]
-        samples = [r for g in source_groups for r in g]
-        stds = group_reward_stds([[r.reward for r in g] for g in source_groups])
-        strict = [r.strict_score for r in samples if r.strict_score is not None]
-        out.append(
-            SourceStats(
-                data_source=name,
-                num_groups=len(source_groups),
-                dead_groups=int((stds < DEAD_STD).sum()),
-                num_rollouts=len(samples),
-                reward_mean=float(np.mean([r.reward for r in samples])),
-                strict_acc=float(np.mean(strict)) if strict else math.nan,
-                truncation_rate=float(np.mean([r.truncated for r in samples])),
-            )
+def source_stats(rows: pl.DataFrame) -> list[SourceStats]:
+    """Return per-source stats over the training rows that name a `data_source`, sorted by source.
+
+    A group belongs to the source of its first sample.
+    """
+    columns = ("split", "step", "group_id", "data_source", "reward", "strict_score", "truncated")
+    labelled = (
+        rows.lazy().select(columns).filter((pl.col("split") == "train") & (pl.col("data_source").cast(pl.String) != ""))
+    )
+    strict = pl.col("strict_score")
+    groups = labelled.group_by(*GROUP_KEYS).agg(
+        source=pl.col("data_source").first().cast(pl.String),
+        n=pl.len(),
+        dead=pl.col("reward").std(ddof=0) < DEAD_STD,
+        reward_sum=pl.col("reward").sum(),
+        strict_sum=strict.sum(),
+        strict_n=strict.count(),
+        truncated=pl.col("truncated").sum(),
+    )
+    table = (
+        groups.group_by("source")
+        .agg(
+            pl.len().alias("groups"),
+            pl.col("dead").sum(),
+            pl.col("n", "reward_sum", "strict_sum", "strict_n", "truncated").sum(),
         )
-    return out
+        .collect()
+    )
+    return [
+        SourceStats(
+            data_source=row["source"],
+            num_groups=row["groups"],
+            dead_groups=int(row["dead"]),
+            num_rollouts=row["n"],
+            reward_mean=row["reward_sum"] / row["n"],
+            strict_acc=row["strict_sum"] / row["strict_n"] if row["strict_n"] else math.nan,
+            truncation_rate=row["truncated"] / row["n"],
+        )
+        for row in table.sort("source").iter_rows(named=True)
+    ]
 
 
 def source_metrics(stats: Sequence[SourceStats]) -> dict[str, float]:
@@ -121,13 +136,13 @@ def per_source(metrics: Mapping[str, float], prefix: str) -> dict[str, float]:
     return {k[len(prefix) :]: v for k, v in metrics.items() if k.startswith(prefix) and len(k) > len(prefix)}
 
 
-def diagnose_sources(rollouts: Sequence[Rollout]) -> LayerOutput:
+def diagnose_sources(rows: pl.DataFrame) -> LayerOutput:
     """Per-source dead groups and the dead-source share, with a warning when dead sources fill the batch.
 
     Dead groups concentrated in a few sources point at the data selection (too easy or too hard for the
     policy) rather than at the reward's granularity: re-weighting the mix toward live sources removes them.
     """
-    stats = source_stats(rollouts)
+    stats = source_stats(rows)
     metrics = source_metrics(stats)
     share = metrics["dead_source_share"]
     dead = [s for s in stats if s.is_dead]

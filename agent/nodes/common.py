@@ -1,9 +1,10 @@
-"""Shared node plumbing: run a training job idempotently and record it; read the session's git state."""
+"""Shared node plumbing: run a training job idempotently and record it; read the session's git state; read a
+run's rollouts once per process (`run_table`) and its health report once per run (`cached_report`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from agent import ledger
 from agent.context import Context
@@ -12,6 +13,9 @@ from agent.state import PilotInfo, State
 from diagnostics.findings import HealthReport
 from harness.answers import AnswerProtocol
 from trainer_backend.base import RunResult, RunSpec
+
+if TYPE_CHECKING:
+    from diagnostics.table import RunTable, RunTableCache
 
 REPORT_FILE = "health_report.json"  # a run's health report, written once next to its artefacts
 
@@ -110,6 +114,22 @@ def session_main_commit(repo_dir: Path, session_id: str) -> tuple[str, str]:
     return branch, repo.commit(branch).hexsha
 
 
+_TABLES: list[RunTableCache] = []  # the process's one table cache, made on first use (polars loads lazily)
+
+
+def run_table(run_dir: Path, answer: AnswerProtocol | None) -> RunTable:
+    """A run's rollouts as one columnar table, read once per process while its files are unchanged.
+
+    The session's diagnose, evaluate, confirm and rollback steps all read the same validation rollouts;
+    they share this table instead of reading the files again (issue #16).
+    """
+    if not _TABLES:
+        from diagnostics.table import RunTableCache
+
+        _TABLES.append(RunTableCache())
+    return _TABLES[0].get(run_dir, answer)
+
+
 def cached_report(run_dir: Path, parent: HealthReport | None, answer: AnswerProtocol | None) -> HealthReport:
     """A run's health report: read `health_report.json` when a (re-run) node wrote it, else build and write it.
 
@@ -118,11 +138,11 @@ def cached_report(run_dir: Path, parent: HealthReport | None, answer: AnswerProt
     """
     import orjson
 
-    from diagnostics.report import build_report
+    from diagnostics.report import report_from_table
 
     path = run_dir / REPORT_FILE
     if path.exists():
         return HealthReport.from_json(orjson.loads(path.read_bytes()))
-    report = build_report(run_dir, parent=parent, answer=answer)
+    report = report_from_table(run_dir, run_table(run_dir, answer), parent=parent)
     path.write_bytes(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
     return report

@@ -9,11 +9,11 @@ from langgraph.runtime import Runtime
 
 from agent.context import Context
 from agent.evidence import Replication, apply_replication, final_strict_scores, replicate_check
-from agent.nodes.common import cached_report, session_answer
+from agent.nodes.common import cached_report, run_table, session_answer
 from agent.routing import CONTROL_ID, current
 from agent.state import PilotInfo, State
 from diagnostics.findings import Finding, Severity
-from diagnostics.schema import read_run_rollouts
+from harness.answers import AnswerProtocol
 
 
 def confirm(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -29,11 +29,11 @@ def confirm(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         why = "; ".join(f"{p['run_id']}: {p['outcome']} {p['message']}" if p else "missing run" for p in failed)
         result = Replication(False, None, (), "insufficient", f"replicate run failed: {why}")
     else:
-        first = (_scores(by_key[(CONTROL_ID, 0)]), _scores(by_key[(cid, 0)]))
-        pairs = [(_scores(c), _scores(k)) for c, k in runs]  # type: ignore[arg-type]
+        answer = session_answer(state)
+        first = (_scores(by_key[(CONTROL_ID, 0)], answer), _scores(by_key[(cid, 0)], answer))
+        pairs = [(_scores(c, answer), _scores(k, answer)) for c, k in runs]  # type: ignore[arg-type]
         alerts_new: list[Finding] = []
         alerts_control: list[Finding] = []
-        answer = session_answer(state)
         for control, cand in runs:
             control_report = cached_report(Path(control["run_dir"]), None, answer)  # type: ignore[index]
             alerts_control += control_report.alerts(Severity.WARNING)
@@ -43,5 +43,5 @@ def confirm(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     return {"decisions": apply_replication(state.get("decisions", []), cid, result)}
 
 
-def _scores(pilot: PilotInfo) -> dict[str, float]:
-    return final_strict_scores(read_run_rollouts(Path(pilot["run_dir"]), ["val"]).rollouts)
+def _scores(pilot: PilotInfo, answer: AnswerProtocol | None) -> dict[str, float]:
+    return final_strict_scores(run_table(Path(pilot["run_dir"]), answer).val)

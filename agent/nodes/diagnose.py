@@ -10,7 +10,7 @@ from langgraph.runtime import Runtime
 
 from agent import ledger
 from agent.context import Context
-from agent.nodes.common import REPORT_FILE, cached_report, session_answer
+from agent.nodes.common import REPORT_FILE, cached_report, run_table, session_answer
 from agent.rollback import rollback_point
 from agent.state import State
 from diagnostics.findings import HealthReport, Severity
@@ -21,7 +21,8 @@ def diagnose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     version = state["version"]
     run_dir = Path(version["run_dir"])
     parent = HealthReport.from_json(state["report"]) if state.get("report") else None
-    report = cached_report(run_dir, parent, session_answer(state))
+    answer = session_answer(state)
+    report = cached_report(run_dir, parent, answer)
     with ledger.db(ledger.store_url(runtime.context)) as db:
         ledger.ensure_health_report(
             db,
@@ -32,7 +33,9 @@ def diagnose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         )
     gap = is_diagnostic_gap(report, state.get("failures_in_row", 0))
     ctx = runtime.context  # score-only decides on training reward alone, so it never reads held-out drops
-    rollback = rollback_point(version, ctx.min_effect) if ctx.mode == "evotrainer" else {}
+    rollback = (
+        rollback_point(version, ctx.min_effect, run_table(run_dir, answer).val) if ctx.mode == "evotrainer" else {}
+    )
     return {"report": report.to_json(), "gap": gap, "rollback": rollback}
 
 

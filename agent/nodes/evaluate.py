@@ -9,11 +9,10 @@ from langgraph.runtime import Runtime
 
 from agent.context import Context
 from agent.evidence import Evaluation, final_strict_scores, paired
-from agent.nodes.common import cached_report, session_answer
+from agent.nodes.common import cached_report, run_table, session_answer
 from agent.routing import CONTROL_ID, current
 from agent.state import PilotInfo, State
 from diagnostics.findings import HealthReport, Severity, new_alerts
-from diagnostics.schema import read_run_rollouts
 from diagnostics.stats import classify_outcome, paired_bootstrap
 from harness.answers import AnswerProtocol
 
@@ -25,7 +24,7 @@ def evaluate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     assert control is not None, "every pilot fan-out includes the control run"
     answer = session_answer(state)
     control_report = cached_report(Path(control["run_dir"]), None, answer) if control["outcome"] == "ok" else None
-    control_scores = _scores(control) if control_report else {}
+    control_scores = _scores(control, answer) if control_report else {}
     evaluations = [
         _contained(p, control, control_report, control_scores, runtime.context.min_effect, answer)
         for p in pilots
@@ -73,7 +72,7 @@ def _evaluate_one(
             (),
         )
     report = cached_report(Path(pilot["run_dir"]), control_report, answer)
-    a, b = paired(control_scores, _scores(pilot))
+    a, b = paired(control_scores, _scores(pilot, answer))
     if not a:
         return Evaluation(
             pilot["candidate_id"],
@@ -102,8 +101,9 @@ def _evaluate_one(
     )
 
 
-def _scores(pilot: PilotInfo) -> dict[str, float]:
-    return final_strict_scores(read_run_rollouts(Path(pilot["run_dir"]), ["val"]).rollouts)
+def _scores(pilot: PilotInfo, answer: AnswerProtocol | None) -> dict[str, float]:
+    """Per-prompt strict scores from the same table the pilot's health report was built from."""
+    return final_strict_scores(run_table(Path(pilot["run_dir"]), answer).val)
 
 
 def _to_state(ev: Evaluation, iteration: int) -> dict[str, Any]:

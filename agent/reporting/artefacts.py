@@ -23,10 +23,10 @@ from diagnostics.schema import (
     Rollout,
     read_metrics,
     read_rollout_file,
-    read_run_rollouts,
     rollout_files,
 )
 from diagnostics.stats import PairedComparison, paired_bootstrap
+from diagnostics.table import read_run_table
 from trainer_backend.base import METRICS_FILE
 
 # Metric name (verl's) -> label. Health curves: what the decision and the alerts are about.
@@ -219,8 +219,8 @@ def compare_pilot(control_dir: str, pilot_dir: str) -> tuple[PairedComparison | 
     for what, folder in (("control", control_dir), ("pilot", pilot_dir)):
         if not Path(folder).is_dir():
             return None, f"{what} run folder missing: {folder}"
-    a_scores = final_strict_scores(read_run_rollouts(Path(control_dir), ["val"]).rollouts)
-    b_scores = final_strict_scores(read_run_rollouts(Path(pilot_dir), ["val"]).rollouts)
+    a_scores = final_strict_scores(read_run_table(Path(control_dir), splits=("val",)).val)
+    b_scores = final_strict_scores(read_run_table(Path(pilot_dir), splits=("val",)).val)
     a, b = paired(a_scores, b_scores)
     if not a:
         return None, "no paired strict validation scores in the control and pilot rollouts"

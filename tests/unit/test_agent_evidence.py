@@ -5,6 +5,7 @@ from __future__ import annotations
 from agent.evidence import Evaluation, decide, final_strict_scores, paired
 from diagnostics.schema import Rollout
 from diagnostics.stats import PairedComparison, paired_bootstrap
+from diagnostics.table import table_from_rollouts
 
 
 def _ev(
@@ -73,7 +74,7 @@ def _r(pid: str, step: int, strict: float | None, split: str = "val") -> Rollout
 
 def test_final_strict_scores_use_last_step_and_pair_by_prompt() -> None:
     rows = [_r("a", 0, 0.0), _r("a", 20, 1.0), _r("b", 20, 0.0), _r("c", 20, None), _r("a", 30, 0.0, "train")]
-    scores = final_strict_scores(rows)
+    scores = final_strict_scores(table_from_rollouts(rows))
     assert scores == {"a": 1.0, "b": 0.0}
     assert paired(scores, {"b": 1.0, "z": 1.0}) == ([0.0], [1.0])
 

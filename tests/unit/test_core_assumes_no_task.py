@@ -10,18 +10,12 @@ selection field), so the core needs none of these.
 The demo's data, rewards, strict evaluator and manifest live in `examples/`, outside the scanned packages;
 the seed skills (skills/seeds.py) hold no demo assumption (their rewards are generated from the declared
 protocol, their data op reads the declared field).
-
-PENDING lists lines in modules another change owns (issue #14: the health report reads the declared
-protocol through `build_report(..., answer=...)`); their count may only fall, and each entry goes when it
-reaches zero.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("agent", "trainer_backend", "diagnostics", "sandboxes", "skills")
@@ -38,14 +32,9 @@ ASSUMPTIONS: dict[str, re.Pattern[str]] = {
 }
 # (file, line pattern): the demo harness's path, the default harness of `evotrainer run`.
 DEMO_DEFAULTS = (("agent/commands/run.py", re.compile(r"examples[\"' /]+arithmetic\b")),)
+
+
 # file -> most offending lines allowed until the columnar health-report rewrite lands (then 0: delete).
-PENDING = {
-    "diagnostics/behaviour.py": 4,  # ANSWER_RE / TAG_HINT_RE and their docs; a comment on the demo's numbers
-    "diagnostics/fastpath.py": 1,  # _TAGS mirrors behaviour.ANSWER_RE
-    "diagnostics/sources.py": 4,  # module docstring: demo measurements per level
-}
-
-
 def _files() -> list[Path]:
     return sorted(
         p
@@ -89,16 +78,6 @@ def test_the_patterns_catch_what_the_issue_found() -> None:
 
 def test_core_packages_assume_no_task() -> None:
     found = offending_lines()
-    pending = {f: lines for f, lines in found.items() if f in PENDING}
-    unexpected = {f: lines for f, lines in found.items() if f not in PENDING}
-    assert not unexpected, "task assumptions in the core (declare them in the manifest instead):\n" + "\n".join(
-        f"{f}:{line}" for f, lines in unexpected.items() for line in lines
+    assert not found, "task assumptions in the core (declare them in the manifest instead):\n" + "\n".join(
+        f"{f}:{line}" for f, lines in found.items() for line in lines
     )
-    for rel, lines in pending.items():
-        assert len(lines) <= PENDING[rel], f"{rel} gained task assumptions:\n" + "\n".join(lines)
-
-
-@pytest.mark.parametrize("rel", sorted(PENDING))
-def test_pending_entries_are_removed_once_their_module_is_clean(rel: str) -> None:
-    count = len(offending_lines().get(rel, []))
-    assert count > 0 or PENDING[rel] == 0, f"{rel} is clean now: delete its PENDING entry"

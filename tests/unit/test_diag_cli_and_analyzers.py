@@ -82,3 +82,15 @@ def test_metric_validation_separates_kept_from_rejected() -> None:
     assert not none.separates and none.n_rejected == 0
     with pytest.raises(ValueError, match="both"):
         validate_metric_retrospectively(values, kept={"v1"}, rejected={"v1"})
+
+
+def test_diagnose_reads_the_answer_protocol_of_the_harness_it_is_given() -> None:
+    """Issue #16: format rules read the declared protocol; without `--harness` the report says they were not run."""
+    runner = CliRunner()
+    examples = Path(__file__).resolve().parents[2] / "examples" / "arithmetic"
+    declared = runner.invoke(app, ["diagnose", str(FIXTURES / "corrupt_run"), "--json", "--harness", str(examples)])
+    assert declared.exit_code == 0, declared.output
+    payload = json.loads(declared.stdout)
+    assert payload["metrics"]["format_failure_rate"] == 0.0 and payload["notes"] == []
+    bare = runner.invoke(app, ["diagnose", str(FIXTURES / "corrupt_run")])
+    assert "[not evaluated]" in bare.stdout and "no answer protocol declared" in bare.stdout

@@ -5,6 +5,7 @@ from __future__ import annotations
 from diagnostics.findings import Severity
 from diagnostics.schema import MetricRow, Rollout
 from diagnostics.signal import diagnose_dead_groups
+from diagnostics.table import table_from_rollouts
 
 
 def _rollouts(n_groups: int = 10, n_dead: int = 8) -> list[Rollout]:
@@ -17,7 +18,7 @@ def _rollouts(n_groups: int = 10, n_dead: int = 8) -> list[Rollout]:
 
 
 def _severity(metric_rows: list[MetricRow]) -> Severity:
-    out = diagnose_dead_groups(_rollouts(), metric_rows)
+    out = diagnose_dead_groups(table_from_rollouts(_rollouts()), metric_rows)
     [finding] = [f for f in out.findings if f.alert_id == "signal.dead_groups"]
     assert out.metrics["dead_group_ratio"] == 0.8  # the raw ratio is always reported
     return finding.severity

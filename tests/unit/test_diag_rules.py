@@ -4,13 +4,35 @@ from __future__ import annotations
 
 import random
 
+import polars as pl
 import pytest
 
-from diagnostics.behaviour import diagnose_behaviour
+from diagnostics import behaviour as layer_behaviour
+from diagnostics import score as layer_score
+from diagnostics import signal as layer_signal
 from diagnostics.findings import LayerOutput, Severity
 from diagnostics.schema import MetricRow, Rollout, StopReason
-from diagnostics.score import diagnose_score
-from diagnostics.signal import diagnose_signal
+from diagnostics.table import table_from_rollouts
+from harness.answers import AnswerProtocol
+
+TAGS = AnswerProtocol(pattern="<ans>(.*?)</ans>")  # the protocol the crafted responses follow
+
+
+def T(rollouts: list[Rollout], answer: AnswerProtocol | None = TAGS) -> pl.DataFrame:
+    """The run table of typed records (the columnar layers read tables)."""
+    return table_from_rollouts(rollouts, answer)
+
+
+def diagnose_behaviour(rollouts: list[Rollout], answer: AnswerProtocol | None = TAGS) -> LayerOutput:
+    return layer_behaviour.diagnose_behaviour(T(rollouts, answer), answer is not None)
+
+
+def diagnose_signal(rollouts: list[Rollout], rows: list[MetricRow]) -> LayerOutput:
+    return layer_signal.diagnose_signal(T(rollouts), rows)
+
+
+def diagnose_score(rows: list[MetricRow], train: list[Rollout], val: list[Rollout]) -> LayerOutput:
+    return layer_score.diagnose_score(rows, T(train), T(val))
 
 
 def r(
@@ -227,9 +249,10 @@ def test_format_failure_multi_answer_empty() -> None:
 
 
 def test_format_rules_silent_for_untagged_domain() -> None:
+    """Issue #16: without a declared answer protocol the answer rules are not evaluated (NaN), never guessed."""
     rows = [r(0, g, i, 0.0, response="the answer is twelve") for g in range(3) for i in range(4)]
     rows = [Rollout(**{**x.to_json(), "prompt": "say it", "stop_reason": StopReason.EOS}) for x in rows]  # type: ignore[arg-type]
-    out = diagnose_behaviour(rows)
+    out = diagnose_behaviour(rows, answer=None)
     assert sev(out, "behaviour.format_failure") is Severity.OK
     assert out.metrics["format_failure_rate"] != out.metrics["format_failure_rate"]  # NaN: no data
 
@@ -265,7 +288,9 @@ def test_agentic_abandonment_echo_trap_and_rising_turns() -> None:
 
 def test_exploration_collapse_reads_the_wrong_answers_when_strict_scores_exist() -> None:
     """Confidently right is not collapse; confidently wrong is (paper §6.1 dimension 4, on wrong samples)."""
-    from diagnostics.behaviour import diagnose_model_state
+
+    def diagnose_model_state(rollouts: list[Rollout]) -> LayerOutput:
+        return layer_behaviour.diagnose_model_state(T(rollouts))
 
     right_sure = [r(0, g, i, 1.0, strict=1.0, mean_logprob=-0.01) for g in range(10) for i in range(6)]
     wrong_unsure = [r(0, g, i, 0.0, strict=0.0, mean_logprob=-0.3) for g in range(10) for i in range(6, 8)]

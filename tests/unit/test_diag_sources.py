@@ -9,7 +9,18 @@ from pathlib import Path
 from diagnostics.findings import HealthReport, Severity, render_text
 from diagnostics.report import build_report
 from diagnostics.schema import Rollout, Split, write_rollouts
-from diagnostics.sources import diagnose_sources, per_source, source_metrics, source_stats
+from diagnostics.sources import diagnose_sources as diagnose_source_rows
+from diagnostics.sources import per_source, source_metrics
+from diagnostics.sources import source_stats as source_stats_of_rows
+from diagnostics.table import table_from_rollouts
+
+
+def source_stats(rollouts: list[Rollout]) -> list:  # type: ignore[type-arg]
+    return source_stats_of_rows(table_from_rollouts(rollouts))
+
+
+def diagnose_sources(rollouts: list[Rollout]):  # type: ignore[no-untyped-def]
+    return diagnose_source_rows(table_from_rollouts(rollouts))
 
 
 def _group(step: int, gid: str, source: str, rewards: list[float], *, split: Split = "train") -> list[Rollout]:

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from agent.commands.diagnose import run_answer_protocol
 from agent.nodes import common
+from diagnostics.schema import Rollout, write_rollouts
 from harness.answers import AnswerProtocol
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,19 +19,22 @@ DEMO = ROOT / "examples" / "arithmetic"
 LINE = AnswerProtocol(pattern=r"ANSWER: (\S+)", compare="exact")
 
 
-def test_cached_report_passes_the_protocol_to_build_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: dict[str, Any] = {}
+def _run(folder: Path) -> Path:
+    rows = [
+        Rollout(folder.name, 1, "train", f"p{i}", f"g{i // 4}", i % 4, "q", f"ANSWER: {i % 2}", "1", float(i % 2))
+        for i in range(16)
+    ]
+    write_rollouts(folder / "rollouts" / "train" / "step_1.jsonl", rows)
+    return folder
 
-    def fake_build(run_dir: Path, parent: object = None, siblings: object = (), answer: object = None) -> object:
-        seen["answer"] = answer
-        raise RuntimeError("stop here")
 
-    import diagnostics.report
-
-    monkeypatch.setattr(diagnostics.report, "build_report", fake_build)
-    with pytest.raises(RuntimeError, match="stop here"):
-        common.cached_report(tmp_path, None, LINE)
-    assert seen["answer"] is LINE
+def test_cached_report_reads_the_declared_protocol(tmp_path: Path) -> None:
+    declared = common.cached_report(_run(tmp_path / "a"), None, LINE)
+    assert declared.metrics["format_failure_rate"] == 0.0  # every response writes 'ANSWER: x'
+    assert not any("answer protocol" in note for note in declared.notes)
+    undeclared = common.cached_report(_run(tmp_path / "b"), None, None)
+    assert math.isnan(undeclared.metrics["format_failure_rate"])  # not evaluated, never a silent 0
+    assert any("no answer protocol declared" in note for note in undeclared.notes)
 
 
 def test_diagnose_finds_the_protocol_of_a_run(tmp_path: Path) -> None:
