@@ -41,13 +41,27 @@ class RewardContractError(ValueError):
 
 
 class HarnessCalls(Protocol):
-    """The three calls the trainer makes into candidate code."""
+    """The calls the trainer makes into candidate code: rewards, the group filter and, for an agentic
+    harness (`harness/env.py`), one environment per episode."""
 
     def compute_rewards(self, batch: list[dict[str, Any]]) -> list[object]: ...
 
     def filter_groups(
         self, group_rewards: list[list[float]], state: dict[str, Any]
     ) -> tuple[list[bool], dict[str, Any]]: ...
+
+    def open_episodes(self, rows: list[dict[str, Any]]) -> list[int]:
+        """Make one environment per data row (`make_env(row)`); return their episode ids."""
+        ...
+
+    def env_calls(self, calls: list[tuple[int, str, dict[str, Any]]]) -> list[object]:
+        """Run `(episode, tool, arguments)` calls, each in its episode's environment; return what each
+        `env.call` returned (unvalidated: `harness.env.validate_env_result` checks it)."""
+        ...
+
+    def close_episodes(self, episodes: list[int]) -> None:
+        """Forget these episodes' environments."""
+        ...
 
     def close(self) -> None: ...
 
@@ -214,6 +228,10 @@ class InProcessCalls:
         self.filter_entry = harness.group_filter
         self._reward = load_function(harness.root, self.reward_entry)
         self._filter = _keep_all if self.filter_entry is None else load_function(harness.root, self.filter_entry)
+        self.env_entry = harness.env
+        self._make_env = None if self.env_entry is None else load_function(harness.root, self.env_entry)
+        self._episodes: dict[int, Any] = {}
+        self._next_episode = 0
 
     def compute_rewards(self, batch: list[dict[str, Any]]) -> list[object]:
         """Return the reward function's raw return value for each item of `batch` (unvalidated)."""
@@ -246,5 +264,44 @@ class InProcessCalls:
         flags = validate_keep_flags(keep, len(group_rewards), entry)
         return flags, validate_filter_state(state, entry)
 
+    def open_episodes(self, rows: list[dict[str, Any]]) -> list[int]:
+        """Make one environment per row with the harness's `make_env` (candidate faults classified)."""
+        if self._make_env is None or self.env_entry is None:
+            raise ValueError("this harness declares no env: it has no episodes")
+        ids = []
+        for row in rows:
+            try:
+                env = self._make_env(row)
+            except _CANDIDATE_RAISES as exc:
+                raise CandidateCodeError(
+                    Outcome.CANDIDATE_ERROR, f"{self.env_entry} raised {type(exc).__name__}: {exc}", self.env_entry.path
+                ) from exc
+            self._next_episode += 1
+            self._episodes[self._next_episode] = env
+            ids.append(self._next_episode)
+        return ids
+
+    def env_calls(self, calls: list[tuple[int, str, dict[str, Any]]]) -> list[object]:
+        """Run each `(episode, tool, arguments)` call in its episode's environment; return the raw results."""
+        assert self.env_entry is not None, "env_calls without an env"
+        out: list[object] = []
+        for episode, tool, arguments in calls:
+            env = self._episodes[episode]
+            try:
+                out.append(env.call(tool, arguments))
+            except _CANDIDATE_RAISES as exc:
+                raise CandidateCodeError(
+                    Outcome.CANDIDATE_ERROR,
+                    f"{self.env_entry}: {tool} call raised {type(exc).__name__}: {exc}",
+                    self.env_entry.path,
+                ) from exc
+        return out
+
+    def close_episodes(self, episodes: list[int]) -> None:
+        """Drop the environments of finished episodes."""
+        for episode in episodes:
+            self._episodes.pop(episode, None)
+
     def close(self) -> None:
         """Nothing to release in-process."""
+        self._episodes.clear()

@@ -42,6 +42,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness.answers import AnswerProtocol
+from harness.env import EnvSpec
 from harness.paths import PathRuleError, is_under, normalise
 
 MANIFEST_NAME = "evotrainer.yaml"
@@ -171,6 +172,14 @@ class Manifest(BaseModel):
     # tokens (one id each); `alphabet` fixes the order of the characters it lists (docs/harness.md).
     special_tokens: tuple[str, ...] = ()
     alphabet: str = ""
+    env: EnvSpec | None = None  # an agentic harness: its environment, tools and call syntax (harness/env.py)
+
+    @field_validator("env")
+    @classmethod
+    def _env_ep(cls, value: EnvSpec | None) -> EnvSpec | None:
+        if value is not None:
+            _check_entry_point(value.entry)
+        return value
 
     @field_validator("answer")
     @classmethod
@@ -248,6 +257,12 @@ class Harness(BaseModel):
         return None if gf is None else EntryPoint.parse(gf)
 
     @property
+    def env(self) -> EntryPoint | None:
+        """The agentic environment's entry point (`make_env`), None for a single-turn harness."""
+        env = self.manifest.env
+        return None if env is None else EntryPoint.parse(env.entry)
+
+    @property
     def strict_eval(self) -> EntryPoint:
         """The protected strict evaluator entry point."""
         return EntryPoint.parse(self.manifest.eval.strict)
@@ -311,6 +326,8 @@ def load_harness(root: Path) -> Harness:
     files.update({f"trainer.{b}": f for b in BACKEND_NAMES if (f := manifest.trainer.settings(b)) is not None})
     if harness.group_filter is not None:
         files["group_filter"] = harness.group_filter.path
+    if harness.env is not None:
+        files["env.entry"] = harness.env.path
     for field_name, rel in files.items():
         if not (root / rel).is_file():
             raise HarnessError(

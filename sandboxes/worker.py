@@ -242,6 +242,18 @@ class SandboxCalls:
         }
         self._exchange(init, import_path, STARTUP_TIMEOUT_S + self.call_timeout_s, expect_id=None)
 
+    def open_episodes(self, rows: list[dict[str, Any]]) -> list[int]:
+        """Agentic environments in the sandbox (issue 15). TODO(agentic): worker ops; this raises until then."""
+        raise NotImplementedError("sandboxed agentic environments are not wired yet (issue 15)")
+
+    def env_calls(self, calls: list[tuple[int, str, dict[str, Any]]]) -> list[object]:
+        """See `open_episodes`."""
+        raise NotImplementedError("sandboxed agentic environments are not wired yet (issue 15)")
+
+    def close_episodes(self, episodes: list[int]) -> None:
+        """See `open_episodes`."""
+        raise NotImplementedError("sandboxed agentic environments are not wired yet (issue 15)")
+
     def close(self) -> None:
         """Kill and remove the sandbox (idempotent)."""
         if self._channel is not None:
