@@ -135,6 +135,26 @@ class VerlTrainerConfig(BaseModel):
         return self
 
 
+# The local trainer's names of settings these fields also hold (trainer_backend/local/config.py), so a skill
+# written against `@trainer_config` edits the verl settings file in a verl session (skills/patches.py).
+LOCAL_NAMES = {
+    "max_new_tokens": "max_response_length",
+    "clip_low": "clip_ratio_low",
+    "clip_high": "clip_ratio_high",
+    "prompts_per_step": "train_batch_size",
+}
+
+
+def settings_field(key: str) -> tuple[str, object] | None:
+    """The `VerlTrainerConfig` field a trainer-settings key means (its own name, or the local trainer's name of it)
+    and that field's default (None when it has none); None when verl's settings hold no such scalar."""
+    name = LOCAL_NAMES.get(key, key)
+    found = VerlTrainerConfig.model_fields.get(name)
+    if found is None or name == "overrides":
+        return None
+    return name, None if found.is_required() else found.get_default(call_default_factory=True)
+
+
 def load_verl_config(harness: Harness) -> VerlTrainerConfig:
     """Read and validate the harness's verl settings file (`trainer.verl` in evotrainer.yaml).
 
