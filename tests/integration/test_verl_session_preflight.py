@@ -52,18 +52,18 @@ def test_verl_dry_run_prints_a_validated_command_for_every_run_of_iteration_one(
     done = _cli(tmp_path, "run", "--backend", "verl", "--dry-run", "--replicates", "1", "--pilot-steps", "30")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     blocks = _blocks(done.stdout)
-    candidates = [b for b in blocks if "-i1-k" in b and not b.endswith("-r1")]
-    assert {"dryrun-v0", "dryrun-i1-control", "dryrun-i1-control-r1"} <= set(blocks)
+    candidates = [b for b in blocks if b.startswith("dryrun-v1.") and "-control" not in b and not b.endswith("-r1")]
+    assert {"dryrun-v0", "dryrun-v1.0-control", "dryrun-v1.0-control-r1"} <= set(blocks)
     assert len(candidates) >= 2 and all(f"{c}-r1" in blocks for c in candidates)  # each may be the one to merge
     for run_id, block in blocks.items():
         assert "— validated" in block.splitlines()[0], block[:2000]
         assert "-m verl.trainer.main_ppo" in block and f"trainer.experiment_name={run_id}" in block
-    v0, control = blocks["dryrun-v0"], blocks["dryrun-i1-control"]
+    v0, control = blocks["dryrun-v0"], blocks["dryrun-v1.0-control"]
     assert "trainer.total_training_steps=60" in v0 and "continues" not in v0
     assert "trainer.total_training_steps=90" in control  # 30 pilot steps after v0's step 60
     assert "dryrun-v0/checkpoints/global_step_60" in control and "carried: weights, AdamW moments" in control
     assert "load_contents=[model,optimizer,extra]" in control
-    assert "load_contents=[model,optimizer]" in blocks["dryrun-i1-control-r1"]  # fresh seed: no RNG, no data position
+    assert "load_contents=[model,optimizer]" in blocks["dryrun-v1.0-control-r1"]  # fresh seed: no RNG, no data position
     assert not any("length-budget" in c for c in candidates)  # it edits trainer.yaml only: refused at backtest
     assert re.search(
         r"raise-length-budget: refused at its backtest, it changes only harness/trainer\.yaml", done.stdout
@@ -100,8 +100,8 @@ def test_local_dry_run_plans_the_local_trainer_commands(tmp_path: Path) -> None:
     done = _cli(tmp_path, "run", "--dry-run", "--ray-address", "http://127.0.0.1:9", "--replicates", "0")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     blocks = _blocks(done.stdout)
-    assert "dryrun-v0" in blocks and "dryrun-i1-control" in blocks and len(blocks) >= 4
-    control = blocks["dryrun-i1-control"]
+    assert "dryrun-v0" in blocks and "dryrun-v1.0-control" in blocks and len(blocks) >= 4
+    control = blocks["dryrun-v1.0-control"]
     assert "-m trainer_backend.local.train" in control and "--lock >>" in control  # a Ray job's entry point
     assert "init_state=exact" in control and "dryrun-v0/checkpoints/last.pt" in control
     assert "exact continuation" in control
