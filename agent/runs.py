@@ -83,11 +83,20 @@ def ensure_run(
 
 
 def final_checkpoint(run_dir: Path) -> Path | None:
-    """The checkpoint later runs continue from: the one the backend that trained `run_dir` saved last."""
+    """The checkpoint later runs continue from: the one the backend that trained `run_dir` saved last.
+
+    A run folder without a handle (copied, or trained outside a session) is asked of every backend in turn.
+    """
+    from trainer_backend import BACKENDS
+
     handle_path = run_dir / HANDLE_FILE
-    if not handle_path.is_file():
-        return None
-    return _backend(Handle.model_validate_json(handle_path.read_text()).backend).final_checkpoint(run_dir)
+    if handle_path.is_file():
+        return _backend(Handle.model_validate_json(handle_path.read_text()).backend).final_checkpoint(run_dir)
+    for name in BACKENDS:
+        found = _backend(name).final_checkpoint(run_dir)
+        if found is not None:
+            return found
+    return None
 
 
 def continuation(run_dir: Path) -> str:

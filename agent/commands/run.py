@@ -9,6 +9,7 @@ is shown live (`agent.progress`); `--quiet` prints only where the session lives 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -291,7 +292,7 @@ def _drive(ctx: Any, session_id: str, graph_input: Any, start: dict[str, Any], q
         ctx.session_dir(session_id) / "runs",
         choose_form(console, quiet),
         plain_every_s=every,
-        describe=_describe,
+        describe=functools.partial(_describe, session_id),
     )
     try:
         values = run_graph(ctx, session_id, graph_input, progress, start_input=start or None)
@@ -341,7 +342,16 @@ def _write_traceback(ctx: Any, session_id: str) -> Path:
     return path
 
 
-def _describe(node: str, update: Any) -> str:
+def _describe(session_id: str, node: str, update: Any) -> str:
+    """One line for a node's update; candidates by their one name (`v<i>.<k>-<slug>`, the control `v<i>.0-control`)."""
+    from agent.nodes.train import candidate_name, control_name
+    from agent.routing import CONTROL_ID
+
+    def name(candidate_id: str, iteration: int = 0) -> str:
+        if candidate_id == CONTROL_ID:
+            return control_name(iteration)
+        return candidate_name(session_id, candidate_id)
+
     if not isinstance(update, dict):
         return ""
     if node == "setup" and update.get("harness_dir"):
@@ -360,19 +370,22 @@ def _describe(node: str, update: Any) -> str:
         made = update.get("candidates", [])  # the whole list: show this iteration's (the newest) only
         newest = max((c["iteration"] for c in made), default=0)
         shown = [c for c in made if c["iteration"] == newest and c["status"] in ("proposed", "refused")]
-        return "; ".join(f"{c['id']} [{c['status']}] {c['reason']}".strip() for c in shown) or "no candidate"
+        return "; ".join(f"{name(c['id'])} [{c['status']}] {c['reason']}".strip() for c in shown) or "no candidate"
     if node == "backtest":
-        return "; ".join(f"{b['candidate_id']}: {b['verdict']}" for b in update.get("backtests", []))
+        return "; ".join(f"{name(b['candidate_id'])}: {b['verdict']}" for b in update.get("backtests", []))
     if node in ("train", "replicate"):
         return "; ".join(
-            f"{p['candidate_id']}: {p['outcome']} strict {p['strict_acc']:.3f} reward {p['train_reward']:.3f}"
+            f"{name(p['candidate_id'], p['iteration'])}{'-r' + str(p['replicate']) if p.get('replicate') else ''}: "
+            f"{p['outcome']} strict {p['strict_acc']:.3f} reward {p['train_reward']:.3f}"
             for p in update.get("pilots", [])
         )
     if node in ("decide", "confirm"):
         decisions = update.get("decisions", [])
         if node == "confirm":  # only the replicated candidate changed; `decide` printed the rest
             decisions = [d for d in decisions if "replicat" in d["rationale"]]
-        return "; ".join(f"{d['candidate_id']}: {d['decision']} ({d['outcome']}) {d['rationale']}" for d in decisions)
+        return "; ".join(
+            f"{name(d['candidate_id'])}: {d['decision']} ({d['outcome']}) {d['rationale']}" for d in decisions
+        )
     if node == "record" and update.get("history"):
         h = update["history"][-1]
         stop = f"  → stop: {update['stop_reason']}" if update.get("stop_reason") else ""

@@ -103,7 +103,7 @@ def test_session_on_ray_killed_and_resumed_runs_each_job_once(cluster: str, tmp_
         running: list[str] = []
 
         def pilots_running() -> bool:
-            running[:] = [_run_dir(j) for j in _jobs(cluster) if "-i1-" in _run_dir(j) and j.status == "RUNNING"]
+            running[:] = [_run_dir(j) for j in _jobs(cluster) if "-v1." in _run_dir(j) and j.status == "RUNNING"]
             return bool(running)
 
         _wait(pilots_running, proc, log, "iteration-1 pilot running as a Ray job")
@@ -125,7 +125,7 @@ def test_session_on_ray_killed_and_resumed_runs_each_job_once(cluster: str, tmp_
 
     runs = sorted((work / ".evotrainer" / "sessions" / session / "runs").iterdir())
     jobs = _settled(cluster)
-    assert any(s == "RUNNING" for d, s in at_kill.items() if "-i1-" in d), "no pilot outlived the controller"
+    assert any(s == "RUNNING" for d, s in at_kill.items() if "-v1." in d), "no pilot outlived the controller"
     assert len(runs) >= 3, [r.name for r in runs]  # v0, the control and at least one candidate
     assert sorted(_run_dir(j) for j in jobs) == sorted(str(r.resolve()) for r in runs), "a run had 0 or 2+ jobs"
     for run in runs:
@@ -138,7 +138,7 @@ def test_session_on_ray_killed_and_resumed_runs_each_job_once(cluster: str, tmp_
         summary = json.loads((run / "summary.json").read_text())
         assert summary["outcome"] == Outcome.OK.value, summary
         assert (run / "train.log").read_text().count("step 0 |") == 1, f"{run.name} trained more than once"
-    pilots = [j for j in jobs if "-i1-" in _run_dir(j)]
+    pilots = [j for j in jobs if "-v1." in _run_dir(j)]
     assert len(pilots) >= 2 and max(j.start_time for j in pilots) < min(j.end_time for j in pilots), (
         "the iteration's pilots were not submitted together"
     )

@@ -96,6 +96,8 @@ def _write_run(run_dir: Path, run_id: str, steps: int, correct: int, reward: flo
         for i in range(4)
     ]  # fmt: skip
     write_rollouts(run_dir / "rollouts" / "train" / f"step_{steps}.jsonl", train)
+    (run_dir / "checkpoints").mkdir(exist_ok=True)  # a finished local run's last policy (what "use vN" points at)
+    (run_dir / "checkpoints" / "last.pt").write_bytes(b"")
 
 
 def _run_ids(sid: str, legacy: bool) -> dict[str, str]:

@@ -105,7 +105,7 @@ def test_status_on_the_default_store_lifecycle(tmp_path: Path) -> None:
     assert ledger.returncode == 0, ledger.stderr
     v1 = next(row for row in ledger.stdout.splitlines() if "│ v1 " in row)
     assert "v0" in v1 and "merge" in v1 and "improvement" in v1 and "0.610" in v1 and "strict accuracy up" in v1
-    assert "demo-1-v0.1-strict" in ledger.stdout and "refused" in ledger.stdout and "touches eval/" in ledger.stdout
+    assert "v0.1-strict" in ledger.stdout and "refused" in ledger.stdout and "touches eval/" in ledger.stdout
 
     missing = evotrainer(tmp_path, "status", "nope")
     assert missing.returncode == 1 and "no session 'nope'" in missing.stderr

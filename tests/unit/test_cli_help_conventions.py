@@ -19,6 +19,14 @@ from agent.cli import app
 RUNNER = CliRunner()
 
 
+@pytest.fixture(autouse=True)
+def _wide_help(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Render help 200 columns wide whatever the terminal (rich otherwise guesses from the process's streams)."""
+    import typer.rich_utils
+
+    monkeypatch.setattr(typer.rich_utils, "MAX_WIDTH", 200)
+
+
 def _leaves(command: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
     subs = getattr(command, "commands", None)
     if not subs:

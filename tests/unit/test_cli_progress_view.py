@@ -6,6 +6,7 @@ summary.json); printing goes to a recording rich console, so markup handling is 
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from pathlib import Path
@@ -72,7 +73,8 @@ def test_session_view_tracks_iteration_versions_best_and_phase() -> None:
 def _display(tmp_path: Path, form: str = "plain") -> tuple[SessionProgress, Console]:
     console = Console(record=True, width=200, force_terminal=False, color_system=None)
     view = SessionView("s1", max_iterations=2, max_steps=100)
-    return SessionProgress(console, view, tmp_path, form, describe=_describe), console  # type: ignore[arg-type]
+    describe = functools.partial(_describe, "s1")
+    return SessionProgress(console, view, tmp_path, form, describe=describe), console  # type: ignore[arg-type]
 
 
 def test_printed_values_keep_their_brackets(tmp_path: Path) -> None:
@@ -86,7 +88,8 @@ def test_printed_values_keep_their_brackets(tmp_path: Path) -> None:
     display.wall_start = display.phase_start = time.time() - 60
     console.print(display.render())
     text = console.export_text()
-    assert "s1-v1.1-fix [proposed]" in text and "s1-v1.2-spam [refused] touches [bold]eval/[/bold]" in text, text
+    assert "v1.1-fix [proposed]" in text and "v1.2-spam [refused] touches [bold]eval/[/bold]" in text, text
+    assert "s1-v1.1-fix" not in text, "candidates print by their one name, without the session"
     assert "s1-i1-k1.1-[x]" in text and "step 2/10" in text, text
 
 
