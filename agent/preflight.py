@@ -289,6 +289,9 @@ def _validate_verl(runs: list[PlannedRun], harness: Harness, scratch: Path) -> N
             run.problems.append(str(exc))
             continue
         run.text = render_launch(plan, "python3" if run.spec.ray_address else "python")
+        if plan.agent is not None:  # an agentic harness: the generated configs, in full with the first run
+            run.text += [f"# agentic: verl's multi-turn agent loop, tools from {plan.agent.tool_config}"]
+            run.text += [] if prepared else plan.agent.describe()
         prepared.append((run, plan))
     # v0's and the control's reward is imported with verl's own loader; a candidate's is only parsed
     results = validate_plans([(plan, not run.candidate) for run, plan in prepared], scratch, "session")

@@ -170,7 +170,6 @@ class HarnessAgentLoop(ToolAgentLoop):
         **kwargs: Any,
     ) -> None:
         """`harness_root`, `trajectory_dir` and `max_turn_tokens` come from the generated agent-loop config."""
-        kwargs.pop("name", None)  # the registry entry's own name, passed along by hydra.utils.instantiate
         super().__init__(*args, **kwargs)
         self.answer = load_harness(Path(harness_root)).manifest.answer
         self.trajectory_dir = trajectory_dir
