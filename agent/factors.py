@@ -9,7 +9,8 @@ Factors (paper §2: reward, filtering, data selection, rollout settings, optimis
   ``group_keep_ratio``). The manifest is protected, so a harness wires its filter in an editable file;
 - ``data``: data-selection config: editable files named ``*data*``, ``*mix*``, ``*selection*``,
   ``*curriculum*``, and data keys inside the trainer config (``data_mix``, ``difficulty``, ...);
-- ``trainer``: every other key of the trainer config (lr, clip, kl, group size, ...). A change to the
+- ``trainer``: every other key of the trainer config (lr, clip, kl, group size, ...); the trainer config is
+  every backend's settings file the manifest names (``trainer.local``, ``trainer.verl``). A change to the
   length budget (``max_new_tokens`` and friends) is a ``trainer`` factor: it is a rollout setting of the
   trainer config and the store's factor set has no separate value for it. ``FactorCheck.trainer_keys``
   names the keys touched and ``FactorCheck.length_budget`` says whether the length budget moved, so the
@@ -37,15 +38,16 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Literal, get_args
 
-from harness.manifest import Harness
+from harness.manifest import BACKEND_NAMES, Harness
 from harness.paths import PathRuleError, check_or_none, is_under, normalise
 
 Factor = Literal["reward", "filter", "data", "trainer", "diagnostic", "other"]
 FACTORS: tuple[Factor, ...] = get_args(Factor)
 
 LENGTH_BUDGET_KEYS = frozenset(
-    {"max_new_tokens", "max_response_length", "response_length", "max_tokens", "max_turns", "max_completion_length"}
-)
+    {"max_new_tokens", "max_response_length", "response_length", "max_tokens", "max_turns", "max_completion_length",
+     "max_turn_tokens"}
+)  # fmt: skip
 FILTER_KEYS = frozenset(
     {"group_keep_ratio", "group_min_keep_ratio", "group_ema_decay", "group_min_std_threshold", "keep_ratio", "min_std"}
 )
@@ -152,7 +154,8 @@ def classify_path(path: str, file_diff: FileDiff | None, harness: Harness) -> tu
         return ("reward",), []
     if harness.group_filter is not None and path == harness.group_filter.path:
         return ("filter",), []
-    if path == check_or_none(m.trainer.config):
+    settings = [m.trainer.config, *(m.trainer.settings(b) for b in BACKEND_NAMES)]
+    if path in {check_or_none(f) for f in settings if f}:  # every backend's settings file is the trainer config
         return _classify_trainer_config(file_diff)
     if "filter" in name:
         return ("filter",), []

@@ -34,7 +34,7 @@ from typing import Any
 from agent.context import Context
 from agent.nodes.train import PilotPlan, plan_pilot
 from diagnostics.backtest import BacktestResult
-from harness.manifest import Harness, HarnessError, load_harness
+from harness.manifest import BackendName, Harness, HarnessError, load_harness
 from trainer_backend.base import RunRefused, RunSpec
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,8 @@ def plan_session(ctx: Context, harness_dir: Path, out: Path | None = None) -> tu
 
     pilots: list[tuple[str, dict[str, Any] | None]] = [("control (the incumbent harness, continued)", None)]
     skipped: list[str] = []
-    for k, (name, folder, why) in enumerate(_candidate_harnesses(harness, scratch / "candidates"), start=1):
+    candidates = _candidate_harnesses(harness, scratch / "candidates", ctx.backend)
+    for k, (name, folder, why) in enumerate(candidates, start=1):
         if folder is None:
             skipped.append(f"{name}: {why}")
             continue
@@ -218,8 +219,9 @@ def _future_checkpoint(backend: str, spec: RunSpec) -> Path:
     return spec.out_dir.resolve() / FINAL_CHECKPOINT
 
 
-def _candidate_harnesses(harness: Harness, folder: Path) -> list[tuple[str, Path | None, str]]:
-    """(skill name, patched copy of the harness or None, note) for every seeded intervention of its domain."""
+def _candidate_harnesses(harness: Harness, folder: Path, backend: BackendName) -> list[tuple[str, Path | None, str]]:
+    """(skill name, patched copy of the harness or None, note) for every seeded intervention of its domain, each
+    applied as a session on `backend` applies it (`@trainer_config` is that backend's settings file)."""
     from sandboxes.git_worktree import GitWorktreeError
     from skills.models import SkillRecord
     from skills.patches import SkillPatchError, apply_skill
@@ -237,7 +239,7 @@ def _candidate_harnesses(harness: Harness, folder: Path) -> list[tuple[str, Path
         shutil.rmtree(copy, ignore_errors=True)
         shutil.copytree(harness.root, copy, ignore=shutil.ignore_patterns(".git", "__pycache__", ".evotrainer"))
         try:
-            apply_skill(spec, copy, harness, metrics={})
+            apply_skill(spec, copy, harness, metrics={}, backend=backend)
         except (SkillPatchError, GitWorktreeError, ValueError) as exc:
             out.append((spec.name, None, f"not plannable before v0's health report ({exc})"))
             continue
@@ -287,6 +289,9 @@ def _validate_verl(runs: list[PlannedRun], harness: Harness, scratch: Path) -> N
             run.problems.append(str(exc))
             continue
         run.text = render_launch(plan, "python3" if run.spec.ray_address else "python")
+        if plan.agent is not None:  # an agentic harness: the generated configs, in full with the first run
+            run.text += [f"# agentic: verl's multi-turn agent loop, tools from {plan.agent.tool_config}"]
+            run.text += [] if prepared else plan.agent.describe()
         prepared.append((run, plan))
     # v0's and the control's reward is imported with verl's own loader; a candidate's is only parsed
     results = validate_plans([(plan, not run.candidate) for run, plan in prepared], scratch, "session")

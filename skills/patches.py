@@ -9,7 +9,11 @@ over ``current`` and the skill's ``params`` (overridable per call). Operations:
 
 - ``{"op": "set_yaml_key", "file": F, "key": "a.b", "value": V, "create": false, "default": D}``:
   set one scalar in an editable YAML file, keeping its comments (``create`` adds a missing key);
-  ``"file": "@trainer_config"`` means the manifest's trainer config file;
+  ``"file": "@trainer_config"`` means the trainer settings file of the session's backend (``trainer.<backend>``;
+  the default backend's file when no backend is given). A key verl's settings name differently (the local
+  trainer's ``max_new_tokens`` is verl's ``max_response_length``: ``trainer_backend.verl.config.LOCAL_NAMES``)
+  is translated, and a verl setting the file leaves at its default is added; a key verl's settings do not
+  have is refused (the skill does not apply to that backend);
 - ``{"op": "replace_file", "file": F, "content": TEXT}``: replace a whole editable file
   (``"@reward"`` / ``"@group_filter"`` name the manifest's entry files);
 - ``{"op": "write_reward", "file": F, "content": TEMPLATE}``: replace a reward file with ``TEMPLATE``, its
@@ -49,7 +53,7 @@ from typing import Any
 import yaml
 
 from diagnostics.sources import DEAD_SOURCE_AT, MIN_SOURCE_GROUPS, SOURCE_DEAD_RATIO, SOURCE_GROUPS, per_source
-from harness.manifest import Harness
+from harness.manifest import BackendName, Harness
 from sandboxes import worktree_files
 from skills.models import SkillSpec, template_ops
 from skills.templates import (
@@ -96,11 +100,12 @@ def skill_fits(spec: SkillSpec, harness: Harness) -> str | None:
     return NO_ANSWER_PROTOCOL if writes_reward else None
 
 
-def resolve_file(ref: str, harness: Harness, worktree: Path | None = None) -> str:
+def resolve_file(ref: str, harness: Harness, worktree: Path | None = None, backend: BackendName | None = None) -> str:
     """Resolve ``@reward``, ``@group_filter``, ``@trainer_config`` and ``@data_selection`` to harness paths.
 
-    ``@data_selection`` is the ``data_selection`` field of the trainer config, read in ``worktree``
-    (the harness's own folder when None), since the trainer config is editable.
+    ``@trainer_config`` is ``backend``'s settings file (the default backend's when None). ``@data_selection``
+    is the ``data_selection`` field of the trainer config, read in ``worktree`` (the harness's own folder when
+    None), since the trainer config is editable.
     """
     if ref == "@data_selection":
         return _data_selection(harness, worktree)
@@ -111,7 +116,10 @@ def resolve_file(ref: str, harness: Harness, worktree: Path | None = None) -> st
             raise SkillPatchError("the harness manifest declares no group_filter; '@group_filter' has no file")
         return harness.group_filter.path
     if ref == "@trainer_config":
-        return harness.manifest.trainer.config
+        own = harness.manifest.trainer.config if backend is None else harness.manifest.trainer.settings(backend)
+        if own is None:
+            raise SkillPatchError(f"the manifest names no trainer.{backend} settings; '@trainer_config' has no file")
+        return own
     if ref.startswith("@"):
         raise SkillPatchError(
             f"unknown file reference {ref!r}; use @reward, @group_filter, @trainer_config or @data_selection"
@@ -140,11 +148,13 @@ def apply_skill(
     harness: Harness,
     params: Mapping[str, Any] | None = None,
     metrics: Mapping[str, Any] | None = None,
+    backend: BackendName | None = None,
 ) -> AppliedPatch:
     """Apply ``spec``'s patch to ``worktree`` (nothing is committed).
 
     ``metrics`` are the run's health metrics (``agent.nodes.propose.trigger_metrics``); only ops that
-    read evidence (``reweight_sources``) use them, and they fail when it is absent.
+    read evidence (``reweight_sources``) use them, and they fail when it is absent. ``backend`` is the
+    session's backend: ``@trainer_config`` edits its settings file.
 
     Raises:
         GuardSkillError: ``spec`` is a guard skill.
@@ -162,7 +172,7 @@ def apply_skill(
     notes: list[str] = []
     for i, op in enumerate(template_ops(spec.patch, spec.name)):
         try:
-            rel, content, note = _plan(op, worktree, harness, variables, writes, metrics or {})
+            rel, content, note = _plan(op, worktree, harness, variables, writes, metrics or {}, backend)
         except (TemplateError, KeyError, TypeError) as exc:
             raise SkillPatchError(f"skill {spec.name}, op #{i} ({op.get('op')}): {exc}") from None
         if content is not None:
@@ -182,10 +192,11 @@ def _plan(
     variables: Mapping[str, Any],
     writes: Mapping[str, str],
     metrics: Mapping[str, Any],
+    backend: BackendName | None = None,
 ) -> tuple[str, str | None, str]:
     """Compute one op's effect: (file, new content or None for no write, note)."""
     kind = op["op"]
-    rel = worktree_files.surface_path(resolve_file(str(op["file"]), harness, worktree), harness)
+    rel = worktree_files.surface_path(resolve_file(str(op["file"]), harness, worktree, backend), harness)
     worktree_files.check_surface(worktree, rel, harness)
     current = _read(worktree, rel)  # never through a link (worktree_files refuses them)
     if kind == "set_yaml_key":
@@ -193,14 +204,17 @@ def _plan(
         if rel not in writes and current is None:
             raise TemplateError(f"{rel} does not exist in the worktree")
         text = writes.get(rel) or current or ""
+        key, create, default = str(op["key"]), bool(op.get("create", False)), op.get("default")
+        if op["file"] == "@trainer_config" and backend == "verl":
+            key, create, default = _verl_setting(key, text, create, default)
         new_text, old, new = set_yaml_key(
             text,
-            str(op["key"]),
+            key,
             lambda current: render_value(op["value"], as_variables(variables, current)),
-            create=bool(op.get("create", False)),
-            default=op.get("default"),
+            create=create,
+            default=default,
         )
-        return rel, new_text, f"{rel}: {op['key']} {old!r} -> {new!r}"
+        return rel, new_text, f"{rel}: {key} {old!r} -> {new!r}"
     if kind == "reweight_sources":
         _only(op, {"op", "file", "key", "dead_at", "min_groups"})
         if rel not in writes and current is None:
@@ -235,6 +249,22 @@ def _plan(
             return rel, None, f"{rel}: exists, left as is"
         return rel, str(op["content"]), f"{rel}: created"
     raise TemplateError(f"op {kind!r} cannot be applied")
+
+
+def _verl_setting(key: str, text: str, create: bool, default: object) -> tuple[str, bool, object]:
+    """(key, create, default) of a trainer-settings edit in a verl settings file (see ``@trainer_config``)."""
+    from trainer_backend.verl.config import settings_field
+
+    found = settings_field(key)
+    for name in dict.fromkeys([key, found[0] if found else key]):
+        try:
+            get_yaml_value(text, name)
+            return name, create, default
+        except KeyError:
+            continue
+    if found is None:
+        raise TemplateError(f"verl's settings have no {key!r} (nor a setting meaning the same); not for --backend verl")
+    return found[0], True, found[1] if default is None else default
 
 
 def sources_by_entry(worktree: Path, train_file: str, field: str) -> dict[str, set[str]]:

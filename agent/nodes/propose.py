@@ -95,7 +95,7 @@ def _materialise(
     if not cand.committed:
         try:
             for spec in proposal.skills:
-                apply_skill(spec, Path(cand.info["worktree"]), harness, metrics=metrics)
+                apply_skill(spec, Path(cand.info["worktree"]), harness, metrics=metrics, backend=ctx.backend)
         except (SkillPatchError, gw.GitWorktreeError) as exc:
             return refuse_candidate(ctx, state, cand.info, f"patch did not apply: {exc}")
     info = finalise_candidate(ctx, state, harness, cand, f"{proposal.slug}: {proposal.skill.expected_outcome}")

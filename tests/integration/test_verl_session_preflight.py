@@ -64,10 +64,11 @@ def test_verl_dry_run_prints_a_validated_command_for_every_run_of_iteration_one(
     assert "dryrun-v0/checkpoints/global_step_60" in control and "carried: weights, AdamW moments" in control
     assert "load_contents=[model,optimizer,extra]" in control
     assert "load_contents=[model,optimizer]" in blocks["dryrun-v1.0-control-r1"]  # fresh seed: no RNG, no data position
-    assert not any("length-budget" in c for c in candidates)  # it edits trainer.yaml only: refused at backtest
-    assert re.search(
-        r"raise-length-budget: refused at its backtest, it changes only harness/trainer\.yaml", done.stdout
-    )
+    # issue 15: in a verl session the length-budget skill edits harness/verl.yaml (its max_response_length), so its
+    # pilot trains differently from the control; the group filter verl cannot run is still refused at backtest
+    (budget,) = [blocks[c] for c in candidates if c.endswith("raise-length-budget")]
+    assert "data.max_response_length=512" in budget and "data.max_response_length=256" in control
+    assert re.search(r"std-group-filter: refused at its backtest, it changes only harness/filters\.py", done.stdout)
     assert "not plannable before v0's health report" in done.stdout  # the data-mix skill needs v0's evidence
     assert re.search(rf"# {len(blocks)} of {len(blocks)} run\(s\) validated; nothing was trained", done.stdout)
     assert not (tmp_path / ".evotrainer" / "sessions").exists() and not (tmp_path / "evotrainer-demo").exists()

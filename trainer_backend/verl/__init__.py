@@ -104,7 +104,14 @@ def prepare(spec: RunSpec, *, parent: Parent | None = None) -> tuple[Harness, Pl
     init = spec.init_checkpoint
     if parent is None and init is not None and checkpoint_step(init) is not None:
         parent = parent_of(init)
-    return harness, build_plan(harness, spec, cfg, attempt, train_file, val_file, parent, train_data_hash(harness))
+    plan = build_plan(harness, spec, cfg, attempt, train_file, val_file, parent, train_data_hash(harness))
+    if plan.agent is not None:  # the generated tool and agent-loop configs verl loads (agentic.py)
+        for path, text in plan.agent.texts.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(text)
+            tmp.replace(path)
+    return harness, plan
 
 
 def seed_continuation(cont: Continuation, out_dir: Path) -> None:
@@ -205,8 +212,12 @@ def render_launch(plan: Plan, python: str = "python") -> list[str]:
 
 
 def render(plan: Plan, yaml_text: str) -> str:
-    """Human-readable dry-run output: environment, command, warnings, resolved config."""
+    """Human-readable dry-run output: environment, command, the generated tool config (agentic), warnings,
+    resolved config."""
     lines = [f"# verl 0.9.1 launch, attempt {plan.attempt} (config validated)", *render_launch(plan)]
+    if plan.agent is not None:
+        lines += ["", "# agentic harness: verl's multi-turn agent loop, with these generated configs:"]
+        lines += plan.agent.describe()
     if plan.warnings:
         lines += ["", "# warnings (not mapped or changed meaning):"] + [f"# - {w}" for w in plan.warnings]
     lines += ["", "# resolved verl config:", yaml_text]
@@ -255,6 +266,7 @@ def submit(spec: RunSpec) -> Handle:
         started_at=time.time(),
         start_step=plan.start_step,
         strict_eval=str(harness.strict_eval),
+        tool_format=plan.agent.tool_format if plan.agent is not None else None,
     )
     (out / CONFIG_FILE).write_text(
         json.dumps(

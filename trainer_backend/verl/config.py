@@ -28,8 +28,10 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from harness.env import MAX_RESULT_CHARS
 from harness.manifest import Harness
 from trainer_backend.base import RunRefused, RunSpec
+from trainer_backend.verl.agentic import AgentFiles, agent_files, agentic_overrides, agentic_warnings
 
 CHECKPOINT_DIR = "checkpoints"
 DATA_DIR = "verl_data"
@@ -65,6 +67,8 @@ CONTROLLER_KEYS = (
     "data.val_files",
     "reward.custom_reward_function.path",
     "reward.custom_reward_function.name",
+    "actor_rollout_ref.rollout.multi_turn.tool_config_path",  # generated from the manifest's env: (agentic.py)
+    "actor_rollout_ref.rollout.agent.agent_loop_config_path",
 )
 
 
@@ -107,6 +111,11 @@ class VerlTrainerConfig(BaseModel):
     filter_groups_metric: Literal["acc", "score"] | None = None  # drop zero-variance groups (verl dynamic sampling)
     overrides: list[str] = Field(default_factory=list)  # extra verl Hydra overrides, `key=value`
     stall_timeout_s: int = Field(1800, gt=0)  # no log/metrics growth for this long → stopped as a timeout
+    # Agentic harnesses only (manifest `env:`; trainer_backend/verl/agentic.py): verl's multi-turn agent loop.
+    max_turns: int = Field(8, ge=1)  # policy turns per episode (multi_turn.max_assistant_turns)
+    max_turn_tokens: int | None = Field(None, gt=0)  # tokens one turn may generate; None: only the response cap
+    tool_format: str = Field("hermes", min_length=1)  # multi_turn.format: verl's tool-call parser for the model
+    max_tool_response_length: int = Field(MAX_RESULT_CHARS, gt=0)  # characters of a tool result verl keeps
 
     @model_validator(mode="after")
     def _check(self) -> VerlTrainerConfig:
@@ -124,6 +133,26 @@ class VerlTrainerConfig(BaseModel):
             if override_key(item) in CONTROLLER_KEYS:
                 raise ValueError(f"overrides: {override_key(item)} is set by EvoTrainer; remove it from overrides")
         return self
+
+
+# The local trainer's names of settings these fields also hold (trainer_backend/local/config.py), so a skill
+# written against `@trainer_config` edits the verl settings file in a verl session (skills/patches.py).
+LOCAL_NAMES = {
+    "max_new_tokens": "max_response_length",
+    "clip_low": "clip_ratio_low",
+    "clip_high": "clip_ratio_high",
+    "prompts_per_step": "train_batch_size",
+}
+
+
+def settings_field(key: str) -> tuple[str, object] | None:
+    """The `VerlTrainerConfig` field a trainer-settings key means (its own name, or the local trainer's name of it)
+    and that field's default (None when it has none); None when verl's settings hold no such scalar."""
+    name = LOCAL_NAMES.get(key, key)
+    found = VerlTrainerConfig.model_fields.get(name)
+    if found is None or name == "overrides":
+        return None
+    return name, None if found.is_required() else found.get_default(call_default_factory=True)
 
 
 def load_verl_config(harness: Harness) -> VerlTrainerConfig:
@@ -168,6 +197,7 @@ class Plan:
     resume_from_step: int | None = None
     warnings: list[str] = field(default_factory=list)
     continuation: Continuation | None = None  # set when the run continues a parent's verl checkpoint
+    agent: AgentFiles | None = None  # an agentic harness: the generated tool and agent-loop configs
 
     @property
     def start_step(self) -> int:
@@ -386,6 +416,11 @@ def build_plan(
     if continuation is not None:
         ov.append(f"actor_rollout_ref.actor.checkpoint.load_contents=[{','.join(continuation.load_contents)}]")
     warnings = _unmapped(harness, spec, cfg)
+    env = harness.manifest.env
+    agent = None if env is None else agent_files(harness, env, out, cfg.max_turn_tokens, cfg.tool_format)
+    if agent is not None:
+        ov += agentic_overrides(agent, cfg.max_turns, cfg.max_tool_response_length)
+    warnings += agentic_warnings(env, harness.manifest.trainer.settings("verl"), cfg.model_fields_set)
     if cfg.filter_groups_metric is not None:
         metric = "reward" if cfg.filter_groups_metric == "score" else "acc"
         ov += ["algorithm.filter_groups.enable=True", f"algorithm.filter_groups.metric={metric}"]
@@ -420,6 +455,7 @@ def build_plan(
         resume_from_step=resume_step if spec.resume else None,
         warnings=warnings,
         continuation=continuation,
+        agent=agent,
     )
 
 

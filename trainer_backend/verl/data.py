@@ -7,6 +7,9 @@ One harness row `{"id", "prompt", "ground_truth", "data_source", ...}` becomes o
     ability       row["ability"], else the harness domain
     reward_model  {"style": "rule", "ground_truth": str(row["ground_truth"])}
     extra_info    {"index": <line index>, "split": "train"|"val", every other field of the row}
+
+An agentic harness (manifest `env:`) adds `agent_name` (the agent loop verl runs for the row) and
+`extra_info.tools_kwargs` (per tool, the row its environment is made from), see `agentic.row_fields`.
 """
 
 from __future__ import annotations
@@ -16,14 +19,18 @@ from typing import Any
 
 import orjson
 
+from harness.env import EnvSpec
 from harness.manifest import Harness
+from trainer_backend.verl.agentic import row_fields
 from trainer_backend.verl.config import DATA_DIR, VerlConfigError
 
 _TOP_LEVEL = ("prompt", "ground_truth", "data_source", "ability")
 
 
-def convert_row(row: dict[str, Any], index: int, split: str, default_source: str, default_ability: str) -> dict:
-    """Map one harness data row to verl's columns.
+def convert_row(
+    row: dict[str, Any], index: int, split: str, default_source: str, default_ability: str, env: EnvSpec | None = None
+) -> dict:
+    """Map one harness data row to verl's columns (with the agent-loop fields when `env` is set).
 
     Raises:
         ValueError: the row lacks `prompt` or `ground_truth`, or the prompt is not text or chat messages.
@@ -40,16 +47,23 @@ def convert_row(row: dict[str, Any], index: int, split: str, default_source: str
         raise ValueError("field 'prompt' must be a string or a list of {'role', 'content'} messages")
     extra = {k: v for k, v in row.items() if k not in _TOP_LEVEL}
     extra.update(index=index, split=split)
-    return {
+    out = {
         "prompt": messages,
         "data_source": str(row.get("data_source") or default_source),
         "ability": str(row.get("ability") or default_ability),
         "reward_model": {"style": "rule", "ground_truth": str(row["ground_truth"])},
         "extra_info": extra,
     }
+    if env is not None:
+        agentic = row_fields(env, row)
+        out["agent_name"] = agentic["agent_name"]
+        extra["tools_kwargs"] = agentic["tools_kwargs"]
+    return out
 
 
-def convert_file(src: Path, dst: Path, split: str, default_source: str, default_ability: str) -> int:
+def convert_file(
+    src: Path, dst: Path, split: str, default_source: str, default_ability: str, env: EnvSpec | None = None
+) -> int:
     """Convert one JSONL file to parquet atomically; return the number of rows.
 
     Raises:
@@ -64,7 +78,7 @@ def convert_file(src: Path, dst: Path, split: str, default_source: str, default_
             if not raw.strip():
                 continue
             try:
-                rows.append(convert_row(orjson.loads(raw), len(rows), split, default_source, default_ability))
+                rows.append(convert_row(orjson.loads(raw), len(rows), split, default_source, default_ability, env))
             except (orjson.JSONDecodeError, ValueError) as exc:
                 raise VerlConfigError(f"{src}:{number}: {exc}; fix the data row") from None
     if not rows:
@@ -88,6 +102,7 @@ def convert_harness_data(harness: Harness, out_dir: Path) -> tuple[Path, Path]:
     paths = []
     for split, rel in (("train", harness.manifest.data.train), ("val", harness.manifest.data.val)):
         dst = folder / f"{split}.parquet"
-        convert_file(harness.path(rel), dst, split, harness.manifest.name, harness.manifest.domain)
+        m = harness.manifest
+        convert_file(harness.path(rel), dst, split, m.name, m.domain, m.env)
         paths.append(dst)
     return paths[0], paths[1]

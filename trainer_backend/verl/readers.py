@@ -6,6 +6,9 @@
   so a restart truncates it) is detected by a changed prefix hash and read again from byte 0.
 - `read_dump_file` maps one `<dump_dir>/<step>.jsonl` (V1 training: input, output, gts, score, step, uid;
   V1 validation: + reward and reward extras; V0 rows: no uid, reward extras) onto `Rollout` records.
+- An agentic run's rows (`Agentic`) get their trajectory (turns, `num_turns`, `tool_calls`, stop reason) from
+  `HarnessAgentLoop`'s record with the row's uid, else by splitting the decoded output at the tool-response
+  markers of the format (`turns.py` says what each source holds).
 - `derived_metrics` computes our names from a training dump: `rollout/dead_group_ratio` (group key
   `uid.rsplit("_", 2)[0]`) and `rollout/truncation_rate` (response tokens >= data.max_response_length;
   verl's own `response_length/clip_ratio` is wrong under V1, verl.md §1.6).
@@ -25,6 +28,7 @@ from typing import Any
 import orjson
 
 from diagnostics.schema import ReadProblem, Rollout, Split, StopReason, iter_jsonl
+from trainer_backend.verl import turns as turns_mod
 
 TokenCounter = Callable[[str], int]
 
@@ -113,8 +117,28 @@ def _prompt_id(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
+@dataclass(frozen=True)
+class Agentic:
+    """How to read an agentic run's dump rows: the format's turn markers (None: not splittable) and the
+    trajectory records of the dump's step, by uid."""
+
+    markers: turns_mod.TurnMarkers | None
+    records: dict[str, Any] = field(default_factory=dict)
+
+
+def load_records(folder: Path, problems: list[ReadProblem]) -> dict[str, Any]:
+    """The trajectory records under `folder` (`<trajectory dir>/<step>/`), by uid; bad lines become problems."""
+    rows = [row for path in sorted(folder.glob("*.jsonl")) for _, row in iter_jsonl(path, problems)]
+    return turns_mod.index_records(rows)
+
+
 def read_dump_file(
-    path: Path, split: Split, run_id: str, max_response_length: int, count_tokens: TokenCounter | None
+    path: Path,
+    split: Split,
+    run_id: str,
+    max_response_length: int,
+    count_tokens: TokenCounter | None,
+    agentic: Agentic | None = None,
 ) -> tuple[list[Rollout], list[ReadProblem]]:
     """Map one verl dump file onto `Rollout` records (tolerant: bad lines become problems)."""
     problems: list[ReadProblem] = []
@@ -122,10 +146,21 @@ def read_dump_file(
     seen: dict[str, int] = defaultdict(int)
     for number, row in iter_jsonl(path, problems):
         try:
-            rollouts.append(_rollout(row, split, run_id, max_response_length, count_tokens, seen))
+            rollouts.append(_rollout(row, split, run_id, max_response_length, count_tokens, seen, agentic))
         except (KeyError, TypeError, ValueError) as exc:
             problems.append(ReadProblem(str(path), number, f"not a verl dump row ({type(exc).__name__}: {exc})"))
     return rollouts, problems
+
+
+def _trajectory(
+    row: dict[str, Any], agentic: Agentic, count_tokens: TokenCounter | None
+) -> turns_mod.Trajectory | None:
+    record = agentic.records.get(row.get("uid")) if isinstance(row.get("uid"), str) else None
+    if record is not None:
+        return turns_mod.from_record(record)
+    if agentic.markers is not None:
+        return turns_mod.split_turns(str(row["output"]), agentic.markers, count_tokens)
+    return None
 
 
 def _rollout(
@@ -135,6 +170,7 @@ def _rollout(
     max_len: int,
     count_tokens: TokenCounter | None,
     seen: dict[str, int],
+    agentic: Agentic | None = None,
 ) -> Rollout:
     prompt, response, step = str(row["input"]), str(row["output"]), int(row["step"])
     group = group_key(row)
@@ -148,6 +184,11 @@ def _rollout(
     }
     tokens = count_tokens(response) if count_tokens is not None else 0
     truncated = count_tokens is not None and tokens >= max_len
+    stop = StopReason.LENGTH if truncated else StopReason.EOS
+    trajectory = None if agentic is None else _trajectory(row, agentic, count_tokens)
+    if trajectory is not None:
+        truncated = truncated or trajectory.stop_reason is StopReason.LENGTH
+        stop = StopReason.LENGTH if truncated else (trajectory.stop_reason or StopReason.ANSWER)
     gts = row.get("gts")
     return Rollout(
         run_id=run_id,
@@ -163,7 +204,10 @@ def _rollout(
         reward_components=components,
         response_tokens=tokens,
         truncated=truncated,
-        stop_reason=StopReason.LENGTH if truncated else StopReason.EOS,
+        stop_reason=stop,
+        num_turns=len(trajectory.turns) if trajectory else 1,
+        tool_calls=trajectory.tool_calls if trajectory else 0,
+        turns=trajectory.turns if trajectory else (),
     )
 
 

@@ -37,9 +37,11 @@ from harness.failures import CandidateCodeError, Outcome
 from harness.manifest import EntryPoint
 from trainer_backend import ray_jobs
 from trainer_backend.base import LOG_FILE, METRICS_FILE, SUMMARY_FILE, Handle, RunResult, RunSpec, RunStatus
+from trainer_backend.verl.agentic import TRAJECTORY_DIR
 from trainer_backend.verl.classify import classify
 from trainer_backend.verl.config import TRAIN_DUMP_DIR as TRAIN_DUMPS
 from trainer_backend.verl.config import VAL_DUMP_DIR as VAL_DUMPS
+from trainer_backend.verl.turns import MARKERS
 
 STATE_FILE = "verl_run.json"
 RAW_METRICS = ".verl/raw_metrics.jsonl"
@@ -76,6 +78,7 @@ class RunState(BaseModel):
     last_growth_at: float = 0.0
     start_step: int = 0  # the parent checkpoint's global step when the run continues one (steps count from it)
     strict_eval: str = ""  # the protected evaluator (`eval/strict.py:score`) that scores the converted dumps
+    tool_format: str | None = None  # an agentic run: verl's multi_turn.format (how its dumps split into turns)
 
 
 def load_state(out_dir: Path) -> RunState | None:
@@ -273,6 +276,8 @@ def convert_dumps(out: Path, state: RunState) -> list[ReadProblem]:
 
     verl never runs the strict evaluator: each response is scored here, so a candidate's reward cannot decide
     its own held-out score. The validation means per step go to `.verl/strict_by_step.json` (`val/strict_acc`).
+    An agentic run's rollouts carry their trajectories (the step's `verl_dumps/trajectories/<step>/` records,
+    else the dump text split at the format's markers; readers.Agentic).
     """
     counter = readers.load_token_counter(state.model_path)
     problems: list[ReadProblem] = []
@@ -284,7 +289,13 @@ def convert_dumps(out: Path, state: RunState) -> list[ReadProblem]:
     means: dict[int, float] = {}
     for split, folder in (("train", TRAIN_DUMPS), ("val", VAL_DUMPS)):
         for step, path in readers.dump_files(out / folder):
-            rollouts, bad = readers.read_dump_file(path, split, state.run_id, state.max_response_length, counter)
+            agentic = None
+            if state.tool_format is not None:
+                records = readers.load_records(out / TRAJECTORY_DIR / str(step), problems)
+                agentic = readers.Agentic(MARKERS.get(state.tool_format), records)
+            rollouts, bad = readers.read_dump_file(
+                path, split, state.run_id, state.max_response_length, counter, agentic
+            )
             problems += bad
             if strict is not None:
                 rollouts = [_scored(r, strict, path, problems) for r in rollouts]

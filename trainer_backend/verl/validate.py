@@ -8,7 +8,12 @@ it in a child process: `python -m trainer_backend.verl.validate IN.json OUT.json
 
 A candidate's reward is candidate code, which runs only in a sandbox before its pilot: with
 `"import_reward": false` in the request the module is parsed (file present, the function defined at its
-top level) instead of imported.
+top level) instead of imported. The same holds for an agentic harness's environment (`make_env`).
+
+An agentic plan (a `multi_turn.tool_config_path` is set, `agentic.py`) is also checked the way verl's
+agent-loop workers will load it: the tool config through verl's own `initialize_tools_from_config` (each
+tool's OpenAI schema validated by verl), each agent-loop config entry's class resolved by Hydra, the
+tool-call parser (`multi_turn.format`) registered, and every data row's `agent_name` a registered loop.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import ast
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from trainer_backend.verl.config import hydra_error_key, legacy_key_problem
@@ -67,6 +73,8 @@ def check_overrides(overrides: list[str], import_reward: bool = True) -> tuple[s
         return "", problems
     problems += _controller_checks(cfg, import_reward)
     problems += _verl_checks(cfg)
+    if cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path:
+        problems += _agentic_checks(cfg, import_env=import_reward)
     return OmegaConf.to_yaml(cfg), problems
 
 
@@ -81,18 +89,85 @@ def _verl_checks(cfg: Any) -> list[str]:
     return []
 
 
-def _reward_defined(path: str, name: str) -> str | None:
+def _reward_defined(path: str, name: str, what: str = "reward.custom_reward_function") -> str | None:
     """A problem when `path` does not define `name` at its top level (parsed, never imported)."""
     try:
         with open(os.path.expanduser(path.removeprefix("file://")), "rb") as fh:
             tree = ast.parse(fh.read(), filename=path)
     except (OSError, SyntaxError, ValueError) as exc:
-        return f"reward.custom_reward_function.path: cannot parse {path} ({type(exc).__name__}: {exc}); fix the file"
+        return f"{what}.path: cannot parse {path} ({type(exc).__name__}: {exc}); fix the file"
     defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
     if name not in defined:
-        return f"reward.custom_reward_function.name: {path} defines no top-level {name}; fix the reward module"
+        return f"{what}.name: {path} defines no top-level {name}; fix the module"
     return None
+
+
+def _agentic_checks(cfg: Any, import_env: bool) -> list[str]:
+    """Load the agentic plan's tools and agent loops as verl's workers will (see the module docstring)."""
+    import pyarrow.parquet as pq
+    from hydra.utils import get_class
+    from omegaconf import OmegaConf
+    from verl.experimental.agent_loop.agent_loop import AgentLoopBase, _agent_loop_registry
+    from verl.experimental.agent_loop.tool_parser import ToolParser
+    from verl.tools.tool_registry import initialize_tools_from_config
+
+    mt = cfg.actor_rollout_ref.rollout.multi_turn
+    problems = []
+    try:
+        initialize_tools_from_config(mt.tool_config_path)
+    except Exception as exc:  # verl's loader on our generated file: any failure is reported, not raised
+        problems.append(
+            f"actor_rollout_ref.rollout.multi_turn.tool_config_path: verl cannot load {mt.tool_config_path} "
+            f"({type(exc).__name__}: {' '.join(str(exc).split())[:400]}); fix the manifest's env.tools"
+        )
+    if mt.format not in ToolParser._registry:
+        problems.append(
+            f"actor_rollout_ref.rollout.multi_turn.format={mt.format}: no such verl tool-call parser; set tool_format "
+            f"to one of {sorted(ToolParser._registry)} (the policy model's chat template)"
+        )
+    names = set(_agent_loop_registry)
+    path = cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path
+    for entry in OmegaConf.load(path) if path else []:
+        try:
+            if not issubclass(get_class(entry["_target_"]), AgentLoopBase):
+                raise TypeError("not an AgentLoopBase subclass")
+        except Exception as exc:  # an unimportable class is reported with its name, not raised
+            problems.append(f"actor_rollout_ref.rollout.agent.agent_loop_config_path: {entry.get('_target_')}: {exc}")
+            continue
+        names.add(str(entry["name"]))
+        if "harness_root" in entry:
+            problems += _env_loads(str(entry["harness_root"]), import_env)
+    for key in ("train_files", "val_files"):
+        for f in _as_list(cfg.data[key]):
+            if not os.path.exists(f) or "agent_name" not in pq.read_schema(f).names:
+                continue
+            unknown = set(pq.read_table(f, columns=["agent_name"]).column(0).to_pylist()) - names
+            if unknown:
+                problems.append(f"data.{key}: rows name agent loops {sorted(unknown)} that are not registered")
+    return problems
+
+
+def _env_loads(root: str, import_env: bool) -> list[str]:
+    """The harness environment's `make_env` imports (v0, control), or is defined at top level (candidates)."""
+    from harness.calls import load_function
+    from harness.failures import CandidateCodeError
+    from harness.manifest import HarnessError, load_harness
+
+    try:
+        harness = load_harness(Path(root))
+    except HarnessError as exc:
+        return [f"env: {exc}"]
+    if harness.env is None:
+        return [f"env: {root}/evotrainer.yaml declares no env: but the plan runs its tools"]
+    if not import_env:
+        problem = _reward_defined(str(harness.path(harness.env.path)), harness.env.function, "env.entry")
+        return [problem] if problem else []
+    try:
+        load_function(harness.root, harness.env)
+    except CandidateCodeError as exc:
+        return [f"env.entry {harness.env}: {exc.message}; fix the environment module"]
+    return []
 
 
 def _controller_checks(cfg: Any, import_reward: bool = True) -> list[str]:
