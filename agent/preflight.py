@@ -277,11 +277,11 @@ def _unread_changes(backend: str, harness: Harness, candidate_dir: Path) -> list
 
 def _validate_verl(runs: list[PlannedRun], harness: Harness, scratch: Path) -> None:
     from trainer_backend.verl import prepare, render_launch, train_data_hash, validate_plans
-    from trainer_backend.verl.config import Parent, load_verl_config
+    from trainer_backend.verl.config import Parent, Plan, load_verl_config
 
     base_cfg = load_verl_config(harness)
     parent = Parent(lr=base_cfg.lr, train_data=train_data_hash(harness))  # v0's run, before it exists
-    prepared = []
+    prepared: list[tuple[PlannedRun, Plan]] = []
     for run in runs:
         try:
             _, plan = prepare(run.spec, parent=parent if run.spec.init_checkpoint else None)
