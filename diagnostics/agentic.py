@@ -4,9 +4,9 @@ Pure functions over run-table rows (`diagnostics/table.py`), paper §6.1 dimensi
 5, 6, §8 (level-1 trajectory filter), §9 (toxic behaviour rewards), §10 (echo trap, abandonment, one-turn
 collapse, truncation). It runs only when the run has agentic rollouts (`trajectories.is_agentic`): a
 single-turn report holds none of these metrics or findings. Findings are in the behaviour layer with ids
-`agentic.*`; `AGENTIC_METRIC_DOCS` names every metric and the rule that grades it (the report's
-`METRIC_DOCS` includes it). Tool roles (search / act / verify) and the per-episode features are defined in
-`diagnostics/trajectories.py`.
+`agentic.*`; `agentic_docs.AGENTIC_METRIC_DOCS` names every metric and the rule that grades it (the
+report's `METRIC_DOCS` includes it). Tool roles (search / act / verify) are defined in
+`diagnostics/tool_roles.py`, the per-episode features in `diagnostics/trajectories.py`.
 
 Definitions: an episode *succeeds* when its strict score is >= 0.5 (a positive reward where it has no strict
 score); its *action* is an act-role tool call, or its final answer when the harness has no act-role tool.
@@ -24,17 +24,14 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
+from diagnostics.agentic_docs import TRAJECTORY_MARK
 from diagnostics.findings import Layer, LayerOutput, graded
 from diagnostics.schema import StopReason
 from diagnostics.score import REWARDED_WRONG_RELATIVE, ROUNDING_SLACK, STRICT_CORRECT
 from diagnostics.table import refs
-from diagnostics.trajectories import DEFAULT_ROLES, ActMode, ToolRole, ToolRoles, Trajectories, is_agentic, trajectories
+from diagnostics.tool_roles import DEFAULT_ROLES, ActMode, ToolRole, ToolRoles
+from diagnostics.trajectories import Trajectories, is_agentic, trajectories
 
-# Level-1 trajectory filter (paper §8; skills/seeds.py `trajectory-filter`): the reward gives an episode it
-# filters this exact score. It is -2**-24: recognisable exactly (float32 and JSON keep it), and numerically a
-# zero reward, so a group filter that does not know the mark treats the episode as unpaid, and a group of
-# unpaid episodes with some marks stays dead (std < 1e-6).
-TRAJECTORY_MARK = -(2.0**-24)
 # Paper §8, §10: abandonment = <= 3 turns and no action.
 ABANDON_MAX_TURNS = 3
 ABANDON_WARNING = 0.20
@@ -85,75 +82,6 @@ MIN_CORR_ROWS = 10
 # Paper §10 echo trap: the filtered count rose 23 -> 194. Most of the batch marked = the filter hides a problem.
 MARKED_WARNING = 0.30
 EVIDENCE_MAX = 5
-
-_AGENTIC_DOCS: dict[str, tuple[str, str]] = {  # metric -> (meaning, rule that grades it)
-    "turns_mean": ("mean turns per episode", "agentic.one_turn_collapse, agentic.echo_trap, agentic.turns_rising"),
-    "turns_p90": ("P90 of turns per episode", "agentic.one_turn_collapse"),
-    "turns_mean_success": ("mean turns of successful episodes", "agentic.failed_turns, agentic.echo_trap"),
-    "turns_mean_failed": ("mean turns of unsuccessful episodes", "agentic.failed_turns"),
-    "turns_p90_success": ("P90 turns of successful episodes", "agentic.failed_turns"),
-    "turns_p90_failed": ("P90 turns of unsuccessful episodes", "agentic.failed_turns"),
-    "failed_turns_ratio": ("mean turns of unsuccessful episodes / mean turns", "agentic.failed_turns > 1.5"),
-    "turns_rising": ("1 when mean turns rose 3 steps in a row (0 otherwise)", "agentic.turns_rising"),
-    "one_turn_rate": ("share of one-turn episodes", "agentic.one_turn_collapse > 0.5 / 0.9"),
-    "tool_calls_mean": ("mean tool calls per episode (tool-call frequency)", "agentic.tool_spam"),
-    "tool_calls_per_turn": ("tool calls / turns over all episodes", "agentic.tool_spam"),
-    "tool_calls_mean_success": ("mean tool calls of successful episodes", "agentic.reward_pays_tool_calls"),
-    "tool_calls_mean_failed": ("mean tool calls of unsuccessful episodes", "agentic.reward_pays_tool_calls"),
-    "tool_failure_rate": ("failed calls / calls, all tools", "agentic.tool_failure"),
-    "tool_failure_rate_max": ("highest failure rate of a tool with >= 20 calls", "agentic.tool_failure > 0.15"),
-    "tool_failure_rate/<tool>": ("failure rate of one tool (the 16 most called)", "agentic.tool_failure"),
-    "tool_share/<tool>": ("share of all calls made to one tool (the 16 most called)", "agentic.tool_diversity"),
-    "search_ratio": ("search-role calls / calls", "agentic.action_timidity"),
-    "act_ratio": ("act-role calls / calls", "agentic.action_timidity"),
-    "verify_ratio": ("verify-role calls / calls", "agentic.act_then_verify"),
-    "act_by_answer": ("1 when the harness has no act-role tool and its final answer is the action", "-"),
-    "first_action_turn": ("mean turn (1-based) of the first action (act-role tool mode only)",
-                          "agentic.action_timidity"),
-    "first_action_position": ("mean of (first action index) / (turns - 1) over acting episodes of >= 2 turns",
-                              "agentic.action_timidity > 0.75"),
-    "search_before_act_rate": ("acting episodes with a search before the first action",
-                               "agentic.search_before_act < 0.5"),
-    "act_then_verify_rate": ("acting episodes with a verify after the last action (answer mode: before the "
-                             "answer)", "agentic.act_then_verify < 0.5"),
-    "tool_type_entropy": ("mean per-episode entropy of the tool names called (bits)", "agentic.tool_diversity"),
-    "tool_type_entropy_norm": ("tool_type_entropy / log2(distinct tools in the run)", "agentic.tool_diversity < 0.2"),
-    "max_same_tool_run_mean": ("mean longest run of one tool per episode", "agentic.same_tool_run"),
-    "max_same_tool_run_p90": ("P90 of the longest run of one tool per episode", "agentic.same_tool_run > 10"),
-    "call_bigram_repetition": ("mean 1 - unique/total bigrams of (tool, arguments) calls, episodes with >= 3",
-                               "agentic.call_repetition > 0.5"),
-    "repeated_call_rate": ("mean share of calls repeating an identical earlier call, episodes with >= 2",
-                           "agentic.tool_spam > 0.3"),
-    "abandon_rate": ("share of episodes with <= 3 turns and no action (or stop reason abandon)",
-                     "agentic.abandonment > 0.2 / 0.5"),
-    "echo_trap_turns": ("turns above which an unsuccessful episode is an echo trap", "agentic.echo_trap"),
-    "echo_trap_rate": ("share of unsuccessful episodes above echo_trap_turns (or stopped as echo traps)",
-                       "agentic.echo_trap > 0.1 / 0.3"),
-    "max_turns_rate": ("share of episodes stopped at the turn cap (stop reason max_turns)", "agentic.episode_cut"),
-    "token_cap_rate": ("share of episodes stopped at the token cap (stop reason length, or truncated)",
-                       "agentic.episode_cut"),
-    "cut_rate": ("share of episodes cut at the turn or token cap", "agentic.episode_cut > 0.15"),
-    "turn_cap": ("the turn cap seen in the run (turns of episodes stopped at max_turns)", "agentic.cut_successes"),
-    "success_at_cap_rate": ("successful episodes that used every turn the cap allows", "agentic.cut_successes > 0.2"),
-    "cut_solvable_rate": ("episodes cut at the turn cap whose GRPO group has a success", "agentic.cut_successes"),
-    "cut_progress_rate": ("episodes cut at the turn cap with no failed and no repeated call (work in progress, "
-                          "not a loop)", "agentic.cut_successes"),
-    "paid_without_success_rate": ("episodes (with a strict score) the reward pays like successes (>= 0.5 x their "
-                                  "mean reward) without success", "agentic.paid_without_success > 0.1 / 0.3"),
-    "tool_calls_reward_corr": ("corr(tool calls, reward) among unsuccessful episodes",
-                               "agentic.reward_pays_tool_calls > 0.3"),
-    "turns_reward_corr": ("corr(turns, reward) among successful episodes", "agentic.reward_pays_fewer_turns < -0.3"),
-    "marked_rate": ("share of episodes the level-1 trajectory filter marked (reward == TRAJECTORY_MARK)",
-                    "agentic.level1_marked > 0.3"),
-}  # fmt: skip
-AGENTIC_METRIC_DOCS = {k: f"{meaning} (rule: {rule})" for k, (meaning, rule) in _AGENTIC_DOCS.items()}
-AGENTIC_METRICS = frozenset(k for k in _AGENTIC_DOCS if "<" not in k)
-PER_TOOL_PREFIXES = ("tool_failure_rate/", "tool_share/")
-
-
-def is_agentic_metric(key: str) -> bool:
-    """True for a metric this layer writes (the flat names and the per-tool `tool_*/<tool>` keys)."""
-    return key in AGENTIC_METRICS or key.startswith(PER_TOOL_PREFIXES)
 
 
 def _nan(value: object) -> float:

@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from diagnostics.agentic import AGENTIC_METRIC_DOCS, diagnose_agentic
+from diagnostics.agentic import diagnose_agentic
+from diagnostics.agentic_docs import AGENTIC_METRIC_DOCS
 from diagnostics.behaviour import NO_ANSWER_PROTOCOL, diagnose_behaviour
 from diagnostics.findings import HealthReport, LayerOutput
 from diagnostics.schema import MetricRow, ReadProblem, read_metrics
@@ -27,7 +28,7 @@ from diagnostics.score import diagnose_score
 from diagnostics.signal import diagnose_signal
 from diagnostics.sources import diagnose_sources
 from diagnostics.table import RunTable, read_run_table
-from diagnostics.trajectories import DEFAULT_ROLES, ToolRoles
+from diagnostics.tool_roles import DEFAULT_ROLES, ToolRoles
 from diagnostics.updates import diagnose_updates
 from diagnostics.version import compare_siblings, diagnose_version
 from harness.answers import AnswerProtocol

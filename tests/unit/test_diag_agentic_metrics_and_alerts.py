@@ -16,17 +16,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 import agentic_episodes as E
 
-from diagnostics.agentic import (
-    AGENTIC_METRIC_DOCS,
-    TRAJECTORY_MARK,
-    diagnose_agentic,
-    is_agentic_metric,
-)
+from diagnostics.agentic import diagnose_agentic
+from diagnostics.agentic_docs import AGENTIC_METRIC_DOCS, TRAJECTORY_MARK, is_agentic_metric
 from diagnostics.findings import LayerOutput, Severity, render_text
 from diagnostics.report import METRIC_DOCS, build_report
 from diagnostics.schema import Rollout, StopReason, write_rollouts
 from diagnostics.table import table_from_rollouts
-from diagnostics.trajectories import ToolRole, ToolRoles, tool_role
+from diagnostics.tool_roles import ToolRole, ToolRoles, tool_role
 from harness.env import EnvSpec
 
 

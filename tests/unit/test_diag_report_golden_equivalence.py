@@ -32,7 +32,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from diag_golden_runs import GOLDEN_DIR, Case, build_cases
 
-from diagnostics.agentic import is_agentic_metric
+from diagnostics.agentic_docs import is_agentic_metric
 from diagnostics.behaviour import NO_ANSWER_PROTOCOL
 from diagnostics.findings import HealthReport
 from diagnostics.report import build_report
