@@ -343,7 +343,10 @@ def _reward(t: Trajectories) -> LayerOutput:
     wrong = scored.filter(pl.col("strict_score") < STRICT_CORRECT)
     ref = _nan(right["reward"].mean()) if right.height else _nan(wrong["reward"].max())
     paid = wrong.filter(pl.col("reward") >= REWARDED_WRONG_RELATIVE * ref * (1 - ROUNDING_SLACK)) if ref > 0 else None
+    means = f.select(pl.col("reward").filter(ok).mean(), pl.col("reward").filter(~ok).mean().alias("failed")).row(0)
     m = {
+        "reward_mean_success": _nan(means[0]),
+        "reward_mean_failed": _nan(means[1]),
         "paid_without_success_rate": _rate(paid.height, scored.height) if paid is not None else math.nan,
         "tool_calls_reward_corr": _corr(f.filter(~ok), "tool_calls", "reward"),
         "turns_reward_corr": _corr(f.filter(ok), "num_turns", "reward"),

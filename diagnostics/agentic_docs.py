@@ -64,6 +64,9 @@ _AGENTIC_DOCS: dict[str, tuple[str, str]] = {  # metric -> (meaning, rule that g
     "cut_solvable_rate": ("episodes cut at the turn cap whose GRPO group has a success", "agentic.cut_successes"),
     "cut_progress_rate": ("episodes cut at the turn cap with no failed and no repeated call (work in progress, "
                           "not a loop)", "agentic.cut_successes"),
+    "reward_mean_success": ("mean reward of successful episodes (the scale the trajectory-filter skill's pay floor "
+                            "reads)", "agentic.paid_without_success"),
+    "reward_mean_failed": ("mean reward of unsuccessful episodes", "agentic.paid_without_success"),
     "paid_without_success_rate": ("episodes (with a strict score) the reward pays like successes (>= 0.5 x their "
                                   "mean reward) without success", "agentic.paid_without_success > 0.1 / 0.3"),
     "tool_calls_reward_corr": ("corr(tool calls, reward) among unsuccessful episodes",
