@@ -171,8 +171,8 @@ AGENTIC_SKILLS: tuple[SkillSpec, ...] = (
         validation_rule="backtest: no rank violations against strict correctness, kept-sample ratio >= 0.5; pilot: "
         "strict_acc_delta >= 0 vs parent (paired test) and abandon_rate / echo_trap_rate not above the parent's",
         applicability=("*",),
-        provenance=f"{PAPER} §8 (two-level filter: level 1 per trajectory, -999 for abandonment <= 3 turns with no "
-        "edit, echo trap > 60 turns with CR = 0, max-token hit; level 2 StdGroupFilter), §7 (filter coverage), "
+        provenance=f"{PAPER} §8 (two-level filter: first per trajectory, -999 for abandonment <= 3 turns with no "
+        "edit, echo trap > 60 turns with CR = 0, max-token hit; then per group, StdGroupFilter), §7 (coverage), "
         "§10. The mark value and the mark-aware filter are EvoTrainer's (no per-sample mask in the trainer)",
     ),
     SkillSpec(

@@ -18,7 +18,7 @@ machine-checkable trigger over ``HealthReport.metrics`` plus context variables t
 4. ``dense-auxiliary-reward`` (reward): most groups dead under a discrete reward → strict reward plus a
    small continuous closeness term (max 0.2 < 1.0, correctness stays dominant).
 5. ``never-reward-brevity`` (guard): a candidate reward pays for length, brevity or turns (a read of
-   ``num_turns`` in a reward's arithmetic too), or agentic rollouts show successes paid more for fewer turns
+   ``num_turns`` in a reward's numeric operations too), or agentic rollouts show successes paid more for fewer turns
    → warn; these rewards get hacked (one-turn collapse).
 6. ``learnable-data-mix`` (data): dead groups concentrate in data sources too easy or too hard for the
    policy (most of their groups all solved or all failed: ``dead_source_share``, ``diagnostics/sources.py``)
