@@ -252,6 +252,17 @@ def test_episodes_without_recorded_turns_get_the_turn_metrics_only() -> None:
     assert next(f for f in out.findings if f.alert_id == "agentic.tool_spam").message.endswith("no data")
 
 
+def test_episodes_with_and_without_turns_in_one_run_keep_their_own_evidence() -> None:
+    """A reader that records turns for some episodes only: the others count by their call numbers."""
+    with_turns = E.abandonment()[:8]  # 5 abandon (one search, no edit), 3 solve
+    bare = [replace(r, turns=(), sample_index=r.sample_index + 8) for r in E.abandonment()[:8]]
+    out = run(with_turns + bare)
+    # with turns: 5 of 8 abandon (no edit); without: every episode made a call, none abandons
+    assert out.metrics["abandon_rate"] == pytest.approx(5 / 16)
+    assert out.metrics["search_before_act_rate"] == 1.0  # over the 3 recorded acting episodes
+    assert out.metrics["max_same_tool_run_mean"] == 1.0
+
+
 ScenarioBuilder = Callable[[], list[Rollout]]
 
 
