@@ -24,7 +24,13 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from diagnostics.agentic_docs import TRAJECTORY_MARK
+from diagnostics.agentic_docs import (
+    ONE_TURN_COLLAPSE,
+    PAID_WITHOUT_SUCCESS,
+    REWARD_PAYS_FEWER_TURNS,
+    REWARD_PAYS_TOOL_CALLS,
+    TRAJECTORY_MARK,
+)
 from diagnostics.findings import Layer, LayerOutput, graded
 from diagnostics.schema import StopReason
 from diagnostics.score import REWARDED_WRONG_RELATIVE, ROUNDING_SLACK, STRICT_CORRECT
@@ -163,7 +169,7 @@ def _turns(t: Trajectories) -> LayerOutput:
     m["turns_rising"] = 1.0 if rising else (0.0 if len(steps) > TURNS_RISING_STEPS else math.nan)
     action = "an act-role tool call" if t.act_mode is ActMode.TOOLS else "a tool call"
     findings = (
-        graded("agentic.one_turn_collapse", Layer.BEHAVIOUR, m["one_turn_rate"], metric="one_turn_rate",
+        graded(ONE_TURN_COLLAPSE, Layer.BEHAVIOUR, m["one_turn_rate"], metric="one_turn_rate",
                warning=ONE_TURN_WARNING, critical=ONE_TURN_CRITICAL,
                what="one-turn collapse: episodes end after their first turn", evidence=refs(one, EVIDENCE_MAX),
                numbers={"turns_mean": m["turns_mean"], "turns_p90": m["turns_p90"]}),
@@ -353,16 +359,16 @@ def _reward(t: Trajectories) -> LayerOutput:
         "marked_rate": _rate(f.filter(pl.col("reward") == TRAJECTORY_MARK).height, f.height),
     }
     findings = (
-        graded("agentic.paid_without_success", Layer.BEHAVIOUR, m["paid_without_success_rate"],
+        graded(PAID_WITHOUT_SUCCESS, Layer.BEHAVIOUR, m["paid_without_success_rate"],
                metric="paid_without_success_rate", warning=PAID_WITHOUT_SUCCESS_WARNING,
                critical=PAID_WITHOUT_SUCCESS_CRITICAL,
                what="the reward pays episodes that did not succeed (it pays a behaviour, not the task)",
                evidence=refs(paid, EVIDENCE_MAX) if paid is not None else (),
                numbers={"success_reward_mean": ref, "scored": float(scored.height)}),
-        graded("agentic.reward_pays_tool_calls", Layer.BEHAVIOUR, m["tool_calls_reward_corr"],
+        graded(REWARD_PAYS_TOOL_CALLS, Layer.BEHAVIOUR, m["tool_calls_reward_corr"],
                metric="tool_calls_reward_corr", warning=REWARD_CORR_WARNING,
                what="the reward pays tool calls: unsuccessful episodes earn more the more they call (toxic, §9)"),
-        graded("agentic.reward_pays_fewer_turns", Layer.BEHAVIOUR, m["turns_reward_corr"], metric="turns_reward_corr",
+        graded(REWARD_PAYS_FEWER_TURNS, Layer.BEHAVIOUR, m["turns_reward_corr"], metric="turns_reward_corr",
                warning=-REWARD_CORR_WARNING, above=False,
                what="the reward pays brevity: successful episodes earn more the fewer turns they take (toxic, §9)"),
         graded("agentic.level1_marked", Layer.BEHAVIOUR, m["marked_rate"], metric="marked_rate",

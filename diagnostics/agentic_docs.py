@@ -81,6 +81,17 @@ HEADLINE_METRICS = (
     "turns_mean", "turns_p90", "tool_calls_mean", "tool_failure_rate", "abandon_rate", "echo_trap_rate",
     "cut_rate", "search_before_act_rate", "act_then_verify_rate", "repeated_call_rate", "paid_without_success_rate",
 )  # fmt: skip
+# Agentic alerts that say the reward is being gamed (paper §9 toxic rewards, §10 one-turn collapse): like the
+# score layer's hack alerts (`diagnostics.stats.HACK_ALERT_IDS`, which includes these), any new one at
+# warning turns a candidate's strict improvement into "mixed", so it is never promoted. One-turn collapse is
+# the signature of a brevity reward (the never-reward-brevity guard applied to turn counts): a branch whose
+# turns collapse is refused even when its training reward is the highest.
+ONE_TURN_COLLAPSE = "agentic.one_turn_collapse"
+PAID_WITHOUT_SUCCESS = "agentic.paid_without_success"
+REWARD_PAYS_TOOL_CALLS = "agentic.reward_pays_tool_calls"
+REWARD_PAYS_FEWER_TURNS = "agentic.reward_pays_fewer_turns"
+AGENTIC_HACK_ALERT_IDS = frozenset({ONE_TURN_COLLAPSE, PAID_WITHOUT_SUCCESS, REWARD_PAYS_TOOL_CALLS,
+                                    REWARD_PAYS_FEWER_TURNS})  # fmt: skip
 AGENTIC_METRICS = frozenset(k for k in _AGENTIC_DOCS if "<" not in k)
 PER_TOOL_PREFIXES = ("tool_failure_rate/", "tool_share/")
 
