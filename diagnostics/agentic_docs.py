@@ -1,4 +1,5 @@
-"""The agentic layer's vocabulary: its metric names with their meaning and rule, and the level-1 mark.
+"""The agentic layer's vocabulary: its metric names with their meaning and rule, the alerts that count as
+reward hacks, and the level-1 mark.
 
 Pure constants (no polars), so skill triggers and patches can name agentic metrics without loading the
 table machinery. The rules that compute and grade these metrics are in `diagnostics/agentic.py`.
@@ -11,6 +12,18 @@ from __future__ import annotations
 # zero reward, so a group filter that does not know the mark treats the episode as unpaid, and a group of
 # unpaid episodes with some marks stays dead (std < 1e-6).
 TRAJECTORY_MARK = -(2.0**-24)
+
+# Agentic alerts that say the reward is being gamed (paper §9 toxic rewards, §10 one-turn collapse): like the
+# score layer's hack alerts (`diagnostics.stats.HACK_ALERT_IDS`, which includes these), any new one at
+# warning turns a candidate's strict improvement into "mixed", so it is never promoted. One-turn collapse is
+# the signature of a brevity reward (the never-reward-brevity guard applied to turn counts): a branch whose
+# turns collapse is refused even when its training reward is the highest.
+ONE_TURN_COLLAPSE = "agentic.one_turn_collapse"
+PAID_WITHOUT_SUCCESS = "agentic.paid_without_success"
+REWARD_PAYS_TOOL_CALLS = "agentic.reward_pays_tool_calls"
+REWARD_PAYS_FEWER_TURNS = "agentic.reward_pays_fewer_turns"
+AGENTIC_HACK_ALERT_IDS = frozenset({ONE_TURN_COLLAPSE, PAID_WITHOUT_SUCCESS, REWARD_PAYS_TOOL_CALLS,
+                                    REWARD_PAYS_FEWER_TURNS})  # fmt: skip
 
 _AGENTIC_DOCS: dict[str, tuple[str, str]] = {  # metric -> (meaning, rule that grades it)
     "turns_mean": ("mean turns per episode", "agentic.one_turn_collapse, agentic.echo_trap, agentic.turns_rising"),
@@ -75,23 +88,21 @@ _AGENTIC_DOCS: dict[str, tuple[str, str]] = {  # metric -> (meaning, rule that g
     "marked_rate": ("share of episodes the level-1 trajectory filter marked (reward == TRAJECTORY_MARK)",
                     "agentic.level1_marked > 0.3"),
 }  # fmt: skip
-AGENTIC_METRIC_DOCS = {k: f"{meaning} (rule: {rule})" for k, (meaning, rule) in _AGENTIC_DOCS.items()}
+
+
+def _doc(meaning: str, rule: str) -> str:
+    graded_here = rule.split()[0] in AGENTIC_HACK_ALERT_IDS and any(op in rule for op in "<>")
+    return f"{meaning} (rule: {rule}{'; a hack alert: new in a candidate, it blocks promotion' if graded_here else ''})"
+
+
+# metric -> "meaning (rule: alert_id op warning[ / critical])": the documentation of every agentic metric and
+# the alert that grades it (the report's METRIC_DOCS includes it; a test checks it against the graded rules).
+AGENTIC_METRIC_DOCS = {k: _doc(meaning, rule) for k, (meaning, rule) in _AGENTIC_DOCS.items()}
 # The few agentic metrics a session's HTML report shows per version (agent/reporting).
 HEADLINE_METRICS = (
     "turns_mean", "turns_p90", "tool_calls_mean", "tool_failure_rate", "abandon_rate", "echo_trap_rate",
     "cut_rate", "search_before_act_rate", "act_then_verify_rate", "repeated_call_rate", "paid_without_success_rate",
 )  # fmt: skip
-# Agentic alerts that say the reward is being gamed (paper §9 toxic rewards, §10 one-turn collapse): like the
-# score layer's hack alerts (`diagnostics.stats.HACK_ALERT_IDS`, which includes these), any new one at
-# warning turns a candidate's strict improvement into "mixed", so it is never promoted. One-turn collapse is
-# the signature of a brevity reward (the never-reward-brevity guard applied to turn counts): a branch whose
-# turns collapse is refused even when its training reward is the highest.
-ONE_TURN_COLLAPSE = "agentic.one_turn_collapse"
-PAID_WITHOUT_SUCCESS = "agentic.paid_without_success"
-REWARD_PAYS_TOOL_CALLS = "agentic.reward_pays_tool_calls"
-REWARD_PAYS_FEWER_TURNS = "agentic.reward_pays_fewer_turns"
-AGENTIC_HACK_ALERT_IDS = frozenset({ONE_TURN_COLLAPSE, PAID_WITHOUT_SUCCESS, REWARD_PAYS_TOOL_CALLS,
-                                    REWARD_PAYS_FEWER_TURNS})  # fmt: skip
 AGENTIC_METRICS = frozenset(k for k in _AGENTIC_DOCS if "<" not in k)
 PER_TOOL_PREFIXES = ("tool_failure_rate/", "tool_share/")
 
