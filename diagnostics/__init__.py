@@ -33,6 +33,10 @@ Adding a metric over the run table
    or measurement it comes from; `findings.graded(alert_id, layer, value, metric=..., warning=..., critical=...,
    what=...)` writes the rule text (`metric > threshold`) and the message; a NaN value is "no data", never a
    silent 0. Add the metric's meaning to `report.METRIC_DOCS` when the controller or a skill trigger reads it.
+   An agentic metric's entry in `agentic_docs.AGENTIC_METRIC_DOCS` is "meaning (rule: alert_id op warning
+   [/ critical])", held to the graded rule by `tests/unit/test_diag_agentic_docs_state_each_rule.py`; an
+   alert that says the reward is gamed joins `agentic_docs.AGENTIC_HACK_ALERT_IDS` (part of
+   `stats.HACK_ALERT_IDS`: a new one at warning makes a candidate's improvement "mixed").
 5. Test it on crafted rows (`table.table_from_rollouts(rollouts, answer)` builds a table from typed records
    through the same parser) in a test named after the property it protects.
 
