@@ -3,9 +3,10 @@
 How a report is made (issue #16): `report.build_report(run_dir, parent, siblings, answer)` reads the run's
 rollout files once, column-wise, into a `table.RunTable` (polars; compact columns, no text), and each layer
 module (`score`, `signal`, `behaviour`, `sources`, `updates`, `version`) turns table rows and metric rows
-into `findings.LayerOutput`s: flat metrics plus one `Finding` per rule. The typed `schema.Rollout` records
-and `schema.read_run_rollouts` remain for small consumers (the backtest runner, the LLM's rollout sampler);
-the report never builds them.
+into `findings.LayerOutput`s: flat metrics plus one `Finding` per rule. Runs with agentic episodes also get
+the agentic layer (`agentic`, over the per-episode features of `trajectories`); single-turn runs do not.
+The typed `schema.Rollout` records and `schema.read_run_rollouts` remain for small consumers (the backtest
+runner, the LLM's rollout sampler); the report never builds them.
 
 Adding a metric over the run table
 ----------------------------------
@@ -13,14 +14,17 @@ Adding a metric over the run table
 1. Pick the layer: score (strict score vs reward), signal (is there a learning signal), behaviour (what the
    policy writes and does: lengths, formats, turns), version (against the parent). Write a function in that
    module taking the rows (`pl.DataFrame`: `table.train`, or validation rows where the run has no training
-   rows) and returning a `LayerOutput`; add it to the layer's `diagnose_*` list.
+   rows) and returning a `LayerOutput`; add it to the layer's `diagnose_*` list. Agentic metrics (turns,
+   tools, trajectories) go in `agentic.py`, with their meaning and rule in its `AGENTIC_METRIC_DOCS`.
 2. Read columns by the names in `table.py`'s docstring. Aggregate with polars expressions
    (`rows.select(pl.col("reward").mean().alias("mean"))`, `rows.group_by(*signal.GROUP_KEYS)`); take row
    subsets with `table.where(rows, predicate, *columns)`, which keeps only the columns you name (a run table
    can hold ten million rows: never `rows.filter(...)` the whole table), and evidence with
    `table.refs(subset, EVIDENCE_MAX)` (`run_id/step/prompt_id/sample_index`). Agentic episodes carry
-   `turns`, a list of `{tool, success, policy_tokens, observation_tokens}` per row (Null-typed when no row of
-   a chunk has a trajectory): `pl.col("turns").list.eval(pl.element().struct.field("success"))`.
+   `turns`, a list of `{tool, success, policy_tokens, observation_tokens, call}` per row (`call`: a hash of
+   the tool and its arguments; the column is Null-typed when no row of a chunk has a trajectory):
+   `pl.col("turns").list.eval(pl.element().struct.field("success"))`; per-episode features (roles, first
+   action, repetition) are in `trajectories.trajectories(rows)`.
 3. A metric that needs the response's text (or a turn's text) is a per-row feature: add its column in
    `features.py` (`native_features` when a polars expression computes it while the line is parsed,
    `complete_features` for the rows that need Python) and keep it in `table._project`; the text itself is
@@ -29,6 +33,10 @@ Adding a metric over the run table
    or measurement it comes from; `findings.graded(alert_id, layer, value, metric=..., warning=..., critical=...,
    what=...)` writes the rule text (`metric > threshold`) and the message; a NaN value is "no data", never a
    silent 0. Add the metric's meaning to `report.METRIC_DOCS` when the controller or a skill trigger reads it.
+   An agentic metric's entry in `agentic_docs.AGENTIC_METRIC_DOCS` is "meaning (rule: alert_id op warning
+   [/ critical])", held to the graded rule by `tests/unit/test_diag_agentic_docs_state_each_rule.py`; an
+   alert that says the reward is gamed joins `agentic_docs.AGENTIC_HACK_ALERT_IDS` (part of
+   `stats.HACK_ALERT_IDS`: a new one at warning makes a candidate's improvement "mixed").
 5. Test it on crafted rows (`table.table_from_rollouts(rollouts, answer)` builds a table from typed records
    through the same parser) in a test named after the property it protects.
 

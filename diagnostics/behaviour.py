@@ -1,18 +1,16 @@
-"""Behaviour layer: truncation, length dynamics, degeneration, format failures, model state, agentic turns.
+"""Behaviour layer: truncation, length dynamics, degeneration, format failures, model state.
 
-Pure functions over run-table rows (`diagnostics/table.py`; paper §6.1 dimensions 2–4, §6.2, §6.3 rule 2,
-§10). Text checks are domain-agnostic and computed per row while the text is read
-(`diagnostics/features.py`: lengths in whitespace words when `response_tokens` is missing, degeneration).
-Format and answer rules read the answer protocol the harness declares (`harness/answers.py`); without one
-they are not evaluated and the report says so. Agentic rules run only when some rollout has more than one
-turn or a tool call.
+Pure functions over run-table rows (`diagnostics/table.py`; paper §6.1 dimensions 2–4, §10). Text checks are
+domain-agnostic and computed per row while the text is read (`diagnostics/features.py`: lengths in
+whitespace words when `response_tokens` is missing, degeneration). Format and answer rules read the answer
+protocol the harness declares (`harness/answers.py`); without one they are not evaluated and the report says
+so. The agentic rules (turns, tools, abandonment, echo traps, caps) are in `diagnostics/agentic.py`, the one
+place they are defined; they run only on runs with agentic episodes.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-from collections.abc import Sequence
 
 import polars as pl
 
@@ -55,15 +53,6 @@ EMPTY_WARNING = 0.05
 LOGPROB_WARNING = -0.10
 LOGPROB_CRITICAL = -0.05
 MIN_WRONG_FOR_LOGPROB = 20  # strict-wrong samples needed to grade collapse on them (else all samples)
-# Agentic (paper §6.1 dim 3, §8, §10): one-turn exits without tools; echo trap (> 60 turns, no reward).
-ABANDON_MAX_TURNS = 1
-ABANDON_WARNING = 0.20
-ABANDON_CRITICAL = 0.50
-ECHO_TRAP_TURNS = 60
-ECHO_TRAP_WARNING = 0.10
-# Paper §6.3 rule 2: turns rising for 3 eval steps, or failed rollouts' turns > 1.5 x mean.
-TURNS_RISING_STEPS = 3
-FAILED_TURNS_RATIO = 1.5
 EVIDENCE_MAX = 5
 
 # What the format rules say when the harness declares no answer protocol (never a guessed tag set).
@@ -276,80 +265,6 @@ def diagnose_model_state(rows: pl.DataFrame) -> LayerOutput:
     return LayerOutput((finding,), {"mean_logprob": mean, "wrong_mean_logprob": wrong_mean})
 
 
-def _rising(series: Sequence[float], steps: int) -> bool:
-    tail = series[-(steps + 1) :]
-    return len(tail) == steps + 1 and all(b > a for a, b in itertools.pairwise(tail))
-
-
-def diagnose_agentic(rows: pl.DataFrame) -> LayerOutput:
-    """Turns and tool calls: abandonment (one-turn exits), echo trap, rising turns (paper §6.3 rule 2, §10)."""
-    turns, tools, reward = pl.col("num_turns"), pl.col("tool_calls"), pl.col("reward")
-    if not rows.height or not aggregate(rows, ((turns > 1) | (tools > 0)).any().alias("agentic"))[0]:
-        return LayerOutput((), {})
-    n = rows.height
-    abandon = where(rows, (turns <= ABANDON_MAX_TURNS) & (tools == 0))
-    echo = where(rows, (turns > ECHO_TRAP_TURNS) & (reward <= 0))
-    turns_f = turns.cast(pl.Float64)
-    turns_mean, turns_p90, tools_mean, failed_n, failed_mean = aggregate(
-        rows,
-        turns_f.mean().alias("mean"),
-        turns_f.quantile(0.9, "linear").alias("p90"),
-        tools.cast(pl.Float64).mean().alias("tools"),
-        turns.filter(reward <= 0).count().alias("failed_n"),
-        turns_f.filter(reward <= 0).mean().alias("failed_mean"),
-    )
-    failed_ratio = failed_mean / turns_mean if failed_n and turns_mean > 0 else math.nan
-    step_turns = rows.lazy().group_by("step").agg(turns_f.mean()).sort("step").collect()["num_turns"].to_list()
-    rising = _rising(step_turns, TURNS_RISING_STEPS)
-    metrics = {
-        "turns_mean": turns_mean,
-        "turns_p90": turns_p90,
-        "tool_calls_mean": tools_mean,
-        "abandon_rate": _rate(abandon.height, n),
-        "echo_trap_rate": _rate(echo.height, n),
-        "failed_turns_ratio": failed_ratio,
-    }
-    findings: list[Finding] = [
-        graded(
-            "behaviour.abandonment",
-            Layer.BEHAVIOUR,
-            metrics["abandon_rate"],
-            metric="abandon_rate",
-            warning=ABANDON_WARNING,
-            critical=ABANDON_CRITICAL,
-            what=f"one-turn exits without tool use (<= {ABANDON_MAX_TURNS} turn, 0 tool calls)",
-            evidence=refs(abandon, EVIDENCE_MAX),
-        ),
-        graded(
-            "behaviour.echo_trap",
-            Layer.BEHAVIOUR,
-            metrics["echo_trap_rate"],
-            metric="echo_trap_rate",
-            warning=ECHO_TRAP_WARNING,
-            what=f"echo trap: > {ECHO_TRAP_TURNS} turns with no reward",
-            evidence=refs(echo, EVIDENCE_MAX),
-        ),
-        graded(
-            "behaviour.failed_turns",
-            Layer.BEHAVIOUR,
-            failed_ratio,
-            metric="mean turns of unrewarded / mean turns",
-            warning=FAILED_TURNS_RATIO,
-            what="echo-trap precursor: failed rollouts run much longer",
-        ),
-        graded(
-            "behaviour.turns_rising",
-            Layer.BEHAVIOUR,
-            1.0 if rising else (0.0 if len(step_turns) > TURNS_RISING_STEPS else math.nan),
-            metric=f"mean turns rose {TURNS_RISING_STEPS} steps in a row",
-            warning=0.5,
-            what="echo-trap precursor: mean turns keep rising",
-            numbers={f"turns_step_{i}": v for i, v in enumerate(step_turns[-(TURNS_RISING_STEPS + 1) :])},
-        ),
-    ]
-    return LayerOutput(tuple(findings), metrics)
-
-
 def diagnose_behaviour(rows: pl.DataFrame, protocol_declared: bool) -> LayerOutput:
     """Run every behaviour-layer rule over (training) rows; `protocol_declared` says whether answers were read."""
     return LayerOutput.merge(
@@ -359,6 +274,5 @@ def diagnose_behaviour(rows: pl.DataFrame, protocol_declared: bool) -> LayerOutp
             diagnose_degeneration(rows),
             diagnose_format(rows, protocol_declared),
             diagnose_model_state(rows),
-            diagnose_agentic(rows),
         ]
     )

@@ -9,8 +9,9 @@ session shares one table per run between its steps).
 Which rollouts feed which layer: the signal and behaviour layers use the training rollouts (validation
 rollouts when a run has none); the score layer uses both (strict scores come from validation first); the
 per-source table (`diagnostics/sources.py`) uses the training rollouts only, since it judges the training
-data selection. The format and answer rules read the harness's declared answer protocol; without one they
-are not evaluated and the report's `notes` say so.
+data selection. The agentic layer (`diagnostics/agentic.py`) reads the same rows as the behaviour layer and
+adds nothing to a run without agentic episodes. The format and answer rules read the harness's declared
+answer protocol; without one they are not evaluated and the report's `notes` say so.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from diagnostics.agentic import diagnose_agentic
+from diagnostics.agentic_docs import AGENTIC_METRIC_DOCS
 from diagnostics.behaviour import NO_ANSWER_PROTOCOL, diagnose_behaviour
 from diagnostics.findings import HealthReport, LayerOutput
 from diagnostics.schema import MetricRow, ReadProblem, read_metrics
@@ -25,6 +28,7 @@ from diagnostics.score import diagnose_score
 from diagnostics.signal import diagnose_signal
 from diagnostics.sources import diagnose_sources
 from diagnostics.table import RunTable, read_run_table
+from diagnostics.tool_roles import DEFAULT_ROLES, ToolRoles
 from diagnostics.updates import diagnose_updates
 from diagnostics.version import compare_siblings, diagnose_version
 from harness.answers import AnswerProtocol
@@ -50,6 +54,8 @@ METRIC_DOCS = {
     "format_failure_rate": "share of single-turn responses without an answer the declared protocol reads "
     "(NaN, with a note, when the harness declares no answer protocol)",
     "vs_parent/<metric>": "current - parent for the compared metrics",
+    # Agentic episodes only (diagnostics/agentic.py): absent from single-turn reports.
+    **AGENTIC_METRIC_DOCS,
 }
 
 
@@ -58,17 +64,23 @@ def build_report(
     parent: HealthReport | None = None,
     siblings: Sequence[HealthReport] = (),
     answer: AnswerProtocol | None = None,
+    roles: ToolRoles = DEFAULT_ROLES,
 ) -> HealthReport:
     """Read a run folder and return its health report; never raises on bad lines (they become problems).
 
     `answer` is the harness's declared answer protocol (`harness.manifest.answer`): the format and answer
-    rules read it, and are not evaluated without it.
+    rules read it, and are not evaluated without it. `roles` classifies an agentic harness's tools
+    (`ToolRoles.from_env(manifest.env)`; by tool name when not given).
     """
-    return report_from_table(run_dir, read_run_table(run_dir, answer), parent, siblings)
+    return report_from_table(run_dir, read_run_table(run_dir, answer), parent, siblings, roles)
 
 
 def report_from_table(
-    run_dir: Path, table: RunTable, parent: HealthReport | None = None, siblings: Sequence[HealthReport] = ()
+    run_dir: Path,
+    table: RunTable,
+    parent: HealthReport | None = None,
+    siblings: Sequence[HealthReport] = (),
+    roles: ToolRoles = DEFAULT_ROLES,
 ) -> HealthReport:
     """The health report of a run whose rollouts were already read into `table` (metrics are read here)."""
     problems: list[ReadProblem] = []
@@ -82,6 +94,7 @@ def report_from_table(
         diagnose_score(metric_rows, train, val),
         diagnose_signal(signal_input, metric_rows),
         diagnose_behaviour(signal_input, table.answer is not None),
+        diagnose_agentic(signal_input, roles),
         diagnose_sources(train),
         diagnose_updates(metric_rows),
     ]

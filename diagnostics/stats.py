@@ -16,14 +16,18 @@ from typing import Any, Literal
 import numpy as np
 from scipy import stats as sps
 
+from diagnostics.agentic_docs import AGENTIC_HACK_ALERT_IDS
 from diagnostics.findings import Finding, Severity, new_alerts
 
 OutcomeClass = Literal["improvement", "regression", "mixed", "insufficient"]
 CI_LEVEL = 0.95
 # Fewer paired prompts than this is never evidence either way.
 MIN_PAIRS = 5
-# Alerts that make an upward CI "mixed" even below critical severity: hacking is never an improvement.
-HACK_ALERT_IDS = frozenset({"score.reward_hacking", "version.reward_hacking", "score.rewarded_wrong"})
+# Alerts that make an upward CI "mixed" even below critical severity: hacking is never an improvement. The
+# agentic ones (`diagnostics/agentic_docs.py`) include one-turn collapse: the brevity guard at decision time.
+HACK_ALERT_IDS = (
+    frozenset({"score.reward_hacking", "version.reward_hacking", "score.rewarded_wrong"}) | AGENTIC_HACK_ALERT_IDS
+)
 _BOOT_CHUNK_ELEMENTS = 4_000_000  # bound the bootstrap's index matrix to ~32 MB per chunk
 
 

@@ -18,8 +18,10 @@ Columns, one row per rollout, in file order (training and validation rows in `Ru
 - `split` (Enum train/val), `stop_reason` (Enum of `StopReason`), `truncated` (the record's flag;
   `is_truncated()` adds stop reason `length`);
 - `reward`, `strict_score`, `mean_logprob` (Float64; the last two null when not computed);
-- `turns`: List(Struct(tool, success, policy_tokens, observation_tokens)), the trajectory without its text
-  (Null-typed in a chunk where no row has one, so single-turn runs pay nothing for it);
+- `turns`: List(Struct(tool, success, policy_tokens, observation_tokens, call)), the trajectory without its
+  text: `call` is a 32-bit hash of the turn's tool and arguments (null without a call), so repeated calls can
+  be told apart from new ones without keeping the arguments (Null-typed in a chunk where no row has a
+  trajectory, so single-turn runs pay nothing for it);
 - `component/<name>` (Float64): one per reward component seen in the run, null where a row lacks it;
 - `length`, `empty`, `bigram_rep`, `degenerate`, `answers`, `answer_ok`: text features (`features.py`).
 
@@ -51,14 +53,16 @@ _ENGINE: Literal["streaming"] = "streaming"  # parse and projection spread over 
 _IN_FLIGHT = 2  # chunks parsed at once (see `_chunks`)
 _BLOCK_LINES = 1024  # a chunk that fails to parse is retried in blocks of this many lines
 
-# The trajectory fields the table keeps; the turn's text, arguments and result are not parsed at all.
+# The trajectory fields the table reads; the turn's text and result are not parsed at all, its arguments only
+# into the `call` hash (`_turns`).
 TURN_FIELDS: dict[str, pl.DataType] = {
     "tool": pl.String(),
+    "arguments": pl.String(),
     "success": pl.Boolean(),
     "policy_tokens": pl.Int64(),
     "observation_tokens": pl.Int64(),
 }
-KEPT_TURN_FIELDS = ("tool", "success", "policy_tokens", "observation_tokens")
+KEPT_TURN_FIELDS = ("tool", "success", "policy_tokens", "observation_tokens", "call")
 READ_SCHEMA: dict[str, pl.DataType] = {
     "run_id": pl.String(),
     "step": pl.Int64(),
@@ -387,7 +391,7 @@ def _project(lf: pl.LazyFrame, answer: AnswerProtocol | None) -> pl.DataFrame:
             pl.col("tool_calls").fill_null(0).cast(pl.Int32, strict=False),
             "mean_logprob",
             pl.col("data_source").fill_null("").cast(pl.Categorical),
-            "turns",
+            _turns(),
             "length",
             "empty",
             "bigram_rep",
@@ -402,6 +406,21 @@ def _project(lf: pl.LazyFrame, answer: AnswerProtocol | None) -> pl.DataFrame:
             pl.when(broken).then(pl.struct(*_CHECKED)).alias(_BAD),
         )
         .collect(engine=_ENGINE)
+    )
+
+
+def _turns() -> pl.Expr:
+    """The kept turn fields, with the arguments reduced to the `call` hash of tool and arguments."""
+    el = pl.element().struct
+    call = pl.concat_str(el.field("tool"), pl.lit("\x00"), el.field("arguments").fill_null(""))
+    return pl.col("turns").list.eval(
+        pl.struct(
+            el.field("tool"),
+            el.field("success"),
+            el.field("policy_tokens"),
+            el.field("observation_tokens"),
+            pl.when(el.field("tool").is_not_null()).then((call.hash() % (1 << 32)).cast(pl.UInt32)).alias("call"),
+        )
     )
 
 

@@ -5,14 +5,21 @@
 - ``filter_present`` (``filter_is_noop``): does the harness run a group filter that can drop anything?
   The demo harness declares a keep-everything filter, which counts as *no* filter;
 - ``reward_discrete`` (``reward_is_discrete``): does the reward take only a few distinct values?
+- ``candidate_reward_action_count_term`` (``count_terms``): does a candidate reward pay a count of tool
+  calls or actions (paper §9: behaviour rewards get hacked; credit a check after an action instead)?
+- ``filter_drops_marked`` (``filter_drops_marked``): does the group filter recognise the level-1 trajectory
+  mark (``diagnostics.agentic_docs.TRAJECTORY_MARK``), so a reward may mark episodes for it to drop?
 
 Code is parsed with ``ast``, never imported or run. Pure.
 
 A *length term* (read by the guard skill "never reward brevity directly") is, inside a numeric operation
 (``+ - * /``, augmented assignment), any ``len(...)`` call (the demo's defective ``0.1 * len(numbers)``
-pays for writing more) or a name/attribute that says length, brevity, tokens or turns; inside a
-comparison, ``len(...)`` of the response or such a name. It is a heuristic biased to warn
-(``len(solution_str) == 0`` matches too); the guard only warns.
+pays for writing more) or a name/attribute that says length, brevity, tokens or turns, or a read of such
+a field (``extra_info["num_turns"]``, ``extra_info.get("num_turns")``: the paper's multiplicative efficiency
+factor ``1 - 0.3 * turns / max_turns`` drove turns 36.7 -> 1.0); inside a comparison, ``len(...)`` of the
+response or such a name. It is a heuristic biased to warn (``len(solution_str) == 0`` matches too); the
+guard only warns. A *count term* is the same for names and fields that count tool calls or actions
+(``tool_calls``, ``num_calls``, ``n_edits``, ...) inside a numeric operation.
 """
 
 from __future__ import annotations
@@ -24,6 +31,10 @@ from collections.abc import Iterable
 _LENGTHY = re.compile(r"(^|_)(len|length|lengths|brevity|brief|short|shortness|num_tokens|n_tokens|token_count|"
                       r"tokens|turns|num_turns|verbosity|concise|conciseness)($|_)", re.I)  # fmt: skip
 _RESPONSE = re.compile(r"solution|response|completion|output|answer|text|str", re.I)
+_COUNTS = re.compile(r"(^|_)(tool_calls|num_calls|n_calls|call_count|calls|num_actions|n_actions|actions|"
+                     r"action_count|num_edits|n_edits|edit_count|num_searches|n_searches|num_tests|n_tests|"
+                     r"tool_count|num_tools|n_tools)($|_)", re.I)  # fmt: skip
+MARK_NAME = "TRAJECTORY_MARK"  # the constant a mark-aware group filter defines (skills/seeds.py STD_GROUP_FILTER)
 
 
 def length_terms(reward_source: str) -> list[str]:
@@ -53,7 +64,59 @@ def _is_length_term(node: ast.AST, in_operation: bool) -> bool:
         return _LENGTHY.search(node.id) is not None and node.id != "len"
     if isinstance(node, ast.Attribute):
         return _LENGTHY.search(node.attr) is not None
-    return False
+    return _reads_field(node, _LENGTHY)
+
+
+def _reads_field(node: ast.AST, names: re.Pattern[str]) -> bool:
+    """``x["num_turns"]`` or ``x.get("num_turns", ...)``: a read of a field whose name matches ``names``."""
+    key: ast.expr | None = None
+    if isinstance(node, ast.Subscript):
+        key = node.slice
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" and node.args:
+        key = node.args[0]
+    return isinstance(key, ast.Constant) and isinstance(key.value, str) and names.search(key.value) is not None
+
+
+def count_terms(reward_source: str) -> list[str]:
+    """Return the numeric expressions in ``reward_source`` that pay a count of tool calls or actions.
+
+    Raises:
+        SyntaxError: the source does not parse.
+    """
+    found: list[str] = []
+    for node in ast.walk(ast.parse(reward_source)):
+        if isinstance(node, ast.BinOp | ast.AugAssign):
+            for sub in ast.walk(node):
+                named = (isinstance(sub, ast.Name) and _COUNTS.search(sub.id) is not None) or (
+                    isinstance(sub, ast.Attribute) and _COUNTS.search(sub.attr) is not None
+                )
+                if named or _reads_field(sub, _COUNTS):
+                    text = ast.unparse(node)
+                    if text not in found:
+                        found.append(text)
+                    break
+    return found
+
+
+def filter_drops_marked(filter_source: str | None, function: str = "filter_groups") -> bool:
+    """Return True when the filter module defines ``TRAJECTORY_MARK`` and ``function`` reads it.
+
+    Such a filter (the seed StdGroupFilter) leaves episodes a reward marked out of a group's spread, so a
+    group with nothing but marks and one unanimous outcome is dropped: the level-1 trajectory filter.
+
+    Raises:
+        SyntaxError: the source does not parse.
+    """
+    if filter_source is None:
+        return False
+    tree = ast.parse(filter_source)
+    defined = any(
+        isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == MARK_NAME for t in node.targets)
+        for node in tree.body
+    )
+    func = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function), None)
+    reads = func is not None and any(isinstance(n, ast.Name) and n.id == MARK_NAME for n in ast.walk(func))
+    return defined and reads
 
 
 def filter_is_noop(filter_source: str | None, function: str = "filter_groups") -> bool:
@@ -111,7 +174,9 @@ def trigger_context(
     ctx: dict[str, str | int] = {
         "domain": domain,
         "candidate_reward_length_term": int(bool(length_terms(reward_source))),
+        "candidate_reward_action_count_term": int(bool(count_terms(reward_source))),
         "filter_present": int(not filter_is_noop(filter_source, filter_function)),
+        "filter_drops_marked": int(filter_drops_marked(filter_source, filter_function)),
     }
     observed = list(rewards)
     if observed:

@@ -23,7 +23,15 @@ SkillFactor = Literal["reward", "filter", "data", "trainer", "diagnostic", "guar
 PatchKind = Literal["template", "diff"]
 ANY_DOMAIN = "*"
 TEMPLATE_OPS = frozenset(
-    {"set_yaml_key", "replace_file", "write_reward", "write_file_if_missing", "reweight_sources", "guard"}
+    {
+        "set_yaml_key",
+        "replace_file",
+        "write_reward",
+        "wrap_reward",
+        "write_file_if_missing",
+        "reweight_sources",
+        "guard",
+    }
 )
 
 

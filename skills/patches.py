@@ -20,6 +20,11 @@ over ``current`` and the skill's ``params`` (overridable per call). Operations:
   ``ANSWER_PROTOCOL_MARK`` line filled in with the answer protocol the manifest declares (``answer:``), so
   the reward extracts and compares answers the way the harness says; refused when the manifest declares
   none (``skill_fits`` tells the controller beforehand);
+- ``{"op": "wrap_reward", "file": "@reward", "content": TEMPLATE, "values": {NAME: V}}``: append a wrapper
+  around the manifest's reward function to the reward file (``templates.wrap_function``): the wrapper keeps
+  the original reward and changes what it returns for some episodes (the level-1 trajectory filter marks
+  abandoned and looping ones). ``values`` become ``NAME = number`` constants at the template's
+  ``VALUES_MARK`` line;
 - ``{"op": "write_file_if_missing", "file": F, "content": TEXT}``: create a file unless it exists;
 - ``{"op": "reweight_sources", "file": F, "key": K, "dead_at": X, "min_groups": N}``:
   re-weight the data-selection mapping at ``K`` (``{value: weight}``, ``harness/data.yaml``'s ``weights``)
@@ -37,6 +42,11 @@ over ``current`` and the skill's ``params`` (overridable per call). Operations:
   and ``N`` may be ``{{ expressions }}`` over the skill's params;
 - ``{"op": "guard", "rule": TEXT}``: a guard skill's refusal rule; applying it is an error.
 
+Expressions (``{{ ... }}``) read ``current``, the skill's ``params`` and the run's numeric health metrics
+(flat keys, e.g. ``turn_cap``, ``echo_trap_turns``; params win a clash); ``set_yaml_key``'s ``default``
+(the value assumed for a missing key) is an expression too. A template holding ``TOOL_ROLES_MARK``
+(``write_reward``, ``wrap_reward``) gets the manifest's declared tools by role (``diagnostics.tool_roles``).
+
 Every write goes through ``worktree_files.write_file``, which refuses paths off the editable surface, and every
 read through ``worktree_files.read_file``: neither follows a symlink (a link on the way is refused).
 The whole template is computed before anything is written, so a failing op leaves the worktree as it was.
@@ -52,20 +62,31 @@ from typing import Any
 
 import yaml
 
+from diagnostics.agentic_docs import is_agentic_metric
 from diagnostics.sources import DEAD_SOURCE_AT, MIN_SOURCE_GROUPS, SOURCE_DEAD_RATIO, SOURCE_GROUPS, per_source
+from diagnostics.tool_roles import ToolRoles
 from harness.manifest import BackendName, Harness
 from sandboxes import worktree_files
 from skills.models import SkillSpec, template_ops
 from skills.templates import (
+    TOOL_ROLES_MARK,
     TemplateError,
     as_variables,
     get_yaml_value,
     render_answer_protocol,
+    render_tool_roles,
     render_value,
+    render_values,
     set_yaml_key,
     set_yaml_mapping,
+    wrap_function,
 )
+from skills.triggers import parse
 
+NO_ENV = (
+    "the manifest declares no env (tools and an episode loop): this skill works on agentic episodes; "
+    "see harness/env.py for the env: section"
+)
 NO_ANSWER_PROTOCOL = (
     "the manifest declares no answer protocol, so a skill cannot write a reward for it; add e.g. "
     "answer: {pattern: 'ANSWER: (.*)', compare: exact} to evotrainer.yaml (docs/harness.md)"
@@ -92,12 +113,22 @@ class AppliedPatch:
 def skill_fits(spec: SkillSpec, harness: Harness) -> str | None:
     """Return why ``spec`` cannot apply to ``harness`` whatever its metrics say, or None when it can.
 
-    A skill that writes a reward (``write_reward``) needs the manifest's answer protocol.
+    A skill that writes a reward (``write_reward``) needs the manifest's answer protocol; an agentic skill
+    (its trigger reads an agentic metric, or its patch wraps the reward or names the declared tools) needs
+    the manifest's env.
     """
-    if harness.manifest.answer is not None or spec.patch_kind != "template":
+    if spec.patch_kind != "template":
         return None
-    writes_reward = any(op.get("op") == "write_reward" for op in template_ops(spec.patch, spec.name))
-    return NO_ANSWER_PROTOCOL if writes_reward else None
+    ops = template_ops(spec.patch, spec.name)
+    if harness.manifest.env is None and _is_agentic(spec, ops):
+        return NO_ENV
+    writes_reward = any(op.get("op") == "write_reward" for op in ops)
+    return NO_ANSWER_PROTOCOL if writes_reward and harness.manifest.answer is None else None
+
+
+def _is_agentic(spec: SkillSpec, ops: list[dict[str, Any]]) -> bool:
+    reads = any(is_agentic_metric(name) for name in parse(spec.trigger).names)
+    return reads or any(op.get("op") == "wrap_reward" or TOOL_ROLES_MARK in str(op.get("content", "")) for op in ops)
 
 
 def resolve_file(ref: str, harness: Harness, worktree: Path | None = None, backend: BackendName | None = None) -> str:
@@ -167,7 +198,8 @@ def apply_skill(
     if spec.patch_kind == "diff":
         paths = worktree_files.apply_patch(worktree, spec.patch, harness=harness)
         return AppliedPatch(spec.name, tuple(paths), (f"applied diff touching {', '.join(paths)}",))
-    variables = {**spec.params, **(params or {})}
+    numeric = {k: v for k, v in (metrics or {}).items() if "/" not in k and _is_number(v)}
+    variables = {**numeric, **spec.params, **(params or {})}
     writes: dict[str, str] = {}
     notes: list[str] = []
     for i, op in enumerate(template_ops(spec.patch, spec.name)):
@@ -204,7 +236,12 @@ def _plan(
         if rel not in writes and current is None:
             raise TemplateError(f"{rel} does not exist in the worktree")
         text = writes.get(rel) or current or ""
-        key, create, default = str(op["key"]), bool(op.get("create", False)), op.get("default")
+        key, create = str(op["key"]), bool(op.get("create", False))
+        try:
+            get_yaml_value(text, key)
+            default = op.get("default")  # the key exists: its default is never read
+        except KeyError:
+            default = render_value(op.get("default"), variables)
         if op["file"] == "@trainer_config" and backend == "verl":
             key, create, default = _verl_setting(key, text, create, default)
         new_text, old, new = set_yaml_key(
@@ -238,8 +275,24 @@ def _plan(
         answer = harness.manifest.answer
         if answer is None:
             raise TemplateError(NO_ANSWER_PROTOCOL)
-        content = render_answer_protocol(str(op["content"]), answer)
+        content = _with_tool_roles(render_answer_protocol(str(op["content"]), answer), harness)
         return rel, content, f"{rel}: written for the declared answer protocol {answer.pattern!r} ({answer.compare})"
+    if kind == "wrap_reward":
+        _only(op, {"op", "file", "content", "values"})
+        if rel != harness.reward.path:
+            raise TemplateError(f"wrap_reward wraps the manifest's reward ({harness.reward.path}), not {rel}")
+        source = writes.get(rel) or current
+        if source is None:
+            raise TemplateError(f"{rel} does not exist in the worktree")
+        raw = op.get("values", {})
+        if not isinstance(raw, dict):
+            raise TemplateError("'values' must map constant names to numbers or expressions")
+        values = {str(k): render_value(v, variables) for k, v in raw.items()}
+        wrapper = _with_tool_roles(str(op["content"]), harness)
+        wrapper = render_values(wrapper, values) if values else wrapper
+        content = wrap_function(source, harness.reward.function, wrapper)
+        shown = ", ".join(f"{k}={v!r}" for k, v in values.items())
+        return rel, content, f"{rel}: {harness.reward.function} wrapped ({shown or 'no values'})"
     if kind == "replace_file":
         _only(op, {"op", "file", "content"})
         return rel, str(op["content"]), f"{rel}: replaced ({len(str(op['content']))} chars)"
@@ -265,6 +318,21 @@ def _verl_setting(key: str, text: str, create: bool, default: object) -> tuple[s
     if found is None:
         raise TemplateError(f"verl's settings have no {key!r} (nor a setting meaning the same); not for --backend verl")
     return found[0], True, found[1] if default is None else default
+
+
+def _with_tool_roles(template: str, harness: Harness) -> str:
+    """The template with the declared tools by role at its TOOL_ROLES_MARK line (unchanged without the mark)."""
+    if TOOL_ROLES_MARK not in template:
+        return template
+    env = harness.manifest.env
+    if env is None:
+        raise TemplateError(NO_ENV)
+    declared = ToolRoles.from_env(env).declared or {}
+    return render_tool_roles(template, {name: role.value for name, role in declared.items()})
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == value  # NaN is no evidence
 
 
 def sources_by_entry(worktree: Path, train_file: str, field: str) -> dict[str, set[str]]:

@@ -1,7 +1,9 @@
 """Seed skills: the paper's known interventions, as data (arXiv 2606.03108).
 
-Seven skills, each with a machine-checkable trigger over ``HealthReport.metrics`` plus context variables
-the controller adds (``filter_present``, ``reward_discrete``, ``candidate_reward_length_term``):
+Seven skills here and four agentic ones (``skills/agentic_seeds.py``: the level-1 trajectory filter, a raised
+turn budget, confirmation-style behaviour terms, a guard against paying action counts), each with a
+machine-checkable trigger over ``HealthReport.metrics`` plus context variables the controller adds
+(``filter_present``, ``reward_discrete``, ``candidate_reward_length_term``, ...):
 
 1. ``strict-answer-extraction`` (reward): the reward pays for wrong or malformed answers, or fails
    correct ones (``unrewarded_correct_rate``) → replace the reward with a strict rule over the harness's
@@ -10,12 +12,14 @@ the controller adds (``filter_present``, ``reward_discrete``, ``candidate_reward
    before any reward redesign.
 3. ``std-group-filter`` (filter): many zero-variance groups and no working filter → replace the harness's
    group-filter file (the manifest's ``group_filter`` entry, e.g. the demo's keep-everything filter) with
-   StdGroupFilter. The manifest is protected, so the skill cannot wire a filter into a harness whose
-   manifest declares none; it fails loudly there instead.
+   StdGroupFilter (which also leaves episodes marked by a level-1 trajectory filter out of a group's
+   spread: the "dual-level filter" with ``trajectory-filter``). The manifest is protected, so the skill
+   cannot wire a filter into a harness whose manifest declares none; it fails loudly there instead.
 4. ``dense-auxiliary-reward`` (reward): most groups dead under a discrete reward → strict reward plus a
    small continuous closeness term (max 0.2 < 1.0, correctness stays dominant).
-5. ``never-reward-brevity`` (guard): a candidate reward pays for length, brevity or turns → warn; these
-   rewards get hacked (one-turn collapse).
+5. ``never-reward-brevity`` (guard): a candidate reward pays for length, brevity or turns (a read of
+   ``num_turns`` in a reward's numeric operations too), or agentic rollouts show successes paid more for fewer turns
+   → warn; these rewards get hacked (one-turn collapse).
 6. ``learnable-data-mix`` (data): dead groups concentrate in data sources too easy or too hard for the
    policy (most of their groups all solved or all failed: ``dead_source_share``, ``diagnostics/sources.py``)
    → set their weight in the data selection (``harness/data.yaml``'s ``weights``, over the values of the
@@ -40,55 +44,13 @@ retrieval (own domain first, ``skills/retrieval.py``). Pure data.
 
 from __future__ import annotations
 
-import json
-
+from diagnostics.agentic import REWARD_CORR_WARNING
+from diagnostics.agentic_docs import TRAJECTORY_MARK
 from diagnostics.sources import DEAD_SOURCE_AT, DEAD_SOURCE_SHARE_WARNING, MIN_SOURCE_GROUPS
+from skills.agentic_seeds import AGENTIC_SKILLS
 from skills.models import SkillSpec
+from skills.seed_parts import ANSWER_RULES, PAPER, ops
 from skills.templates import ANSWER_PROTOCOL_MARK
-
-PAPER = "paper arXiv 2606.03108"
-
-# The answer rules both reward templates share, below the protocol constants that `write_reward` fills in
-# at ANSWER_PROTOCOL_MARK from the manifest's declared answer protocol (skills/templates.py).
-_ANSWER_RULES = '''
-_ANSWER = re.compile(ANSWER_PATTERN, re.S)
-
-
-def extract_answer(solution_str):
-    """Return the response's one answer, or None when it breaks the protocol.
-
-    Broken: no answer, more than one (answer spam, several candidates), or, when FINAL, text after it.
-    """
-    matches = list(_ANSWER.finditer(solution_str))
-    if len(matches) != 1:
-        return None
-    if FINAL and solution_str[matches[0].end() :].strip():
-        return None
-    return matches[0].group(1).strip()
-
-
-def _number(text):
-    """The number in `text` under COMPARE (int, or finite float), or None."""
-    text = text.strip()
-    if "_" in text:  # Python's int() and float() accept "1_000"; an answer does not
-        return None
-    try:
-        value = int(text) if COMPARE == "integer" else float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
-
-
-def same_answer(answer, ground_truth):
-    """Return True when `answer` equals the ground truth under the declared COMPARE rule."""
-    truth = str(ground_truth).strip()
-    if COMPARE == "exact":
-        return answer == truth
-    a, b = _number(answer), _number(truth)
-    if a is None or b is None:
-        return False
-    return a == b if COMPARE == "integer" else abs(a - b) <= TOLERANCE
-'''
 
 STRICT_REWARD = f'''"""Strict reward: exactly one answer of the declared protocol, equal to the ground truth.
 
@@ -104,7 +66,7 @@ import math
 import re
 
 {ANSWER_PROTOCOL_MARK}
-{_ANSWER_RULES}
+{ANSWER_RULES}
 
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
     """Return {{"score": 1.0 | 0.0, "format_ok": 0/1, "correct": 0/1}}."""
@@ -129,7 +91,7 @@ import re
 
 AUX_WEIGHT = 0.2
 {ANSWER_PROTOCOL_MARK}
-{_ANSWER_RULES}
+{ANSWER_RULES}
 
 def closeness(answer, ground_truth):
     """Return how close a wrong answer is to the ground truth, in [0, 1]."""
@@ -160,12 +122,15 @@ groups whose reward std is 0 (zero advantage). After a warm-up, also drops group
 `ema_mean - z * ema_std` of an EMA over the batch std distribution (z from KEEP_RATIO through the inverse
 normal CDF: 0.9 -> 1.28) or below MIN_STD; never drops more than 1 - MIN_KEEP_RATIO of the groups that
 have any variance. Contract: filter_groups(group_rewards, state) -> one keep flag per group; `state` is a
-JSON-serialisable dict the trainer keeps across steps.
+JSON-serialisable dict the trainer keeps across steps. Episodes scored TRAJECTORY_MARK by a level-1
+trajectory filter in the reward (§8: abandonment, echo traps, token-cap hits) are left out of each group's
+spread: a group whose other episodes all agree is dropped (the "dual-level filter").
 """
 
 import math
 from statistics import NormalDist, fmean, pstdev
 
+TRAJECTORY_MARK = __MARK__  # -2**-24: the score of an episode the level-1 trajectory filter dropped
 KEEP_RATIO = 0.9
 MIN_KEEP_RATIO = 0.5
 EMA_DECAY = 0.1  # weight of the newest batch in the EMA
@@ -176,7 +141,10 @@ ZERO_STD = 1e-6
 
 def filter_groups(group_rewards, state):
     """Return one keep flag per group (True = use the group for the policy update)."""
-    stds = [pstdev(g) if len(g) > 1 else 0.0 for g in group_rewards]
+    # An episode a level-1 trajectory filter marked (its reward scored TRAJECTORY_MARK) carries no information
+    # of its own: a group's spread is that of its other episodes.
+    unmarked = [[r for r in g if r != TRAJECTORY_MARK] for g in group_rewards]
+    stds = [pstdev(g) if len(g) > 1 else 0.0 for g in unmarked]
     keep = [s > ZERO_STD for s in stds]
     if state.get("groups_seen", 0) >= WARMUP_GROUPS and "ema_mean" in state:
         z = NormalDist().inv_cdf(KEEP_RATIO)
@@ -196,14 +164,10 @@ def filter_groups(group_rewards, state):
         state["ema_mean"], state["ema_std"] = mean, spread
     state["groups_seen"] = state.get("groups_seen", 0) + len(stds)
     return keep
-'''
+'''.replace("__MARK__", repr(TRAJECTORY_MARK))
 
 
-def _ops(*ops: dict[str, object]) -> str:
-    return json.dumps(list(ops), indent=2)
-
-
-SEED_SKILLS: tuple[SkillSpec, ...] = (
+_CORE_SKILLS: tuple[SkillSpec, ...] = (
     SkillSpec(
         name="strict-answer-extraction",
         domain="math",
@@ -211,7 +175,7 @@ SEED_SKILLS: tuple[SkillSpec, ...] = (
         "or rank_violations > 0",
         factor="reward",
         patch_kind="template",
-        patch=_ops({"op": "write_reward", "file": "@reward", "content": STRICT_REWARD}),
+        patch=ops({"op": "write_reward", "file": "@reward", "content": STRICT_REWARD}),
         expected_outcome="rewarded_wrong_rate falls to ~0 and the reward_hacking alarm clears; training reward "
         "tracks strict_acc again; strict_acc holds or rises within the next version",
         validation_rule="backtest: hack corpus max score <= 0.1 and no rank violations against strict correctness "
@@ -225,7 +189,7 @@ SEED_SKILLS: tuple[SkillSpec, ...] = (
         trigger="truncation_rate > 0.15",
         factor="trainer",
         patch_kind="template",
-        patch=_ops(
+        patch=ops(
             {
                 "op": "set_yaml_key",
                 "file": "@trainer_config",
@@ -248,7 +212,7 @@ SEED_SKILLS: tuple[SkillSpec, ...] = (
         trigger="dead_group_ratio > 0.3 and filter_present == 0",
         factor="filter",
         patch_kind="template",
-        patch=_ops({"op": "replace_file", "file": "@group_filter", "content": STD_GROUP_FILTER}),
+        patch=ops({"op": "replace_file", "file": "@group_filter", "content": STD_GROUP_FILTER}),
         expected_outcome="groups used for the update all carry variance; dead_group_ratio among kept groups ~0, "
         "kept ratio >= 0.5; strict_acc gains ~+1 point over a few versions (Math v7 +0.96, Coding v9 +1.17)",
         validation_rule="backtest: kept-sample ratio >= 0.5 and every kept group has std > 0 on cached rollouts; "
@@ -263,7 +227,7 @@ SEED_SKILLS: tuple[SkillSpec, ...] = (
         trigger="dead_group_ratio > 0.5 and reward_discrete == 1",
         factor="reward",
         patch_kind="template",
-        patch=_ops({"op": "write_reward", "file": "@reward", "content": DENSE_REWARD}),
+        patch=ops({"op": "write_reward", "file": "@reward", "content": DENSE_REWARD}),
         expected_outcome="dead groups regain variance (SWE-9B: 45% of dead groups rescued in backtest; DGR "
         "~60% -> ~28%); strict_acc rises while correctness stays the dominant reward term",
         validation_rule="backtest: >= 30% of dead groups regain non-zero std and no rank violations between "
@@ -275,20 +239,23 @@ SEED_SKILLS: tuple[SkillSpec, ...] = (
     SkillSpec(
         name="never-reward-brevity",
         domain="swe",
-        trigger="candidate_reward_length_term >= 1",
+        trigger=f"candidate_reward_length_term >= 1 or turns_reward_corr < -{REWARD_CORR_WARNING}",
         factor="guard",
         patch_kind="template",
-        patch=_ops(
+        patch=ops(
             {
                 "op": "guard",
-                "rule": "refuse a candidate reward that pays for short responses, few turns or low token counts; "
-                "reward confirmed behaviour (a correct answer, a test after an edit) instead",
+                "rule": "refuse a candidate reward that pays for short responses, few turns or low token counts "
+                "(an efficiency factor such as 1 - 0.3 * num_turns / max_turns included); reward confirmed "
+                "behaviour (a correct answer, a test after an edit) instead",
             }
         ),
-        expected_outcome="no candidate reward pays for brevity; avoids one-turn collapse (BC 21.3 -> 0.0, "
-        "dead groups 19.5% -> 100% in SWE-4B v9)",
-        validation_rule="every candidate reward's source is scanned (skills.context.length_terms); a match is shown "
-        "as a warning and needs an explicit justification to proceed",
+        expected_outcome="no candidate reward pays for brevity; avoids one-turn collapse (turns 36.7 -> 1.0, "
+        "BC 21.3 -> 0.0, dead groups 19.5% -> 100% in SWE-4B v9)",
+        validation_rule="every candidate reward's source is scanned (skills.context.length_terms: lengths, tokens "
+        "and turn counts, extra_info['num_turns'] reads included) and agentic rollouts are checked (successful "
+        "episodes paid more for fewer turns: turns_reward_corr); a match is shown as a warning and needs an "
+        "explicit justification to proceed",
         applicability=("*",),
         provenance=f"{PAPER} §9 (toxic rewards: never reward brevity directly), §10 (one-turn collapse)",
     ),
@@ -299,7 +266,7 @@ SEED_SKILLS: tuple[SkillSpec, ...] = (
         "and truncation_rate <= 0.15 and reward_hacking == 0 and unrewarded_correct_rate <= 0.05",
         factor="data",
         patch_kind="template",
-        patch=_ops(
+        patch=ops(
             {
                 "op": "reweight_sources",
                 "file": "@data_selection",
@@ -328,7 +295,7 @@ SEED_SKILLS: tuple[SkillSpec, ...] = (
         trigger="ppo_kl_max > 0.02 or train_score_collapse > 0.5",
         factor="trainer",
         patch_kind="template",
-        patch=_ops(
+        patch=ops(
             {"op": "set_yaml_key", "file": "@trainer_config", "key": "lr", "value": "{{ current / lr_divisor }}"},
             {"op": "set_yaml_key", "file": "@trainer_config", "key": "clip_low", "value": "{{ min(current, 0.2) }}"},
             {"op": "set_yaml_key", "file": "@trainer_config", "key": "clip_high", "value": "{{ min(current, 0.28) }}"},
@@ -345,3 +312,4 @@ SEED_SKILLS: tuple[SkillSpec, ...] = (
         "demo's oracle harness (max step KL 0.002) and the unstable-optimiser scenario (0.12, score 0.57 -> 0)",
     ),
 )
+SEED_SKILLS: tuple[SkillSpec, ...] = (*_CORE_SKILLS, *AGENTIC_SKILLS)

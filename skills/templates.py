@@ -9,7 +9,10 @@ unary minus, parentheses and the functions ``max``, ``min``, ``round``, ``int``.
 candidate's diff shows exactly one changed key (the single-factor classifier reads changed lines);
 ``set_yaml_mapping`` does the same for the scalar entries of one mapping (flow on one line, or block).
 ``render_answer_protocol`` writes a harness's declared answer protocol into a reward template (the
-``write_reward`` op), so no reward a skill writes assumes a tag or a number format.
+``write_reward`` op), so no reward a skill writes assumes a tag or a number format. For agentic harnesses,
+``render_tool_roles`` writes the declared tools by role (search / act / verify) into a template,
+``render_values`` writes computed constants, and ``wrap_function`` appends a wrapper around the harness's
+reward function to its own file (the ``wrap_reward`` op).
 This module is pure: strings in, strings out.
 """
 
@@ -34,6 +37,13 @@ _FUNCS: dict[str, Callable[..., Number]] = {"max": max, "min": min, "round": rou
 
 # The line of a reward template that `render_answer_protocol` replaces (a comment, so the template parses).
 ANSWER_PROTOCOL_MARK = "# @answer_protocol (filled in from evotrainer.yaml by the write_reward op)"
+# The line `render_tool_roles` replaces with the declared tools by role (agentic harnesses).
+TOOL_ROLES_MARK = "# @tool_roles (filled in from evotrainer.yaml's env.tools by the write_reward / wrap_reward op)"
+# The line `render_values` replaces with NAME = value constants (the wrap_reward op's `values`).
+VALUES_MARK = "# @values (filled in by the wrap_reward op from the skill's params and the run's health metrics)"
+# The name a wrapper template uses for the harness's reward function (`wrap_function` puts in the real one).
+REWARD_FUNCTION = "REWARD_FUNCTION"
+_CONSTANT = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
 
 class TemplateError(ValueError):
@@ -345,6 +355,85 @@ def render_answer_protocol(template: str, answer: AnswerProtocol) -> str:
         )
     )
     return template.replace(ANSWER_PROTOCOL_MARK, block)
+
+
+def _replace_mark(template: str, mark: str, block: str) -> str:
+    if template.count(mark) != 1:
+        raise TemplateError(f"the template needs the line {mark!r} exactly once")
+    return template.replace(mark, block)
+
+
+def render_tool_roles(template: str, roles: Mapping[str, str]) -> str:
+    """Return ``template`` with ``TOOL_ROLES_MARK`` replaced by ``SEARCH_TOOLS``, ``ACT_TOOLS``, ``VERIFY_TOOLS``.
+
+    ``roles`` maps each declared tool name to its role (``diagnostics.tool_roles.ToolRole`` values); tools of
+    another role are in none of the sets.
+
+    Raises:
+        TemplateError: the template does not hold the mark exactly once.
+    """
+
+    def names(role: str) -> str:
+        chosen = sorted(n for n, r in roles.items() if r == role)
+        return f"frozenset({chosen!r})"
+
+    block = "\n".join(
+        (
+            "# The tools evotrainer.yaml declares (env.tools), by role, copied in when this file was written.",
+            f"SEARCH_TOOLS = {names('search')}",
+            f"ACT_TOOLS = {names('act')}  # empty: the final answer is the action",
+            f"VERIFY_TOOLS = {names('verify')}",
+        )
+    )
+    return _replace_mark(template, TOOL_ROLES_MARK, block)
+
+
+def render_values(template: str, values: Mapping[str, object]) -> str:
+    """Return ``template`` with ``VALUES_MARK`` replaced by one ``NAME = value`` line per numeric value.
+
+    Raises:
+        TemplateError: the mark is missing or repeated, a name is not an upper-case constant, or a value is
+            not a finite number.
+    """
+    lines = []
+    for name, value in values.items():
+        if not _CONSTANT.fullmatch(name):
+            raise TemplateError(f"value name {name!r} must be an upper-case constant name")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise TemplateError(f"value {name} = {value!r} is not a finite number")
+        lines.append(f"{name} = {value!r}")
+    return _replace_mark(template, VALUES_MARK, "\n".join(lines))
+
+
+def wrap_function(source: str, function: str, wrapper: str) -> str:
+    """Append ``wrapper`` (its ``REWARD_FUNCTION`` names replaced by ``function``) to ``source``.
+
+    The wrapper keeps the original under a name of its own and rebinds ``function``, so whatever calls
+    ``module.function`` gets the wrapper. Its first line (a comment naming the skill) must not be in
+    ``source`` already: a file is wrapped by a skill once.
+
+    Raises:
+        TemplateError: ``source`` does not parse or defines no top-level ``function``, the wrapper was
+            applied already, or the result does not parse.
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise TemplateError(f"the reward file does not parse ({exc.msg}, line {exc.lineno})") from None
+    if not any(isinstance(n, ast.FunctionDef) and n.name == function for n in tree.body):
+        raise TemplateError(f"the reward file defines no top-level function {function!r} to wrap")
+    head = wrapper.strip().splitlines()[0] if wrapper.strip() else ""
+    if not head.startswith("#"):
+        raise TemplateError("a wrapper template starts with a comment line naming its skill")
+    if head in source:
+        raise TemplateError(f"the reward is wrapped already ({head!r})")
+    body = re.sub(rf"\b{REWARD_FUNCTION}\b", function, wrapper.strip())
+    out = source.rstrip() + "\n\n\n" + body + "\n"
+    try:
+        ast.parse(out)
+    except SyntaxError as exc:
+        raise TemplateError(f"the wrapped reward does not parse ({exc.msg}, line {exc.lineno})") from None
+    return out
 
 
 def as_variables(params: Mapping[str, Any], current: object) -> dict[str, object]:

@@ -30,6 +30,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from diagnostics.agentic_docs import AGENTIC_METRICS
+
 Value = float | int | bool | str
 Metrics = Mapping[str, Value]
 
@@ -64,6 +66,9 @@ KNOWN_NAMES: frozenset[str] = frozenset(
         "reward_discrete",
         "filter_present",
         "candidate_reward_length_term",
+        "candidate_reward_action_count_term",
+        "filter_drops_marked",
+        *AGENTIC_METRICS,  # diagnostics/agentic.py, on runs with agentic episodes
     }
 )
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from harness.answers import AnswerProtocol
+
+if TYPE_CHECKING:
+    from diagnostics.tool_roles import ToolRoles
 
 
 def diagnose(
@@ -21,7 +25,8 @@ def diagnose(
     """Read a run's metrics and rollouts and print its health report (score/signal/behaviour/version).
 
     The report reads the answer protocol the harness declares: `--harness`'s, else the one the run recorded
-    in its config.json, else that of the harness the run was trained from.
+    in its config.json, else that of the harness the run was trained from. An agentic harness's declared
+    tools (from the same harness) give the tool roles the agentic metrics use (by tool name otherwise).
     """
     import orjson
     from rich.console import Console
@@ -32,11 +37,12 @@ def diagnose(
     err = Console(stderr=True, soft_wrap=True)
     try:
         answer = run_answer_protocol(run_dir, harness)
+        roles = run_tool_roles(run_dir, harness)
     except ValueError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False)
         raise typer.Exit(2) from None
-    parent_report = build_report(parent, answer=answer) if parent is not None else None
-    report = build_report(run_dir, parent=parent_report, answer=answer)
+    parent_report = build_report(parent, answer=answer, roles=roles) if parent is not None else None
+    report = build_report(run_dir, parent=parent_report, answer=answer, roles=roles)
     for problem in report.problems[:20]:
         err.print(f"[yellow]warning:[/yellow] {problem}", highlight=False, markup=True)
     if len(report.problems) > 20:
@@ -82,6 +88,39 @@ def run_answer_protocol(run_dir: Path, harness: Path | None) -> AnswerProtocol |
         except HarnessError:
             return None
     return None
+
+
+def run_tool_roles(run_dir: Path, harness: Path | None) -> ToolRoles:
+    """The tool roles of the run's agentic harness (`--harness`, else the one it was trained from), from the
+    tools its manifest declares; classification by tool name when neither is found or the harness has no env.
+
+    Raises:
+        ValueError: `harness` is not a valid harness (the message names the manifest and field).
+    """
+    import json
+
+    from diagnostics.tool_roles import DEFAULT_ROLES
+    from diagnostics.tool_roles import ToolRoles as Roles
+    from harness.manifest import HarnessError, load_harness
+
+    folder = harness
+    if folder is None:
+        try:
+            config = json.loads((run_dir / "config.json").read_text())
+        except (OSError, ValueError):
+            config = None
+        spec = config.get("spec") if isinstance(config, dict) else None
+        trained_from = spec.get("harness_dir") if isinstance(spec, dict) else None
+        folder = Path(trained_from) if isinstance(trained_from, str) else None
+    if folder is None:
+        return DEFAULT_ROLES
+    try:
+        env = load_harness(folder).manifest.env
+    except HarnessError as exc:
+        if harness is not None:
+            raise ValueError(str(exc)) from None
+        return DEFAULT_ROLES  # the harness the run came from is gone or changed: names still classify
+    return DEFAULT_ROLES if env is None else Roles.from_env(env)
 
 
 def register(app: typer.Typer) -> None:

@@ -16,6 +16,7 @@ from trainer_backend.base import RunResult, RunSpec
 
 if TYPE_CHECKING:
     from diagnostics.table import RunTable, RunTableCache
+    from diagnostics.tool_roles import ToolRoles
 
 REPORT_FILE = "health_report.json"  # a run's health report, written once next to its artefacts
 
@@ -103,6 +104,17 @@ def session_answer(state: State) -> AnswerProtocol | None:
     return load_harness(Path(state["harness_dir"])).manifest.answer
 
 
+def session_roles(state: State) -> ToolRoles:
+    """The tool roles of the session harness's declared tools (its env is protected, so every candidate shares
+    them); classification by tool name when the harness declares no env."""
+    from diagnostics.tool_roles import DEFAULT_ROLES
+    from diagnostics.tool_roles import ToolRoles as Roles
+    from harness.manifest import load_harness
+
+    env = load_harness(Path(state["harness_dir"])).manifest.env
+    return DEFAULT_ROLES if env is None else Roles.from_env(env)
+
+
 def session_main_commit(repo_dir: Path, session_id: str) -> tuple[str, str]:
     """The session's main-line branch and its head commit."""
     from git import Repo
@@ -130,19 +142,23 @@ def run_table(run_dir: Path, answer: AnswerProtocol | None) -> RunTable:
     return _TABLES[0].get(run_dir, answer)
 
 
-def cached_report(run_dir: Path, parent: HealthReport | None, answer: AnswerProtocol | None) -> HealthReport:
+def cached_report(
+    run_dir: Path, parent: HealthReport | None, answer: AnswerProtocol | None, roles: ToolRoles | None = None
+) -> HealthReport:
     """A run's health report: read `health_report.json` when a (re-run) node wrote it, else build and write it.
 
     `answer` is the session harness's declared answer protocol (its manifest is protected, so every
-    candidate shares it): the report's format and answer metrics read it.
+    candidate shares it): the report's format and answer metrics read it. `roles` (`session_roles`) classify
+    an agentic harness's declared tools for the agentic metrics (by tool name when None).
     """
     import orjson
 
     from diagnostics.report import report_from_table
+    from diagnostics.tool_roles import DEFAULT_ROLES
 
     path = run_dir / REPORT_FILE
     if path.exists():
         return HealthReport.from_json(orjson.loads(path.read_bytes()))
-    report = report_from_table(run_dir, run_table(run_dir, answer), parent=parent)
+    report = report_from_table(run_dir, run_table(run_dir, answer), parent=parent, roles=roles or DEFAULT_ROLES)
     path.write_bytes(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
     return report

@@ -9,7 +9,7 @@ from langgraph.runtime import Runtime
 
 from agent.context import Context
 from agent.evidence import Replication, apply_replication, final_strict_scores, replicate_check
-from agent.nodes.common import cached_report, run_table, session_answer
+from agent.nodes.common import cached_report, run_table, session_answer, session_roles
 from agent.routing import CONTROL_ID, current
 from agent.state import PilotInfo, State
 from diagnostics.findings import Finding, Severity
@@ -29,15 +29,15 @@ def confirm(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         why = "; ".join(f"{p['run_id']}: {p['outcome']} {p['message']}" if p else "missing run" for p in failed)
         result = Replication(False, None, (), "insufficient", f"replicate run failed: {why}")
     else:
-        answer = session_answer(state)
+        answer, roles = session_answer(state), session_roles(state)
         first = (_scores(by_key[(CONTROL_ID, 0)], answer), _scores(by_key[(cid, 0)], answer))
         pairs = [(_scores(c, answer), _scores(k, answer)) for c, k in runs]  # type: ignore[arg-type]
         alerts_new: list[Finding] = []
         alerts_control: list[Finding] = []
         for control, cand in runs:
-            control_report = cached_report(Path(control["run_dir"]), None, answer)  # type: ignore[index]
+            control_report = cached_report(Path(control["run_dir"]), None, answer, roles)  # type: ignore[index]
             alerts_control += control_report.alerts(Severity.WARNING)
-            cand_report = cached_report(Path(cand["run_dir"]), control_report, answer)  # type: ignore[index]
+            cand_report = cached_report(Path(cand["run_dir"]), control_report, answer, roles)  # type: ignore[index]
             alerts_new += cand_report.alerts(Severity.WARNING)
         result = replicate_check(first, pairs, alerts_new, alerts_control, runtime.context.min_effect)
     return {"decisions": apply_replication(state.get("decisions", []), cid, result)}

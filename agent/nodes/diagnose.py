@@ -10,7 +10,7 @@ from langgraph.runtime import Runtime
 
 from agent import ledger
 from agent.context import Context
-from agent.nodes.common import REPORT_FILE, cached_report, run_table, session_answer
+from agent.nodes.common import REPORT_FILE, cached_report, run_table, session_answer, session_roles
 from agent.rollback import rollback_point
 from agent.state import State
 from diagnostics.findings import HealthReport, Severity
@@ -22,7 +22,7 @@ def diagnose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     run_dir = Path(version["run_dir"])
     parent = HealthReport.from_json(state["report"]) if state.get("report") else None
     answer = session_answer(state)
-    report = cached_report(run_dir, parent, answer)
+    report = cached_report(run_dir, parent, answer, session_roles(state))
     with ledger.db(ledger.store_url(runtime.context)) as db:
         ledger.ensure_health_report(
             db,

@@ -9,11 +9,12 @@ from langgraph.runtime import Runtime
 
 from agent.context import Context
 from agent.evidence import Evaluation, final_strict_scores, paired
-from agent.nodes.common import cached_report, run_table, session_answer
+from agent.nodes.common import cached_report, run_table, session_answer, session_roles
 from agent.routing import CONTROL_ID, current
 from agent.state import PilotInfo, State
 from diagnostics.findings import HealthReport, Severity, new_alerts
 from diagnostics.stats import classify_outcome, paired_bootstrap
+from diagnostics.tool_roles import ToolRoles
 from harness.answers import AnswerProtocol
 
 
@@ -22,11 +23,12 @@ def evaluate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     pilots = [p for p in current(state.get("pilots"), state["iteration"]) if not p.get("replicate")]
     control = next((p for p in pilots if p["candidate_id"] == CONTROL_ID), None)
     assert control is not None, "every pilot fan-out includes the control run"
-    answer = session_answer(state)
-    control_report = cached_report(Path(control["run_dir"]), None, answer) if control["outcome"] == "ok" else None
+    answer, roles = session_answer(state), session_roles(state)
+    ok = control["outcome"] == "ok"
+    control_report = cached_report(Path(control["run_dir"]), None, answer, roles) if ok else None
     control_scores = _scores(control, answer) if control_report else {}
     evaluations = [
-        _contained(p, control, control_report, control_scores, runtime.context.min_effect, answer)
+        _contained(p, control, control_report, control_scores, runtime.context.min_effect, answer, roles)
         for p in pilots
         if p["candidate_id"] != CONTROL_ID
     ]
@@ -40,10 +42,11 @@ def _contained(
     control_scores: dict[str, float],
     min_effect: float,
     answer: AnswerProtocol | None,
+    roles: ToolRoles | None = None,
 ) -> Evaluation:
     """`_evaluate_one`, with a failure to read one pilot's artefacts recorded as that candidate's evaluation."""
     try:
-        return _evaluate_one(pilot, control, control_report, control_scores, min_effect, answer)
+        return _evaluate_one(pilot, control, control_report, control_scores, min_effect, answer, roles)
     except Exception as exc:  # one candidate's unreadable evidence must not end the session (issue 13 §3)
         why = f"its run's artefacts could not be evaluated ({type(exc).__name__}: {exc})"
         return Evaluation(
@@ -58,6 +61,7 @@ def _evaluate_one(
     control_scores: dict[str, float],
     min_effect: float,
     answer: AnswerProtocol | None,
+    roles: ToolRoles | None = None,
 ) -> Evaluation:
     if pilot["outcome"] != "ok" or control_report is None:
         why = pilot["message"] if pilot["outcome"] != "ok" else f"control run failed: {control['message']}"
@@ -71,7 +75,7 @@ def _evaluate_one(
             control["train_reward"],
             (),
         )
-    report = cached_report(Path(pilot["run_dir"]), control_report, answer)
+    report = cached_report(Path(pilot["run_dir"]), control_report, answer, roles)
     a, b = paired(control_scores, _scores(pilot, answer))
     if not a:
         return Evaluation(

@@ -48,6 +48,7 @@ from agent.reporting.records import (
 )
 from agent.reporting.summary import session_summary
 from agent.runs import final_checkpoint
+from diagnostics.agentic_docs import HEADLINE_METRICS
 from diagnostics.findings import HealthReport
 from store import models
 from store.repository import get, session_candidates, session_ledger
@@ -252,7 +253,8 @@ def _health(
                 for f in sorted(fired, key=lambda f: -f.severity.rank)
             ]  # fmt: skip
             n_checks, n_ok = len(found.report.findings), len(found.report.findings) - len(fired)
-            rows.append(VersionHealth(v.index, v.run_id, found.source, n_checks, n_ok, mine, found.note))
+            agentic = {k: found.report.metrics[k] for k in HEADLINE_METRICS if k in found.report.metrics}
+            rows.append(VersionHealth(v.index, v.run_id, found.source, n_checks, n_ok, mine, found.note, agentic))
         elif v.run_id in stored:
             fired_rows = [f for f in stored[v.run_id] if f.severity != "ok"]
             mine = [

@@ -287,7 +287,26 @@ def _health_section(r: SessionReport) -> str:
         )
     else:
         alerts = "<p>No warning or critical finding on any version.</p>"
-    return f'<section id="alerts"><h2>Health</h2><h3>Per version</h3>{health}<h3>Alerts</h3>{alerts}</section>'
+    agentic = _agentic_table(r)
+    return f'<section id="alerts"><h2>Health</h2><h3>Per version</h3>{health}{agentic}<h3>Alerts</h3>{alerts}</section>'
+
+
+def _agentic_table(r: SessionReport) -> str:
+    """The headline agentic metrics per version (`diagnostics.agentic.HEADLINE_METRICS`); none for single-turn runs."""
+    names = list(dict.fromkeys(k for h in r.health for k in h.agentic))
+    if not names:
+        return ""
+    rows = [
+        (f"v{h.index}", f"<code>{esc(h.run_id)}</code>", *(_num(_finite(h.agentic.get(k))) for k in names))
+        for h in r.health
+        if h.agentic
+    ]
+    intro = "<p>Agentic episodes: turns, tool use and trajectory alerts (metric docs: diagnostics/agentic.py).</p>"
+    return f"<h3>Agentic behaviour</h3>{intro}" + _table("agentic-table", ("version", "run", *names), rows)
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or value != value else value
 
 
 def _ci(c: CandidateEntry) -> str:

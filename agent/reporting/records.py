@@ -6,7 +6,7 @@ Frozen dataclasses only; no I/O. A record that could not be filled carries a `no
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agent.reporting.artefacts import RunCurves, RunRollouts
 from agent.reporting.summary import SessionSummary
@@ -100,6 +100,7 @@ class VersionHealth:
     n_ok: int | None
     alerts: list[AlertEntry]
     note: str
+    agentic: dict[str, float] = field(default_factory=dict)  # headline agentic metrics; empty for single-turn runs
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ import random
 import polars as pl
 import pytest
 
+from diagnostics.agentic import diagnose_agentic
 from diagnostics.behaviour import NO_ANSWER_PROTOCOL, diagnose_behaviour
 from diagnostics.features import is_degenerate, repetition, rust_pattern, text_features
 from diagnostics.findings import Severity
@@ -92,14 +93,17 @@ def test_agentic_rows_carry_their_turns_and_the_agentic_rules_run_on_the_table()
     rows = [_episode(s, i, 1 if i < 6 else 5, 0 if i < 6 else 3, float(i % 2)) for s in range(2) for i in range(8)]
     table = table_from_rollouts(rows)
     assert table.schema["turns"] == pl.List(
-        pl.Struct({"tool": pl.String, "success": pl.Boolean, "policy_tokens": pl.Int64, "observation_tokens": pl.Int64})
-    )
+        pl.Struct({"tool": pl.String, "success": pl.Boolean, "policy_tokens": pl.Int64, "observation_tokens": pl.Int64,
+                   "call": pl.UInt32})
+    )  # fmt: skip
     first = table.row(7, named=True)["turns"]
     assert [t["tool"] for t in first] == ["search", "search", "search", None]
-    assert first[0] == {"tool": "search", "success": True, "policy_tokens": 3, "observation_tokens": 0}
-    out = diagnose_behaviour(table, protocol_declared=False)
+    assert {k: v for k, v in first[0].items() if k != "call"} == {
+        "tool": "search", "success": True, "policy_tokens": 3, "observation_tokens": 0
+    }  # fmt: skip
+    out = diagnose_agentic(table)
     assert out.metrics["abandon_rate"] == pytest.approx(0.75)
-    assert next(f for f in out.findings if f.alert_id == "behaviour.abandonment").severity is Severity.CRITICAL
+    assert next(f for f in out.findings if f.alert_id == "agentic.abandonment").severity is Severity.CRITICAL
     tools_per_row = table.select(pl.col("turns").list.eval(pl.element().struct.field("tool").is_not_null()).list.sum())
     assert tools_per_row.to_series().to_list() == table["tool_calls"].to_list()  # a metric over `turns`
 

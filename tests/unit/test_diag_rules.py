@@ -7,6 +7,7 @@ import random
 import polars as pl
 import pytest
 
+from diagnostics import agentic as layer_agentic
 from diagnostics import behaviour as layer_behaviour
 from diagnostics import score as layer_score
 from diagnostics import signal as layer_signal
@@ -266,24 +267,30 @@ def test_exploration_collapse_logprob(logprob: float, expected: Severity) -> Non
 
 
 def test_agentic_abandonment_echo_trap_and_rising_turns() -> None:
+    """The agentic rules (diagnostics/agentic.py, tested fully in test_diag_agentic_metrics_and_alerts.py) run on
+    episodes recorded with turn and call counts only."""
+
+    def diagnose_agentic(rollouts: list[Rollout]) -> LayerOutput:
+        return layer_agentic.diagnose_agentic(T(rollouts, TAGS))
+
     quits = [
         r(0, g, i, 0.0, num_turns=1 if i < 6 else 8, tool_calls=0 if i < 6 else 5) for g in range(4) for i in range(8)
     ]
-    assert sev(diagnose_behaviour(quits), "behaviour.abandonment") is Severity.CRITICAL
+    assert sev(diagnose_agentic(quits), "agentic.abandonment") is Severity.CRITICAL
     echo = [
         r(0, g, i, 0.0 if i < 2 else 1.0, num_turns=80 if i < 2 else 10, tool_calls=5)
         for g in range(4)
         for i in range(8)
     ]
-    out = diagnose_behaviour(echo)
-    assert sev(out, "behaviour.echo_trap") is Severity.WARNING
-    assert sev(out, "behaviour.failed_turns") is Severity.WARNING
+    out = diagnose_agentic(echo)
+    assert sev(out, "agentic.echo_trap") is Severity.WARNING
+    assert sev(out, "agentic.failed_turns") is Severity.WARNING
     rising = [r(s, g, i, 1.0, num_turns=10 + 5 * s, tool_calls=3) for s in range(5) for g in range(2) for i in range(4)]
-    assert sev(diagnose_behaviour(rising), "behaviour.turns_rising") is Severity.WARNING
+    assert sev(diagnose_agentic(rising), "agentic.turns_rising") is Severity.WARNING
     steady = [
         r(s, g, i, 1.0, num_turns=10 + (s % 2), tool_calls=3) for s in range(5) for g in range(2) for i in range(4)
     ]
-    assert sev(diagnose_behaviour(steady), "behaviour.turns_rising") is Severity.OK
+    assert sev(diagnose_agentic(steady), "agentic.turns_rising") is Severity.OK
 
 
 def test_exploration_collapse_reads_the_wrong_answers_when_strict_scores_exist() -> None:

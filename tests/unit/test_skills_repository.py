@@ -65,7 +65,9 @@ def _round_trip(db: Session) -> None:
     assert {r.spec.name for r in skills_repo.list_skills(db, "code")} == {
         "raise-length-budget", "std-group-filter", "never-reward-brevity", "stabilise-policy-updates",
         # domain-neutral since issue #14: rewards written from the declared answer protocol, any source names
-        "strict-answer-extraction", "dense-auxiliary-reward", "learnable-data-mix"}  # fmt: skip
+        "strict-answer-extraction", "dense-auxiliary-reward", "learnable-data-mix",
+        # the agentic skills (issue 15) name tools by declared role: any domain with an env
+        "trajectory-filter", "raise-turn-budget", "confirmed-behaviour-reward", "never-pay-action-counts"}  # fmt: skip
 
     matches = skills_repo.match_skills(db, DEMO_METRICS, "math")
     names = [spec.name for spec, _ in matches]

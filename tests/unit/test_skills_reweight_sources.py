@@ -57,7 +57,7 @@ def demo(tmp_path: Path) -> Path:
 def test_seed_is_a_data_skill_whose_trigger_reads_known_metrics() -> None:
     assert SKILL.factor == "data" and SKILL.params == {"dead_at": 0.5, "min_groups": 8}
     assert all(not unknown_names(s.trigger) for s in SEED_SKILLS)
-    assert len(SEED_SKILLS) == 7
+    assert len(SEED_SKILLS) == 11  # 7 + the 4 agentic skills (skills/agentic_seeds.py)
 
 
 def test_trigger_fires_on_dead_sources_only_once_responses_are_not_cut() -> None:
