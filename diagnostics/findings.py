@@ -281,15 +281,21 @@ def graded(
 
 @dataclass(frozen=True, slots=True)
 class LayerOutput:
-    """What one layer's diagnosis returns: its findings and the flat metrics it computed."""
+    """What one layer's diagnosis returns: its findings, the flat metrics it computed, and its notes.
+
+    `notes` say which rules could not be evaluated and why (`"<alert_id>: not evaluated: <reason>"`); the report
+    adds a generic one for any other finding whose value is NaN, so no rule goes dark silently.
+    """
 
     findings: tuple[Finding, ...]
     metrics: Mapping[str, float]
+    notes: tuple[str, ...] = ()
 
     @staticmethod
     def merge(parts: Sequence[LayerOutput]) -> LayerOutput:
-        """Concatenate findings and merge metrics (later parts win on a key clash)."""
+        """Concatenate findings and notes, and merge metrics (later parts win on a key clash)."""
         metrics: dict[str, float] = {}
         for part in parts:
             metrics.update(part.metrics)
-        return LayerOutput(tuple(f for part in parts for f in part.findings), metrics)
+        findings = tuple(f for part in parts for f in part.findings)
+        return LayerOutput(findings, metrics, tuple(n for part in parts for n in part.notes))

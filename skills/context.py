@@ -4,7 +4,8 @@
   directly? (paper §9, "toxic rewards");
 - ``filter_present`` (``filter_is_noop``): does the harness run a group filter that can drop anything?
   The demo harness declares a keep-everything filter, which counts as *no* filter;
-- ``reward_discrete`` (``reward_is_discrete``): does the reward take only a few distinct values?
+- ``reward_discrete`` (``reward_is_discrete``): does the reward take only a few distinct values? The health
+  report computes the same from the run's rewards (``diagnostics/signal.py``), so triggers read it there.
 
 Code is parsed with ``ast``, never imported or run. Pure.
 
@@ -20,6 +21,8 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable
+
+from diagnostics.signal import DISCRETE_MAX_LEVELS
 
 _LENGTHY = re.compile(r"(^|_)(len|length|lengths|brevity|brief|short|shortness|num_tokens|n_tokens|token_count|"
                       r"tokens|turns|num_turns|verbosity|concise|conciseness)($|_)", re.I)  # fmt: skip
@@ -88,7 +91,7 @@ def _all_true_list(node: ast.expr) -> bool:
     return isinstance(node, ast.List) and all(isinstance(e, ast.Constant) and e.value is True for e in node.elts)
 
 
-def reward_is_discrete(rewards: Iterable[float], max_levels: int = 8) -> bool:
+def reward_is_discrete(rewards: Iterable[float], max_levels: int = DISCRETE_MAX_LEVELS) -> bool:
     """Return True when the observed rewards take at most ``max_levels`` distinct values (rounded to 1e-6)."""
     levels = {round(r, 6) for r in rewards}
     return 0 < len(levels) <= max_levels
@@ -106,7 +109,7 @@ def trigger_context(
 
     ``reward_source`` is the (candidate or current) reward file; ``filter_source`` the group-filter file
     (None when the manifest declares none); ``rewards`` the training rewards observed in the run
-    (``reward_discrete`` is left out when none are given, so triggers reading it stay unknown).
+    (``reward_discrete`` is left out when none are given: the health report's own ``reward_discrete`` stands).
     """
     ctx: dict[str, str | int] = {
         "domain": domain,

@@ -3,9 +3,11 @@
 Seven skills, each with a machine-checkable trigger over ``HealthReport.metrics`` plus context variables
 the controller adds (``filter_present``, ``reward_discrete``, ``candidate_reward_length_term``):
 
-1. ``strict-answer-extraction`` (reward): the reward pays for wrong or malformed answers, or fails
-   correct ones (``unrewarded_correct_rate``) → replace the reward with a strict rule over the harness's
-   declared answer protocol (exactly one answer, compared as the manifest says).
+1. ``strict-answer-extraction`` (reward): the reward pays for wrong or malformed answers
+   (``rewarded_wrong_rate``), fails correct ones (``unrewarded_correct_rate``) or does not rank a group's
+   samples the way strict correctness does (``misranked_group_rate``; all three compare the reward with the
+   protected evaluator on the run's own rollouts, ``diagnostics/score.py``) → replace the reward with a strict
+   rule over the harness's declared answer protocol (exactly one answer, compared as the manifest says).
 2. ``raise-length-budget`` (trainer): responses are cut at the cap → raise ``max_new_tokens`` first,
    before any reward redesign.
 3. ``std-group-filter`` (filter): many zero-variance groups and no working filter → replace the harness's
@@ -42,6 +44,7 @@ from __future__ import annotations
 
 import json
 
+from diagnostics.score import MISRANKED_GROUP_WARNING
 from diagnostics.sources import DEAD_SOURCE_AT, DEAD_SOURCE_SHARE_WARNING, MIN_SOURCE_GROUPS
 from skills.models import SkillSpec
 from skills.templates import ANSWER_PROTOCOL_MARK
@@ -208,7 +211,7 @@ SEED_SKILLS: tuple[SkillSpec, ...] = (
         name="strict-answer-extraction",
         domain="math",
         trigger="reward_hacking >= 1 or rewarded_wrong_rate > 0.05 or unrewarded_correct_rate > 0.05 "
-        "or rank_violations > 0",
+        f"or misranked_group_rate > {MISRANKED_GROUP_WARNING}",
         factor="reward",
         patch_kind="template",
         patch=_ops({"op": "write_reward", "file": "@reward", "content": STRICT_REWARD}),
