@@ -95,6 +95,11 @@ METRIC_DOCS = {
     "ref_distance": "L2 distance of the last policy from the lineage's reference policy (actor/ref_param_distance)",
     "kl_to_ref": "mean actor/kl_loss (k3 KL to the reference) over the last 5 steps; 0 when the run has no KL "
     "term (kl_coef = 0)",
+    # Built-in analyzers of the upgrade_diagnostics step (diagnostics/analyzers.py): merged into the report's
+    # metrics only once they separate the session's kept versions from its rejected ones.
+    "group_text_distance": "mean pairwise Jaccard distance of the responses' character 3-grams inside a group "
+    "(latest 200 groups)",
+    "distinct_answer_ratio": "mean over groups of distinct extracted answers / samples (latest 200 groups)",
 }
 
 

@@ -95,6 +95,8 @@ KNOWN_NAMES: frozenset[str] = frozenset(
         "no_update_share",
         "ref_distance",
         "kl_to_ref",
+        "group_text_distance",
+        "distinct_answer_ratio",
     }
 )
 KNOWN_CALL = "known"  # known(name): the metric has a value
