@@ -20,12 +20,11 @@ layer's own where it knows one (`LayerOutput.notes`), else which input had no da
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
 from diagnostics.behaviour import NO_ANSWER_PROTOCOL, diagnose_behaviour
-from diagnostics.findings import Finding, HealthReport, LayerOutput
+from diagnostics.findings import Finding, HealthReport, LayerOutput, rule_metric
 from diagnostics.groups import diagnose_groups
 from diagnostics.schema import MetricRow, ReadProblem, read_metrics
 from diagnostics.score import diagnose_score
@@ -44,7 +43,8 @@ METRIC_DOCS = {
     "strict_acc_delta": "strict score: last-window mean - first-window mean within this run",
     "train_reward_mean": "training reward at the last step (critic/score/mean, else rollouts)",
     "train_reward_delta": "training reward: last-window mean - first-window mean within this run",
-    "reward_hacking": "1 when reward rose while the strict score stayed flat/down (within run or vs parent)",
+    "reward_hacking": "1 when reward rose while the strict score stayed flat/down (within run or vs parent); NaN, "
+    "with a note, when neither trend could be checked (fewer than 2 steps with strict scores or rewards)",
     "rewarded_wrong_rate": "share of strict-wrong rollouts rewarded like correct ones",
     "dead_group_ratio": "share of GRPO groups whose reward std < 1e-6",
     "dead_source_share": "share of training groups from dead data sources (>= 50% of their groups dead)",
@@ -143,7 +143,9 @@ def report_from_table(
         version = diagnose_version(metrics, findings, parent)
         findings.extend(version.findings)
         metrics.update(version.metrics)
-        metrics["reward_hacking"] = max(metrics["reward_hacking"], version.metrics["version_reward_hacking"])
+        # within the run or against the parent (Kleene or: a hacking parent comparison decides an unknown trend)
+        if version.metrics["version_reward_hacking"] >= 1:
+            metrics["reward_hacking"] = 1.0
     if siblings:
         metrics.update(compare_siblings(metrics, siblings).metrics)
     run_id = table.run_id or run_dir.name
@@ -170,7 +172,6 @@ def unevaluated_notes(findings: Sequence[Finding], notes: Sequence[str]) -> list
     for f in findings:
         if not math.isnan(f.value) or f.alert_id in covered or f.message.endswith(NO_ANSWER_PROTOCOL):
             continue
-        metric = re.split(r" (?:<=|>=|<|>|==) ", f.rule, maxsplit=1)[0]
-        out.append(f"{f.alert_id}: not evaluated: no data for {metric} (rule: {f.rule})")
+        out.append(f"{f.alert_id}: not evaluated: no data for {rule_metric(f.rule)} (rule: {f.rule})")
         covered.add(f.alert_id)
     return out

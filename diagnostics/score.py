@@ -147,7 +147,8 @@ def diagnose_hacking(metric_rows: Sequence[MetricRow], train: pl.DataFrame, val:
             + ("" if math.isnan(ts_delta) else f", strict on the training rollouts {ts_delta:+.3f}")
             + ")"
         )
-    metrics["reward_hacking"] = 1.0 if hacking else 0.0
+    # unknown (NaN) when the trend could not be checked: a trigger reading it must not see a silent "no"
+    metrics["reward_hacking"] = math.nan if math.isnan(r_delta) or math.isnan(s_delta) else float(hacking)
     findings.append(
         Finding(
             alert_id="score.reward_hacking",

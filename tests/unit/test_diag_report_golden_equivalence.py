@@ -116,6 +116,9 @@ def test_metrics_match_the_old_report(name: str, reports: dict[str, tuple[Case, 
     assert set(new) - set(old) <= ADDED_METRICS, f"unlisted new metrics: {set(new) - set(old) - ADDED_METRICS}"
     if "new_critical_alerts" in old:  # a new critical alert of an added rule counts like any other
         old = {**old, "new_critical_alerts": old["new_critical_alerts"] + len(_added_new_critical(name, reports))}
+    if new["reward_hacking"] is None and old["reward_hacking"] == 0.0:  # issue 17: unknown, not a silent 0
+        assert any(n.startswith("score.reward_hacking: not evaluated: ") for n in reports[name][1].notes), name
+        old = {**old, "reward_hacking": None}
     wrong = {k: (old[k], new[k]) for k in old if not _close(old[k], new[k])}
     assert not wrong, wrong
 

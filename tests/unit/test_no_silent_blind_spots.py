@@ -109,3 +109,83 @@ def test_the_propose_step_records_unknown_triggers_in_case_memory_once(tmp_path:
         assert len(cases) == 1 and cases[0].kind == "pattern"
         assert cases[0].signature["unevaluated_triggers"]["dense-auxiliary-reward"] == ["reward_discrete"]
         assert "could not be evaluated" in cases[0].summary
+
+
+def _blind_run(run_dir: Path) -> Path:
+    """A run an older trainer wrote: no `kept` flags, no actor/update_norm, strict scores on 2 groups only.
+
+    Six steps of 10 groups x 4 samples with a live reward; the strict evaluator scored the samples of two
+    groups of the first step (right and wrong answers in each), too few mixed groups to grade the reward's ranking.
+    """
+    from diagnostics.schema import Rollout, append_metrics, write_rollouts
+
+    for step in range(1, 7):
+        rows = []
+        for g in range(10):
+            for i in range(4):
+                strict = float(i % 2) if g < 2 and step == 1 else None
+                rows.append(
+                    Rollout("old", step, "train", f"p{g}", f"{step}-{g}", i, f"{g}+1=", f"{g + i % 2}", str(g + 1),
+                            0.25 * i, strict_score=strict)
+                )  # fmt: skip
+        write_rollouts(run_dir / "rollouts" / "train" / f"step_{step}.jsonl", rows)
+        append_metrics(run_dir / "metrics.jsonl", step, {"critic/score/mean": 0.375, "actor/entropy": 1.0})
+    return run_dir
+
+
+# (metric the trigger reads, the rule the report could not evaluate for lack of it, words of the reason)
+BLIND = [
+    ("misranked_group_rate", "score.misranked_groups", "2 training group(s) hold both"),
+    ("no_update_share", "signal.no_update", "logs no actor/update_norm"),
+    ("kept_live_ratio", "signal.filter_drops_signal", "kept"),
+]
+
+
+@pytest.mark.parametrize(("metric", "rule", "reason"), BLIND, ids=[b[0] for b in BLIND])
+def test_a_trigger_over_a_metric_without_data_follows_its_unknown_semantics_and_the_report_says_why(
+    tmp_path: Path, metric: str, rule: str, reason: str
+) -> None:
+    from agent.triggers import trigger_metrics
+    from diagnostics.findings import Severity, render_text
+
+    report = build_report(_blind_run(tmp_path / "old"))
+    # the report: the rule is not evaluated (NaN, never an alert), and its notes say so with the reason
+    assert math.isnan(report.metrics[metric])
+    finding = report.finding(rule)
+    assert finding is not None and math.isnan(finding.value) and finding.severity is Severity.OK
+    notes = [n for n in report.notes if n.split(": ", 1)[0].split(", ").count(rule)]
+    assert len(notes) == 1 and ": not evaluated: " in notes[0] and reason in notes[0], report.notes
+    assert report.why_not_evaluated(metric) == notes[0]
+    text = render_text(report)
+    assert "[not evaluated]" in text and notes[0] in text
+    assert report.to_json()["metrics"][metric] is None and notes[0] in report.to_json()["notes"]
+
+    # the trigger language: what reads it is unknown (never matched, also under `not`), named as missing
+    metrics = trigger_metrics(report.metrics, load_harness(EXAMPLES / "arithmetic-oracle"))
+    for trigger in (f"{metric} > 0.1", f"not {metric} <= 0.1", f"{metric} > 0.1 and filter_present == 1"):
+        result = check(trigger, metrics)
+        assert (result.value, result.missing) == (None, (metric,)), trigger
+        assert evaluate(trigger, metrics) is False
+    # ...unless the trigger declares what a missing value means
+    assert check(f"not known({metric}) or {metric} > 0.1", metrics).value is True
+    assert check(f"known({metric}) and {metric} > 0.1", metrics).value is False
+    assert check(f"{metric} > 0.1 or filter_present == 1", metrics).value is True  # decided by the known term
+
+
+def test_a_seed_trigger_left_unknown_by_a_blind_report_is_listed_with_the_report_s_reason(tmp_path: Path) -> None:
+    from agent.triggers import trigger_metrics
+
+    report = build_report(_blind_run(tmp_path / "old"))
+    metrics = trigger_metrics(report.metrics, load_harness(EXAMPLES / "arithmetic-oracle"))
+    gaps = {g.name: g.missing for g in unevaluated([SkillRecord(spec=s) for s in SEED_SKILLS], metrics)}
+    assert "strict-answer-extraction" not in gaps  # decided: rewarded_wrong_rate is known and fires
+    assert gaps["stabilise-policy-updates"] == ("ppo_kl_max", "train_score_collapse"), gaps
+    for name in gaps["stabilise-policy-updates"]:  # every metric it missed: the report says why it has none
+        assert report.why_not_evaluated(name) is not None, (name, report.notes)
+    # a rule that was not evaluated leaves its metric unknown, never a silent "no" (1 step carries strict scores)
+    assert math.isnan(report.metrics["reward_hacking"])
+    assert report.why_not_evaluated("reward_hacking") == (
+        "score.reward_hacking: not evaluated: cannot check the trend (fewer than 2 steps with strict scores)"
+    )
+    assert check("reward_hacking >= 1", metrics).value is None
+    assert report.why_not_evaluated("dead_group_ratio") is None  # evaluated: nothing to explain
