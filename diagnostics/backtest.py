@@ -32,14 +32,15 @@ from typing import Any
 
 import numpy as np
 
+from diagnostics.groups import KEPT_LIVE_WARNING
 from diagnostics.hack_corpus import HackCorpusScore
 from diagnostics.schema import Rollout
-from diagnostics.score import STRICT_CORRECT
+from diagnostics.score import STRICT_CORRECT, rank_violations
 from diagnostics.signal import DEAD_STD, GroupKey, group_rollouts
 from harness.failures import Outcome
 
 MIN_GROUPS = 8
-KEPT_RATIO_MIN = 0.5
+KEPT_RATIO_MIN = KEPT_LIVE_WARNING  # one bar for the backtest and the report's signal.filter_drops_signal
 AGREEMENT_SLACK = 0.01  # share of strict-scored responses a candidate may disagree on beyond the incumbent
 
 
@@ -187,19 +188,6 @@ def step_batches(rollouts: Sequence[Rollout], new_rewards: Sequence[float]) -> l
     for key in by_key:
         steps.setdefault(key[0], []).append(key)
     return [StepBatch(step, tuple(keys), tuple(tuple(by_key[k]) for k in keys)) for step, keys in sorted(steps.items())]
-
-
-def rank_violations(strict: np.ndarray, rewards: np.ndarray) -> tuple[int, int, int]:
-    """Count `(pairs, violations, ties)` between strict-wrong and strict-right responses of one group.
-
-    A violation is a strict-wrong response rewarded strictly above a strict-right one; a tie is equal reward.
-    """
-    right = strict >= STRICT_CORRECT
-    wrong = ~right
-    if not right.any() or not wrong.any():
-        return 0, 0, 0
-    diff = rewards[wrong][:, None] - rewards[right][None, :]
-    return int(diff.size), int((diff > 0).sum()), int((diff == 0).sum())
 
 
 def strict_disagreement(strict: np.ndarray, rewards: np.ndarray) -> tuple[int, int]:

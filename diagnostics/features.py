@@ -12,7 +12,9 @@ Features (columns of the run table):
   than `BIGRAM_MIN` bigrams); `degenerate`: repetition above `BIGRAM_REPETITION_DEGENERATE`, a word repeated
   `TOKEN_RUN_DEGENERATE` times in a row, or a non-space character `CHAR_RUN_DEGENERATE` times in a row;
 - `answers` (number of matches of the declared answer pattern) and `answer_ok` (the protocol extracts a
-  non-empty answer): null when the harness declares no answer protocol, never guessed.
+  non-empty answer): null when the harness declares no answer protocol, never guessed;
+- `response_hash` (UInt32): a hash of the response text, so within-group diversity (distinct responses
+  per group, `diagnostics/groups.py`) needs no text; two different responses share it with odds ~2^-32.
 
 Words are what Python's `str.split()` returns (runs of non-whitespace, `\\x1c`-`\\x1f` counting as
 whitespace); `repetition` is the reference definition of the degeneration features, and the column-wise
@@ -90,6 +92,7 @@ def native_features(answer: AnswerProtocol | None) -> list[pl.Expr]:
         pl.when(tokens > 0).then(tokens).alias("length"),
         pl.lit(0.0).alias("bigram_rep"),
         pl.lit(False).alias("degenerate"),
+        (response.hash(seed=0) % (1 << 32)).cast(pl.UInt32).alias("response_hash"),
     ]
     pattern = rust_pattern(answer.pattern) if answer is not None else None
     if answer is None:

@@ -140,6 +140,26 @@ class HealthReport:
                 return f
         return None
 
+    def why_not_evaluated(self, metric: str) -> str | None:
+        """Return the note saying why `metric` has no value (the rule that reads it was not evaluated), or None.
+
+        A note names what it covers before its first `": "`: a rule (`alert_id`) named after `metric`
+        (`score.reward_hacking`) or whose comparison reads it with a NaN value, or the metric itself. None when
+        `metric` has a value or no note explains it.
+        """
+        value = self.metrics.get(metric, math.nan)
+        if not math.isnan(value):
+            return None
+        names = {metric} | {
+            f.alert_id
+            for f in self.findings
+            if f.alert_id.split(".", 1)[-1] == metric or (math.isnan(f.value) and rule_metric(f.rule) == metric)
+        }
+        for note in self.notes:
+            if names & set(note.split(": ", 1)[0].split(", ")):
+                return note
+        return None
+
     @property
     def worst(self) -> Severity:
         """Return the highest severity among the findings."""
@@ -175,6 +195,11 @@ _MARK = {Severity.OK: "ok  ", Severity.WARNING: "WARN", Severity.CRITICAL: "CRIT
 # so a report with many sources stays short enough for the LLM's read_health_report tool.
 _PER_SOURCE_KEY = re.compile(r"^source_(?P<column>[a-z_]+)/(?P<source>.+)$")
 MAX_SOURCES_SHOWN = 12
+
+
+def rule_metric(rule: str) -> str:
+    """The metric a finding's rule compares (`"dead_group_ratio > 0.5"` -> `"dead_group_ratio"`)."""
+    return re.split(r" (?:<=|>=|<|>|==) ", rule, maxsplit=1)[0]
 
 
 def _fmt(value: float) -> str:
@@ -281,15 +306,21 @@ def graded(
 
 @dataclass(frozen=True, slots=True)
 class LayerOutput:
-    """What one layer's diagnosis returns: its findings and the flat metrics it computed."""
+    """What one layer's diagnosis returns: its findings, the flat metrics it computed, and its notes.
+
+    `notes` say which rules could not be evaluated and why (`"<alert_id>: not evaluated: <reason>"`); the report
+    adds a generic one for any other finding whose value is NaN, so no rule goes dark silently.
+    """
 
     findings: tuple[Finding, ...]
     metrics: Mapping[str, float]
+    notes: tuple[str, ...] = ()
 
     @staticmethod
     def merge(parts: Sequence[LayerOutput]) -> LayerOutput:
-        """Concatenate findings and merge metrics (later parts win on a key clash)."""
+        """Concatenate findings and notes, and merge metrics (later parts win on a key clash)."""
         metrics: dict[str, float] = {}
         for part in parts:
             metrics.update(part.metrics)
-        return LayerOutput(tuple(f for part in parts for f in part.findings), metrics)
+        findings = tuple(f for part in parts for f in part.findings)
+        return LayerOutput(findings, metrics, tuple(n for part in parts for n in part.notes))

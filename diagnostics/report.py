@@ -12,17 +12,23 @@ per-source table (`diagnostics/sources.py`) uses the training rollouts only, sin
 data selection. The agentic layer (`diagnostics/agentic.py`) reads the same rows as the behaviour layer and
 adds nothing to a run without agentic episodes. The format and answer rules read the harness's declared
 answer protocol; without one they are not evaluated and the report's `notes` say so.
+
+No silent blind spots (issue 17): every rule that could not be evaluated (its value is NaN: no rollouts, no
+strict scores, a metric the trainer does not log, too few groups) is listed in `notes` with the reason, the
+layer's own where it knows one (`LayerOutput.notes`), else which input had no data.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
 from diagnostics.agentic import diagnose_agentic
 from diagnostics.agentic_docs import AGENTIC_METRIC_DOCS
 from diagnostics.behaviour import NO_ANSWER_PROTOCOL, diagnose_behaviour
-from diagnostics.findings import HealthReport, LayerOutput
+from diagnostics.findings import Finding, HealthReport, LayerOutput, rule_metric
+from diagnostics.groups import diagnose_groups
 from diagnostics.schema import MetricRow, ReadProblem, read_metrics
 from diagnostics.score import diagnose_score
 from diagnostics.signal import diagnose_signal
@@ -41,7 +47,8 @@ METRIC_DOCS = {
     "strict_acc_delta": "strict score: last-window mean - first-window mean within this run",
     "train_reward_mean": "training reward at the last step (critic/score/mean, else rollouts)",
     "train_reward_delta": "training reward: last-window mean - first-window mean within this run",
-    "reward_hacking": "1 when reward rose while the strict score stayed flat/down (within run or vs parent)",
+    "reward_hacking": "1 when reward rose while the strict score stayed flat/down (within run or vs parent); NaN, "
+    "with a note, when neither trend could be checked (fewer than 2 steps with strict scores or rewards)",
     "rewarded_wrong_rate": "share of strict-wrong rollouts rewarded like correct ones",
     "dead_group_ratio": "share of GRPO groups whose reward std < 1e-6",
     "dead_source_share": "share of training groups from dead data sources (>= 50% of their groups dead)",
@@ -54,6 +61,49 @@ METRIC_DOCS = {
     "format_failure_rate": "share of single-turn responses without an answer the declared protocol reads "
     "(NaN, with a note, when the harness declares no answer protocol)",
     "vs_parent/<metric>": "current - parent for the compared metrics",
+    # Reward against the protected evaluator on the training rollouts (diagnostics/score.py, issue 17).
+    "unrewarded_correct_rate": "share of strict-correct training rollouts paid below half the top reward "
+    "(score.unrewarded_correct: > 0.05 warning, > 0.20 critical)",
+    "mixed_groups": "training groups holding both strict-right and strict-wrong samples (every sample scored)",
+    "rank_pairs": "(strict-wrong, strict-right) sample pairs inside mixed groups",
+    "rank_violations": "pairs whose wrong sample the reward pays strictly above the right one (the backtest's count)",
+    "rank_violation_rate": "rank_violations / rank_pairs (NaN below 5 mixed groups)",
+    "misranked_group_rate": "share of mixed groups where some strict-wrong sample is rewarded at least as much as "
+    "some strict-right one (score.misranked_groups: > 0.10 warning, > 0.30 critical; NaN below 5 mixed groups)",
+    "reward_rank_agreement": "share of rank pairs the reward orders like the evaluator, ties half (1 = agrees, "
+    "0.5 = chance)",
+    # What the group filter kept and dropped, within-group diversity (diagnostics/groups.py).
+    "dead_group_ratio_after_filter": "mean over steps of the dead share among the groups the filter kept "
+    "(the trainer's rollout/dead_kept_group_ratio, else the rollouts' kept flags); graded instead of "
+    "dead_group_ratio when present",
+    "kept_group_ratio": "share of training groups the filter kept for the update (NaN without kept flags)",
+    "kept_live_ratio": "kept samples in groups with reward variance / samples in such groups (signal."
+    "filter_drops_signal: < 0.5 warning, < 0.2 critical)",
+    "reward_spread_after_filter": "mean within-group reward std of the kept groups (reward_spread: all groups)",
+    "reward_spread_dropped": "mean within-group reward std of the dropped groups",
+    "filter_spread_gap": "reward_spread_dropped - reward_spread_after_filter (signal.filter_inverted: > 0.02 "
+    "warning; NaN below 5 kept or 5 dropped groups)",
+    "train_strict_acc": "mean strict score of all training rollouts (before the filter)",
+    "train_strict_acc_after_filter": "mean strict score of the training rollouts in kept groups",
+    "distinct_response_ratio": "mean over training groups of distinct responses / samples",
+    "identical_group_ratio": "share of training groups whose samples are all one response (signal."
+    "identical_groups: > 0.5 warning, > 0.8 critical)",
+    "dead_identical_share": "of the dead groups, the share that are identical (high: a collapsed sampler; low: a "
+    "reward too coarse to tell different responses apart)",
+    "reward_discrete": "1 when the training reward takes at most 8 distinct values (rounded to 1e-6), else 0",
+    # The update the trainer applied (diagnostics/updates.py, from metrics.jsonl).
+    "update_norm_mean": "mean L2 norm of the per-step parameter change (actor/update_norm)",
+    "update_norm_max": "largest per-step parameter change",
+    "no_update_share": "share of steps whose update changed no parameter (signal.no_update: > 0.25 warning, "
+    "> 0.5 critical)",
+    "ref_distance": "L2 distance of the last policy from the lineage's reference policy (actor/ref_param_distance)",
+    "kl_to_ref": "mean actor/kl_loss (k3 KL to the reference) over the last 5 steps; 0 when the run has no KL "
+    "term (kl_coef = 0)",
+    # Built-in analyzers of the upgrade_diagnostics step (diagnostics/analyzers.py): merged into the report's
+    # metrics only once they separate the session's kept versions from its rejected ones.
+    "group_text_distance": "mean pairwise Jaccard distance of the responses' character 3-grams inside a group "
+    "(latest 200 groups)",
+    "distinct_answer_ratio": "mean over groups of distinct extracted answers / samples (latest 200 groups)",
     # Agentic episodes only (diagnostics/agentic.py): absent from single-turn reports.
     **AGENTIC_METRIC_DOCS,
 }
@@ -93,6 +143,7 @@ def report_from_table(
     parts = [
         diagnose_score(metric_rows, train, val),
         diagnose_signal(signal_input, metric_rows),
+        diagnose_groups(signal_input),
         diagnose_behaviour(signal_input, table.answer is not None),
         diagnose_agentic(signal_input, roles),
         diagnose_sources(train),
@@ -105,16 +156,35 @@ def report_from_table(
         version = diagnose_version(metrics, findings, parent)
         findings.extend(version.findings)
         metrics.update(version.metrics)
-        metrics["reward_hacking"] = max(metrics["reward_hacking"], version.metrics["version_reward_hacking"])
+        # within the run or against the parent (Kleene or: a hacking parent comparison decides an unknown trend)
+        if version.metrics["version_reward_hacking"] >= 1:
+            metrics["reward_hacking"] = 1.0
     if siblings:
         metrics.update(compare_siblings(metrics, siblings).metrics)
     run_id = table.run_id or run_dir.name
-    notes = () if table.answer is not None else (f"format_failure_rate, multi_answer_rate: {NO_ANSWER_PROTOCOL}",)
+    notes = [] if table.answer is not None else [f"format_failure_rate, multi_answer_rate: {NO_ANSWER_PROTOCOL}"]
+    notes = unevaluated_notes(findings, [*notes, *base.notes])
     return HealthReport(
         run_id=run_id,
         run_dir=str(run_dir),
         findings=tuple(findings),
         metrics=metrics,
         problems=tuple(problems),
-        notes=notes,
+        notes=tuple(notes),
     )
+
+
+def unevaluated_notes(findings: Sequence[Finding], notes: Sequence[str]) -> list[str]:
+    """`notes` (deduplicated) plus one for every finding whose value is NaN that no note names yet.
+
+    A note names the rules it covers before its first `": "` (`"a, b: not evaluated: why"`); a finding whose
+    own message already says why (it ends with `NO_ANSWER_PROTOCOL`) counts as covered.
+    """
+    out = list(dict.fromkeys(notes))
+    covered = {name for note in out for name in note.split(": ", 1)[0].split(", ")}
+    for f in findings:
+        if not math.isnan(f.value) or f.alert_id in covered or f.message.endswith(NO_ANSWER_PROTOCOL):
+            continue
+        out.append(f"{f.alert_id}: not evaluated: no data for {rule_metric(f.rule)} (rule: {f.rule})")
+        covered.add(f.alert_id)
+    return out

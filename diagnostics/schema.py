@@ -89,6 +89,7 @@ class RawRolloutRow(TypedDict, total=False):
     mean_logprob: float | None
     data_source: str
     turns: list[RawTurn]
+    kept: bool | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +100,8 @@ class Rollout:
     training reward the harness gave; `strict_score` comes from the protected evaluator where it was
     computed (validation rollouts always, training rollouts when the backend computes it). An agentic
     episode carries its trajectory in `turns` (empty for single-turn responses); `response` then holds the
-    whole trajectory text and `num_turns` / `tool_calls` summarise it.
+    whole trajectory text and `num_turns` / `tool_calls` summarise it. `kept` says whether the group filter let
+    the rollout's group into the policy update (training rollouts; None where the trainer did not record it).
     """
 
     run_id: str
@@ -122,10 +124,13 @@ class Rollout:
     mean_logprob: float | None = None
     data_source: str = ""
     turns: tuple[Turn, ...] = ()
+    kept: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """Return the JSON-ready dict (the `RawRolloutRow` shape; `turns` only when there are some)."""
+        """Return the JSON-ready dict (the `RawRolloutRow` shape; `turns` and `kept` only when there are some)."""
         row = asdict(self)
+        if self.kept is None:
+            del row["kept"]
         row["stop_reason"] = self.stop_reason.value
         row["reward_components"] = dict(self.reward_components)
         if self.turns:
@@ -183,6 +188,9 @@ def rollout_from_row(row: Mapping[str, Any]) -> Rollout:
     strict = row.get("strict_score")
     logprob = row.get("mean_logprob")
     turns = _turns_from_row(row.get("turns"))
+    kept = row.get("kept")
+    if kept is not None and not isinstance(kept, bool):
+        raise RolloutFormatError(f"field 'kept' must be a bool or null, got {type(kept).__name__}")
     gt = row.get("ground_truth")
     return Rollout(
         run_id=row["run_id"],
@@ -205,6 +213,7 @@ def rollout_from_row(row: Mapping[str, Any]) -> Rollout:
         mean_logprob=None if logprob is None else float(logprob),
         data_source=str(row.get("data_source", "")),
         turns=turns,
+        kept=kept,
     )
 
 

@@ -4,6 +4,19 @@ Pure functions over metric rows and run-table rows (`diagnostics/table.py`); pap
 up while the strict score is flat or down = reward hacking. The hacking alarm is always evaluated; when no
 strict score exists the report says so with a warning instead of staying silent.
 
+Reward against the protected evaluator on the same rollouts (issue 17), one rule per way a reward can
+disagree with strict correctness:
+
+- `rewarded_wrong_rate`: it pays strict-wrong answers (a lenient or hackable reward);
+- `unrewarded_correct_rate`: it fails strict-right answers (a format gate stricter than the evaluator);
+- `misranked_group_rate` (with `rank_violations`, `rank_violation_rate`, `reward_rank_agreement`): inside a
+  GRPO group it does not order the samples the way strict correctness does, which is what the advantage
+  reads; a reward that pays everything the same (a constant, or one that ignores correctness) fails here
+  even when the two rates above have no reference to measure against.
+
+A rule whose inputs are missing (no strict scores, a reward that never pays) yields a NaN value and a note
+naming the reason (`LayerOutput.notes`), never a silent OK.
+
 Trends compare the mean of the last window of steps with the mean of the first window; a window is a third
 of the steps seen (at least one step), so short runs compare first and last step.
 """
@@ -39,7 +52,14 @@ REWARDED_WRONG_WARNING = 0.10
 REWARDED_WRONG_CRITICAL = 0.30
 UNREWARDED_CORRECT_WARNING = 0.05  # of strict-correct training rollouts paid below half the top reward
 UNREWARDED_CORRECT_CRITICAL = 0.20
+# Rank agreement inside GRPO groups with both strict-right and strict-wrong samples ("mixed" groups): a group
+# is misranked when some wrong sample is rewarded at least as much as some right one (its advantage does not
+# push the policy toward the right answers). Graded on the share of mixed groups, given enough of them.
+MISRANKED_GROUP_WARNING = 0.10
+MISRANKED_GROUP_CRITICAL = 0.30
+MIN_MIXED_GROUPS = 5
 EVIDENCE_MAX = 5
+GROUP_KEYS = ("step", "group_id")  # a GRPO group (as diagnostics/signal.py)
 
 
 def trend(series: Sequence[float]) -> tuple[float, float, float]:
@@ -127,7 +147,8 @@ def diagnose_hacking(metric_rows: Sequence[MetricRow], train: pl.DataFrame, val:
             + ("" if math.isnan(ts_delta) else f", strict on the training rollouts {ts_delta:+.3f}")
             + ")"
         )
-    metrics["reward_hacking"] = 1.0 if hacking else 0.0
+    # unknown (NaN) when the trend could not be checked: a trigger reading it must not see a silent "no"
+    metrics["reward_hacking"] = math.nan if math.isnan(r_delta) or math.isnan(s_delta) else float(hacking)
     findings.append(
         Finding(
             alert_id="score.reward_hacking",
@@ -169,7 +190,12 @@ def diagnose_hacking(metric_rows: Sequence[MetricRow], train: pl.DataFrame, val:
             numbers={"strict_acc_first": s_first, "strict_acc_last": s_last},
         )
     )
-    return LayerOutput(tuple(findings), metrics)
+    notes = []
+    if math.isnan(r_delta) or math.isnan(s_delta):
+        notes.append(f"score.reward_hacking: not evaluated: {message.split(': ', 1)[1]}")
+    if math.isnan(s_delta):
+        notes.append(f"score.strict_regression: not evaluated: {len(stricts)} step(s) carry a strict score (2 needed)")
+    return LayerOutput(tuple(findings), metrics, tuple(notes))
 
 
 def _strict(rows: pl.DataFrame, right: bool) -> pl.DataFrame:
@@ -242,12 +268,145 @@ def diagnose_unrewarded_correct(train: pl.DataFrame) -> LayerOutput:
     return LayerOutput((finding,), {"unrewarded_correct_rate": rate})
 
 
+def rank_violations(strict: np.ndarray, rewards: np.ndarray) -> tuple[int, int, int]:
+    """Count `(pairs, violations, ties)` between strict-wrong and strict-right responses of one group.
+
+    A violation is a strict-wrong response rewarded strictly above a strict-right one; a tie is equal reward.
+    The reference definition: the backtest grades candidates with it, `rank_agreement` computes the same
+    counts column-wise for the report.
+    """
+    right = strict >= STRICT_CORRECT
+    wrong = ~right
+    if not right.any() or not wrong.any():
+        return 0, 0, 0
+    diff = rewards[wrong][:, None] - rewards[right][None, :]
+    return int(diff.size), int((diff > 0).sum()), int((diff == 0).sum())
+
+
+def rank_agreement(rows: pl.DataFrame) -> pl.DataFrame:
+    """Per mixed group (both strict-right and strict-wrong samples, every sample strict-scored): `step`,
+    `group_id`, `pairs`, `violations`, `ties` (as `rank_violations`) and `misranked` (some wrong sample
+    rewarded at least as much as some right one), in first-seen order."""
+    strict = pl.col("strict_score")
+    scored = (
+        rows.lazy()
+        .select(*GROUP_KEYS, "reward", "strict_score")
+        .with_row_index("__order")
+        .filter(strict.null_count().over(GROUP_KEYS) == 0)
+        .with_columns(right=strict >= STRICT_CORRECT)
+    )
+    right = scored.filter("right").select(*GROUP_KEYS, r_right="reward")
+    wrong = scored.filter(~pl.col("right")).select(*GROUP_KEYS, "__order", r_wrong="reward")
+    diff = pl.col("r_wrong") - pl.col("r_right")
+    return (
+        wrong.join(right, on=list(GROUP_KEYS), how="inner")
+        .group_by(*GROUP_KEYS)
+        .agg(
+            pl.col("__order").min(),
+            pairs=pl.len(),
+            violations=(diff > 0).sum(),
+            ties=(diff == 0).sum(),
+            misranked=(diff >= 0).any(),
+        )
+        .sort("__order")
+        .drop("__order")
+        .collect()
+    )
+
+
+def diagnose_rank_agreement(train: pl.DataFrame) -> LayerOutput:
+    """Does the training reward rank each group's samples the way strict correctness does? (training rollouts)
+
+    Metrics: `mixed_groups`, `rank_pairs`, `rank_violations` (wrong above right, as the backtest counts them),
+    `rank_violation_rate`, `misranked_group_rate` (the graded share) and `reward_rank_agreement` (share of
+    right/wrong pairs ordered the right way, ties half: 1 = ranks like the evaluator, 0.5 = no better than
+    chance). NaN, with a note, below `MIN_MIXED_GROUPS` mixed groups.
+    """
+    groups = rank_agreement(train)
+    n = groups.height
+    pairs = int(groups["pairs"].sum()) if n else 0
+    violations = int(groups["violations"].sum()) if n else 0
+    ties = int(groups["ties"].sum()) if n else 0
+    misranked = groups.filter("misranked")
+    enough = n >= MIN_MIXED_GROUPS
+    rate = misranked.height / n if enough else math.nan
+    metrics = {
+        "mixed_groups": float(n),
+        "rank_pairs": float(pairs),
+        "rank_violations": float(violations),
+        "rank_violation_rate": violations / pairs if pairs and enough else math.nan,
+        "misranked_group_rate": rate,
+        "reward_rank_agreement": (pairs - violations - 0.5 * ties) / pairs if pairs and enough else math.nan,
+    }
+    evidence: list[str] = []
+    if misranked.height:  # the wrong samples of the first misranked groups that outrank or tie a right one
+        keys = misranked.head(EVIDENCE_MAX).select(*GROUP_KEYS)
+        strict = pl.col("strict_score")
+        lowest_right = pl.col("reward").filter(strict >= STRICT_CORRECT).min().over(GROUP_KEYS)
+        hits = (
+            train.lazy()
+            .join(keys.lazy(), on=list(GROUP_KEYS), how="semi", maintain_order="left")
+            .filter((strict < STRICT_CORRECT) & (pl.col("reward") >= lowest_right))
+            .collect()
+        )
+        evidence = refs(hits.unique(GROUP_KEYS, keep="first", maintain_order=True), EVIDENCE_MAX)
+    finding = graded(
+        "score.misranked_groups",
+        Layer.SCORE,
+        rate,
+        metric="misranked_group_rate",
+        warning=MISRANKED_GROUP_WARNING,
+        critical=MISRANKED_GROUP_CRITICAL,
+        what="groups where the reward ranks a strict-wrong sample at or above a strict-right one",
+        evidence=evidence,
+        numbers={
+            "mixed_groups": float(n),
+            "misranked_groups": float(misranked.height),
+            "rank_pairs": float(pairs),
+            "rank_violations": float(violations),
+            "rank_ties": float(ties),
+            "reward_rank_agreement": metrics["reward_rank_agreement"],
+        },
+    )
+    notes: tuple[str, ...] = ()
+    if not enough:
+        notes = (
+            f"score.misranked_groups: not evaluated: {n} training group(s) hold both strict-right and strict-wrong "
+            f"samples (at least {MIN_MIXED_GROUPS} needed; strict scores on the training rollouts are required)",
+        )
+    return LayerOutput((finding,), metrics, notes)
+
+
+def _reference_notes(train: pl.DataFrame, val: pl.DataFrame, out: LayerOutput) -> tuple[str, ...]:
+    """Why the rewarded-wrong / unrewarded-correct rules read NaN, when they do."""
+    notes = []
+    scored = sum(int(rows["strict_score"].is_not_null().sum()) for rows in (train, val))
+    if math.isnan(out.metrics.get("rewarded_wrong_rate", 0.0)):
+        why = (
+            "no rollout carries a strict score"
+            if not scored
+            else "no strict-wrong rollout, or the reward never pays above 0 on strict-scored rollouts (no reference "
+            "for 'paid like a correct answer'; score.misranked_groups still compares the ranking)"
+        )
+        notes.append(f"score.rewarded_wrong: not evaluated: {why}")
+    if math.isnan(out.metrics.get("unrewarded_correct_rate", 0.0)):
+        why = (
+            "no strict-right training rollout"
+            if train.height
+            else "the run has no training rollouts (strict-right answers are judged on those)"
+        )
+        notes.append(f"score.unrewarded_correct: not evaluated: {why}, or the training reward never exceeds 0")
+    return tuple(notes)
+
+
 def diagnose_score(metric_rows: Sequence[MetricRow], train: pl.DataFrame, val: pl.DataFrame) -> LayerOutput:
     """Run every score-layer rule."""
+    agreement = LayerOutput.merge([diagnose_rewarded_wrong(train, val), diagnose_unrewarded_correct(train)])
     return LayerOutput.merge(
         [
             diagnose_hacking(metric_rows, train, val),
-            diagnose_rewarded_wrong(train, val),
-            diagnose_unrewarded_correct(train),
+            agreement,
+            LayerOutput((), {}, _reference_notes(train, val, agreement)),
+            diagnose_rank_agreement(train),
         ]
     )

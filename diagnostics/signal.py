@@ -28,6 +28,9 @@ SPREAD_WARNING = 0.05
 # Paper §6.3 rule 1: dead > 30% and one discrete reward value holds > 50% of rollouts -> signal too coarse.
 COARSE_DEAD = 0.30
 COARSE_TOP_SHARE = 0.50
+# A reward is discrete (`reward_discrete`, read by the dense-auxiliary-reward skill) when it takes at most this
+# many distinct values (rounded to 1e-6) over the rollouts (skills.context.reward_is_discrete uses it too).
+DISCRETE_MAX_LEVELS = 8
 # Paper §9: components firing on ~99% of rollouts act as constant offsets after group normalisation.
 COMPONENT_CONSTANT_ADOPTION = 0.95
 COMPONENT_CONSTANT_STD = 1e-3
@@ -79,9 +82,28 @@ def group_stats(rows: pl.DataFrame) -> pl.DataFrame:
 DEAD_KEPT_METRIC = "rollout/dead_kept_group_ratio"
 
 
-def _dead_after_filter(metric_rows: Sequence[MetricRow]) -> float | None:
+def _dead_after_filter(metric_rows: Sequence[MetricRow], rows: pl.DataFrame) -> float | None:
+    """`dead_group_ratio_after_filter`: the mean over steps of the dead share among that step's kept groups (0
+    for a step that kept none). From the trainer's `DEAD_KEPT_METRIC` when it logs it, else from the rollouts'
+    `kept` flags (the same numbers, `diagnostics/groups.py`); None when neither exists."""
     values = [row.data[DEAD_KEPT_METRIC] for row in metric_rows if DEAD_KEPT_METRIC in row.data]
-    return float(np.mean(values)) if values else None
+    if values:
+        return float(np.mean(values))
+    if "kept" not in rows.columns or not rows.height:
+        return None
+    kept = pl.col("kept")
+    per_group = (
+        rows.lazy()
+        .filter(kept.is_not_null())
+        .group_by(*GROUP_KEYS)
+        .agg(kept=kept.any(), dead=pl.col("reward").std(ddof=0) < DEAD_STD)
+    )
+    per_step = (
+        per_group.group_by("step")
+        .agg(ratio=(pl.col("dead") & pl.col("kept")).sum() / pl.max_horizontal(pl.col("kept").sum(), 1))
+        .collect()
+    )
+    return float(per_step["ratio"].mean()) if per_step.height else None  # type: ignore[arg-type]
 
 
 def diagnose_dead_groups(rows: pl.DataFrame, metric_rows: Sequence[MetricRow] = ()) -> LayerOutput:
@@ -111,9 +133,10 @@ def diagnose_dead_groups(rows: pl.DataFrame, metric_rows: Sequence[MetricRow] = 
         "reward_spread": spread,
         "reward_distinct_values": float(counts.height),
         "reward_top_value_share": top_share,
+        "reward_discrete": float(0 < counts.height <= DISCRETE_MAX_LEVELS) if rows.height else math.nan,
     }
     numbers = {"num_groups": float(n), "dead_groups": dead_count}
-    after_filter = _dead_after_filter(metric_rows)
+    after_filter = _dead_after_filter(metric_rows, rows)
     graded_ratio = ratio if after_filter is None else after_filter
     if after_filter is not None:
         metrics["dead_group_ratio_after_filter"] = after_filter
@@ -247,6 +270,14 @@ def diagnose_advantages(rows: pl.DataFrame, metric_rows: Sequence[MetricRow]) ->
     tail = losses[-PG_LOSS_ZERO_STEPS:]
     zero_steps = float(sum(1 for x in tail if x == 0.0)) if len(tail) == PG_LOSS_ZERO_STEPS else math.nan
     metrics["pg_loss_zero_last_steps"] = zero_steps
+    notes = []
+    if math.isnan(adv_abs_max):
+        notes.append("signal.advantage_extreme: not evaluated: the trainer logs no critic/advantages/{max,min}")
+    if math.isnan(zero_steps):
+        notes.append(
+            f"signal.dead_training: not evaluated: {len(losses)} step(s) log actor/pg_loss "
+            f"({PG_LOSS_ZERO_STEPS} needed)"
+        )
     findings.append(
         graded(
             "signal.dead_training",
@@ -258,7 +289,7 @@ def diagnose_advantages(rows: pl.DataFrame, metric_rows: Sequence[MetricRow]) ->
             what="dead training: the policy-gradient loss is exactly zero",
         )
     )
-    return LayerOutput(tuple(findings), metrics)
+    return LayerOutput(tuple(findings), metrics, tuple(notes))
 
 
 def diagnose_signal(rows: pl.DataFrame, metric_rows: Sequence[MetricRow]) -> LayerOutput:

@@ -23,7 +23,9 @@ Columns, one row per rollout, in file order (training and validation rows in `Ru
   be told apart from new ones without keeping the arguments (Null-typed in a chunk where no row has a
   trajectory, so single-turn runs pay nothing for it);
 - `component/<name>` (Float64): one per reward component seen in the run, null where a row lacks it;
-- `length`, `empty`, `bigram_rep`, `degenerate`, `answers`, `answer_ok`: text features (`features.py`).
+- `kept` (Boolean): the group filter kept the rollout's group for the update (null where not recorded);
+- `length`, `empty`, `bigram_rep`, `degenerate`, `answers`, `answer_ok`, `response_hash`: text features
+  (`features.py`).
 
 `RunTableCache` keeps recently read tables of one process keyed by the files' names, sizes and mtimes, so
 the session's steps (diagnose, evaluate, confirm, rollback) read each run's rollouts once.
@@ -83,6 +85,7 @@ READ_SCHEMA: dict[str, pl.DataType] = {
     "mean_logprob": pl.Float64(),
     "data_source": pl.String(),
     "turns": pl.List(pl.Struct(TURN_FIELDS)),
+    "kept": pl.Boolean(),
 }
 REQUIRED = ("run_id", "step", "split", "prompt_id", "group_id", "sample_index", "prompt", "response", "reward")
 SPLIT_DTYPE = pl.Enum(list(SPLITS))
@@ -392,12 +395,14 @@ def _project(lf: pl.LazyFrame, answer: AnswerProtocol | None) -> pl.DataFrame:
             "mean_logprob",
             pl.col("data_source").fill_null("").cast(pl.Categorical),
             _turns(),
+            "kept",
             "length",
             "empty",
             "bigram_rep",
             "degenerate",
             pl.col("answers").clip(upper_bound=255).cast(pl.UInt8),  # "several" is all the rules ask
             "answer_ok",
+            "response_hash",
             "reward_components",
             needs,
             pl.when(needs).then(pl.col("response")).alias("response"),

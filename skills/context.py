@@ -4,7 +4,8 @@
   directly? (paper §9, "toxic rewards");
 - ``filter_present`` (``filter_is_noop``): does the harness run a group filter that can drop anything?
   The demo harness declares a keep-everything filter, which counts as *no* filter;
-- ``reward_discrete`` (``reward_is_discrete``): does the reward take only a few distinct values?
+- ``reward_discrete`` (``reward_is_discrete``): does the reward take only a few distinct values? The health
+  report computes the same from the run's rewards (``diagnostics/signal.py``), so triggers read it there.
 - ``candidate_reward_action_count_term`` (``count_terms``): does a candidate reward pay a count of tool
   calls or actions (paper §9: behaviour rewards get hacked; credit a check after an action instead)?
 - ``filter_drops_marked`` (``filter_drops_marked``): does the group filter recognise the level-1 trajectory
@@ -27,6 +28,8 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable
+
+from diagnostics.signal import DISCRETE_MAX_LEVELS
 
 _LENGTHY = re.compile(r"(^|_)(len|length|lengths|brevity|brief|short|shortness|num_tokens|n_tokens|token_count|"
                       r"tokens|turns|num_turns|verbosity|concise|conciseness)($|_)", re.I)  # fmt: skip
@@ -98,6 +101,11 @@ def count_terms(reward_source: str) -> list[str]:
     return found
 
 
+# The context variables above that only mean something on agentic episodes (tools, trajectory marks): a
+# trigger reading nothing but these and agentic metrics is an agentic skill (skills/patches.py, skill_fits).
+AGENTIC_CONTEXT: frozenset[str] = frozenset({"candidate_reward_action_count_term", "filter_drops_marked"})
+
+
 def filter_drops_marked(filter_source: str | None, function: str = "filter_groups") -> bool:
     """Return True when the filter module defines ``TRAJECTORY_MARK`` and ``function`` reads it.
 
@@ -151,7 +159,7 @@ def _all_true_list(node: ast.expr) -> bool:
     return isinstance(node, ast.List) and all(isinstance(e, ast.Constant) and e.value is True for e in node.elts)
 
 
-def reward_is_discrete(rewards: Iterable[float], max_levels: int = 8) -> bool:
+def reward_is_discrete(rewards: Iterable[float], max_levels: int = DISCRETE_MAX_LEVELS) -> bool:
     """Return True when the observed rewards take at most ``max_levels`` distinct values (rounded to 1e-6)."""
     levels = {round(r, 6) for r in rewards}
     return 0 < len(levels) <= max_levels
@@ -169,7 +177,7 @@ def trigger_context(
 
     ``reward_source`` is the (candidate or current) reward file; ``filter_source`` the group-filter file
     (None when the manifest declares none); ``rewards`` the training rewards observed in the run
-    (``reward_discrete`` is left out when none are given, so triggers reading it stay unknown).
+    (``reward_discrete`` is left out when none are given: the health report's own ``reward_discrete`` stands).
     """
     ctx: dict[str, str | int] = {
         "domain": domain,

@@ -67,6 +67,7 @@ from diagnostics.sources import DEAD_SOURCE_AT, MIN_SOURCE_GROUPS, SOURCE_DEAD_R
 from diagnostics.tool_roles import ToolRoles
 from harness.manifest import BackendName, Harness
 from sandboxes import worktree_files
+from skills.context import AGENTIC_CONTEXT
 from skills.models import SkillSpec, template_ops
 from skills.templates import (
     TOOL_ROLES_MARK,
@@ -114,7 +115,7 @@ def skill_fits(spec: SkillSpec, harness: Harness) -> str | None:
     """Return why ``spec`` cannot apply to ``harness`` whatever its metrics say, or None when it can.
 
     A skill that writes a reward (``write_reward``) needs the manifest's answer protocol; an agentic skill
-    (its trigger reads an agentic metric, or its patch wraps the reward or names the declared tools) needs
+    (its trigger reads only agentic metrics, or its patch wraps the reward or names the declared tools) needs
     the manifest's env.
     """
     if spec.patch_kind != "template":
@@ -127,7 +128,11 @@ def skill_fits(spec: SkillSpec, harness: Harness) -> str | None:
 
 
 def _is_agentic(spec: SkillSpec, ops: list[dict[str, Any]]) -> bool:
-    reads = any(is_agentic_metric(name) for name in parse(spec.trigger).names)
+    """Agentic: the trigger reads only agentic metrics and agentic context variables (a guard that also reads
+    a single-turn signal, such as never-reward-brevity's length term, applies to every harness), or the patch
+    wraps the reward or names the declared tools."""
+    names = parse(spec.trigger).names
+    reads = bool(names) and all(is_agentic_metric(n) or n in AGENTIC_CONTEXT for n in names)
     return reads or any(op.get("op") == "wrap_reward" or TOOL_ROLES_MARK in str(op.get("content", "")) for op in ops)
 
 

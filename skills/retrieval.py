@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from skills.models import SkillRecord
-from skills.triggers import Metrics, evaluate, matched_terms, parse
+from skills.triggers import Metrics, check, evaluate, matched_terms, parse
 
 Tier = Literal["own", "applicable", "fallback"]
 _TIER_ORDER: dict[Tier, int] = {"own": 0, "applicable": 1, "fallback": 2}
@@ -95,3 +95,25 @@ def interventions(matches: Iterable[SkillMatch]) -> list[SkillMatch]:
 def warnings(matches: Iterable[SkillMatch]) -> list[SkillMatch]:
     """Return the guard matches (warnings), order kept."""
     return [m for m in matches if m.is_warning]
+
+
+@dataclass(frozen=True)
+class TriggerGap:
+    """A skill whose trigger could not be evaluated: it read metrics that had no value (missing or NaN)."""
+
+    name: str
+    trigger: str
+    missing: tuple[str, ...]
+
+
+def unevaluated(records: Iterable[SkillRecord], metrics: Metrics) -> list[TriggerGap]:
+    """Return the skills whose triggers are unknown on ``metrics`` (so not matched), with the names missing.
+
+    The caller records them (``agent/triggers.py``) instead of skipping the skills silently (issue 17).
+    """
+    gaps = []
+    for record in records:
+        result = check(record.spec.trigger, metrics)
+        if result.unknown:
+            gaps.append(TriggerGap(record.spec.name, record.spec.trigger, result.missing))
+    return sorted(gaps, key=lambda g: g.name)

@@ -5,9 +5,11 @@ turn budget, confirmation-style behaviour terms, a guard against paying action c
 machine-checkable trigger over ``HealthReport.metrics`` plus context variables the controller adds
 (``filter_present``, ``reward_discrete``, ``candidate_reward_length_term``, ...):
 
-1. ``strict-answer-extraction`` (reward): the reward pays for wrong or malformed answers, or fails
-   correct ones (``unrewarded_correct_rate``) → replace the reward with a strict rule over the harness's
-   declared answer protocol (exactly one answer, compared as the manifest says).
+1. ``strict-answer-extraction`` (reward): the reward pays for wrong or malformed answers
+   (``rewarded_wrong_rate``), fails correct ones (``unrewarded_correct_rate``) or does not rank a group's
+   samples the way strict correctness does (``misranked_group_rate``; all three compare the reward with the
+   protected evaluator on the run's own rollouts, ``diagnostics/score.py``) → replace the reward with a strict
+   rule over the harness's declared answer protocol (exactly one answer, compared as the manifest says).
 2. ``raise-length-budget`` (trainer): responses are cut at the cap → raise ``max_new_tokens`` first,
    before any reward redesign.
 3. ``std-group-filter`` (filter): many zero-variance groups and no working filter → replace the harness's
@@ -46,6 +48,7 @@ from __future__ import annotations
 
 from diagnostics.agentic import REWARD_CORR_WARNING
 from diagnostics.agentic_docs import TRAJECTORY_MARK
+from diagnostics.score import MISRANKED_GROUP_WARNING
 from diagnostics.sources import DEAD_SOURCE_AT, DEAD_SOURCE_SHARE_WARNING, MIN_SOURCE_GROUPS
 from skills.agentic_seeds import AGENTIC_SKILLS
 from skills.models import SkillSpec
@@ -172,7 +175,7 @@ _CORE_SKILLS: tuple[SkillSpec, ...] = (
         name="strict-answer-extraction",
         domain="math",
         trigger="reward_hacking >= 1 or rewarded_wrong_rate > 0.05 or unrewarded_correct_rate > 0.05 "
-        "or rank_violations > 0",
+        f"or misranked_group_rate > {MISRANKED_GROUP_WARNING}",
         factor="reward",
         patch_kind="template",
         patch=ops({"op": "write_reward", "file": "@reward", "content": STRICT_REWARD}),
@@ -239,7 +242,9 @@ _CORE_SKILLS: tuple[SkillSpec, ...] = (
     SkillSpec(
         name="never-reward-brevity",
         domain="swe",
-        trigger=f"candidate_reward_length_term >= 1 or turns_reward_corr < -{REWARD_CORR_WARNING}",
+        # a single-turn run has no turn counts: the turn term is then declared False, not unknown
+        trigger="candidate_reward_length_term >= 1 "
+        f"or (known(turns_reward_corr) and turns_reward_corr < -{REWARD_CORR_WARNING})",
         factor="guard",
         patch_kind="template",
         patch=ops(

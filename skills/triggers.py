@@ -9,15 +9,25 @@ walker (never ``eval``). Allowed syntax, and nothing else:
   ``/`` is read with ``__`` in its place (``vs_parent/strict_acc`` → ``vs_parent__strict_acc``);
 - constants: numbers, ``True``/``False``, strings (strings only with ``==``, ``!=``, ``in``, ``not in``);
 - comparisons ``< <= > >= == !=`` (chains allowed, ``0.1 < x <= 0.5``), ``in`` / ``not in`` a tuple or
-  list of constants, ``and``, ``or``, ``not``, unary minus on a number, parentheses.
+  list of constants, ``and``, ``or``, ``not``, unary minus on a number, parentheses;
+- ``known(name)``: True when the snapshot holds a value for ``name`` (not missing, not NaN), else False;
+  never unknown. The one call the language has.
 
-Anything else (calls, attributes, subscripts, ``+ - * /`` operators, lambdas, ``__import__``) is a
+Anything else (other calls, attributes, subscripts, ``+ - * /`` operators, lambdas, ``__import__``) is a
 ``TriggerError`` at parse time, so a bad trigger fails when a skill is saved, not when it is matched.
 
-Missing metrics: a comparison that reads a name absent from the snapshot is *unknown*, and unknowns
-propagate with three-valued (Kleene) logic: ``unknown and False`` is False, ``unknown or True`` is True,
-``not unknown`` is unknown. A trigger whose value is unknown is **not matched**. So a skill never fires
-on evidence the health report did not collect, even under ``not``.
+What an unknown value does (issue 17: no silent blind spots). A name absent from the snapshot, or whose
+value is NaN (the health report had no data for it), makes every comparison reading it *unknown*, and
+unknowns propagate with three-valued (Kleene) logic: ``unknown and False`` is False, ``unknown or True`` is
+True, ``not unknown`` is unknown. Then:
+
+- a trigger whose value is unknown is **not matched**: a skill never fires on evidence the health report did
+  not collect, even under ``not``;
+- it is **not silent** either: ``check`` returns the value with the names that were missing, and the
+  controller records every skill trigger left unknown, with those names, in case memory (``agent/triggers.py``);
+  the report's notes say why each metric has no data;
+- a skill that should act on missing evidence says so explicitly: ``not known(x) or x > 0.3`` fires when ``x``
+  is missing or above 0.3; ``known(x) and x > 0.3`` is never unknown (False when ``x`` is missing).
 
 This module is pure: no I/O, no SQL, no git.
 """
@@ -69,8 +79,32 @@ KNOWN_NAMES: frozenset[str] = frozenset(
         "candidate_reward_action_count_term",
         "filter_drops_marked",
         *AGENTIC_METRICS,  # diagnostics/agentic.py, on runs with agentic episodes
+        # reward vs the strict evaluator, filter, diversity, update size (issue 17; report.METRIC_DOCS)
+        "rank_violation_rate",
+        "misranked_group_rate",
+        "reward_rank_agreement",
+        "mixed_groups",
+        "kept_group_ratio",
+        "kept_live_ratio",
+        "reward_spread_after_filter",
+        "reward_spread_dropped",
+        "filter_spread_gap",
+        "dead_group_ratio_after_filter",
+        "train_strict_acc",
+        "train_strict_acc_after_filter",
+        "distinct_response_ratio",
+        "identical_group_ratio",
+        "dead_identical_share",
+        "update_norm_mean",
+        "update_norm_max",
+        "no_update_share",
+        "ref_distance",
+        "kl_to_ref",
+        "group_text_distance",
+        "distinct_answer_ratio",
     }
 )
+KNOWN_CALL = "known"  # known(name): the metric has a value
 
 _ORDER_OPS = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 _EQ_OPS = (ast.Eq, ast.NotEq)
@@ -139,6 +173,16 @@ def _validate(node: ast.expr, names: set[str], source: str) -> int:
         return sum(_validate(v, names, source) for v in node.values)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         return _validate(node.operand, names, source)
+    if isinstance(node, ast.Call):
+        name = _known_argument(node)
+        if name is None:
+            raise TriggerError(
+                f"trigger {source!r}: call {ast.unparse(node)!r} is not allowed; the only call is known(metric)"
+            )
+        if name.startswith("_"):
+            raise TriggerError(f"trigger {source!r}: name {name!r} is not allowed (leading underscore)")
+        names.add(name)
+        return 1
     if isinstance(node, ast.Compare):
         operands = [node.left, *node.comparators]
         for i, op in enumerate(node.ops):
@@ -162,6 +206,14 @@ def _validate(node: ast.expr, names: set[str], source: str) -> int:
             f"trigger {source!r}: bare name {node.id!r} is not a predicate; write '{node.id} >= 1' or '{node.id} == 1'"
         )
     raise TriggerError(f"trigger {source!r}: {type(node).__name__} ({ast.unparse(node)!r}) is not allowed")
+
+
+def _known_argument(node: ast.Call) -> str | None:
+    """The metric name of a ``known(name)`` call, or None when the call is anything else."""
+    plain = isinstance(node.func, ast.Name) and node.func.id == KNOWN_CALL and not node.keywords
+    if plain and len(node.args) == 1 and isinstance(node.args[0], ast.Name):
+        return node.args[0].id
+    return None
 
 
 def _check_operand(node: ast.expr, names: set[str], source: str, *, allow_str: bool) -> None:
@@ -212,14 +264,41 @@ def _min_conditions(node: ast.expr) -> int:
 # --- evaluation -----------------------------------------------------------------------------------
 
 
-def evaluate(trigger: str | Trigger, metrics: Metrics) -> bool:
-    """Return True when the trigger holds on ``metrics``; unknown (a metric is missing) counts as False.
+@dataclass(frozen=True)
+class TriggerCheck:
+    """A trigger's three-valued result on a snapshot: True, False, or None (unknown), and the names it read that
+    had no value (missing or NaN). ``missing`` is listed whatever the value; it made the value unknown only
+    when ``value is None``."""
+
+    value: bool | None
+    missing: tuple[str, ...]
+
+    @property
+    def unknown(self) -> bool:
+        """Return True when missing metrics left the trigger undecided (it is then not matched)."""
+        return self.value is None
+
+
+def check(trigger: str | Trigger, metrics: Metrics) -> TriggerCheck:
+    """Evaluate a trigger three-valued and say which of its names had no value (see the module docstring).
 
     Raises:
         TriggerError: invalid trigger, or a runtime type clash (e.g. ordering a string metric).
     """
     parsed = parse(trigger) if isinstance(trigger, str) else trigger
-    return _eval(parsed.tree, metrics, parsed.source) is True
+    missing = tuple(sorted(n for n in parsed.names if _value(metrics, n) is None))
+    return TriggerCheck(_eval(parsed.tree, metrics, parsed.source), missing)
+
+
+def evaluate(trigger: str | Trigger, metrics: Metrics) -> bool:
+    """Return True when the trigger holds on ``metrics``; unknown (a metric is missing) counts as False.
+
+    Use ``check`` to tell False from unknown (and which metrics were missing).
+
+    Raises:
+        TriggerError: invalid trigger, or a runtime type clash (e.g. ordering a string metric).
+    """
+    return check(trigger, metrics).value is True
 
 
 def matched_terms(trigger: str | Trigger, metrics: Metrics) -> list[str]:
@@ -232,7 +311,7 @@ def matched_terms(trigger: str | Trigger, metrics: Metrics) -> list[str]:
         return []
     out: list[str] = []
     for node in ast.walk(parsed.tree):
-        if isinstance(node, ast.Compare) and _eval(node, metrics, parsed.source) is True:
+        if isinstance(node, ast.Compare | ast.Call) and _eval(node, metrics, parsed.source) is True:
             values = ", ".join(f"{n}={_fmt(lookup(metrics, n))}" for n in _names_in(node))
             out.append(f"{ast.unparse(node)} ({values})")
     return out
@@ -262,8 +341,9 @@ def lookup(metrics: Metrics, name: str) -> Value | None:
     return metrics.get(name.replace("__", "/"))
 
 
-def _names_in(node: ast.Compare) -> list[str]:
-    return [o.id for o in [node.left, *node.comparators] if isinstance(o, ast.Name)]
+def _names_in(node: ast.Compare | ast.Call) -> list[str]:
+    operands = node.args if isinstance(node, ast.Call) else [node.left, *node.comparators]
+    return [o.id for o in operands if isinstance(o, ast.Name)]
 
 
 def _fmt(value: Value | None) -> str:
@@ -280,6 +360,10 @@ def _eval(node: ast.expr, metrics: Metrics, source: str) -> bool | None:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         inner = _eval(node.operand, metrics, source)
         return None if inner is None else not inner
+    if isinstance(node, ast.Call):
+        name = _known_argument(node)
+        assert name is not None, f"unvalidated call {ast.unparse(node)}"
+        return _value(metrics, name) is not None
     assert isinstance(node, ast.Compare), f"unvalidated node {type(node).__name__}"
     operands = [node.left, *node.comparators]
     for i, op in enumerate(node.ops):
@@ -302,12 +386,17 @@ def _eval(node: ast.expr, metrics: Metrics, source: str) -> bool | None:
     return True
 
 
+def _value(metrics: Metrics, name: str) -> Value | None:
+    """A name's value, None when it is missing or NaN (unknown)."""
+    value = lookup(metrics, name)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return value
+
+
 def _operand(node: ast.expr, metrics: Metrics) -> Value | None:
     if isinstance(node, ast.Name):
-        value = lookup(metrics, node.id)
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            return None
-        return value
+        return _value(metrics, node.id)
     return _constant(node, allow_str=True, source="")
 
 

@@ -12,7 +12,7 @@ from agent.candidates import finalise_candidate, open_candidate, refuse_candidat
 from agent.context import Context
 from agent.policies.heuristic import Proposal, propose_from_skills, propose_score_only
 from agent.state import CandidateInfo, State
-from agent.triggers import trigger_metrics
+from agent.triggers import record_unevaluated_triggers, trigger_metrics
 from harness.manifest import Harness, load_harness
 
 # When a skill may be proposed again in a session: never after it was merged, refused or failed its
@@ -31,6 +31,8 @@ def propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         return {}
     harness = load_harness(Path(state["harness_dir"]))
     tried = settled_skills(state.get("candidates", []))
+    if ctx.mode != "score-only":  # a trigger the report cannot decide is recorded, never silently skipped
+        record_unevaluated_triggers(ctx, state, harness, trigger_metrics(state["report"]["metrics"], harness))
     if ctx.policy == "llm" and ctx.mode != "score-only":
         from agent.policies.llm import propose_with_llm
 

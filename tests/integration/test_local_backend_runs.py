@@ -150,10 +150,27 @@ def test_cli_train_prints_summary_and_fails_loudly_on_a_bad_harness(harness: Pat
     assert bad.exit_code == 2 and "evotrainer.yaml" in bad.output
 
 
-def test_exact_continuation_in_segments_trains_like_one_run(harness: Path, tmp_path: Path) -> None:
-    """A control pilot (init_state="exact") continues its parent bit for bit: 2 + 2 + 2 steps == 6 steps."""
+# Every stateful trainer setting (issue 17): the KL term's reference policy (kl_coef > 0), the sampling
+# temperature and clip range, a learning rate the candidate sets; the harness's stateful StdGroupFilter and
+# data weights are on in every case (the oracle harness's own).
+SETTINGS = {
+    "defaults": {},
+    "kl": {"kl_coef": 0.1},
+    "every-setting": {"kl_coef": 0.05, "temperature": 0.7, "clip_low": 0.1, "clip_high": 0.15, "lr": 3.0e-3},
+}
+
+
+@pytest.mark.parametrize("setting", sorted(SETTINGS))
+def test_exact_continuation_in_segments_trains_like_one_run(harness: Path, tmp_path: Path, setting: str) -> None:
+    """A control pilot (init_state="exact") continues its parent bit for bit: 2 + 2 + 2 steps == 6 steps.
+
+    With `kl_coef > 0` that needs the lineage's reference policy carried in the checkpoint: a pilot that
+    rebuilt it from its own starting checkpoint would anchor its KL term to the wrong policy (issue 17).
+    """
     import torch
 
+    extra = "".join(f"{k}: {v}\n" for k, v in SETTINGS[setting].items())
+    (harness / "harness" / "trainer.yaml").write_text(TINY + extra)
     (harness / "harness" / "reward.py").write_text(  # dense: every group has variance, every step updates
         "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
         "    return {'score': solution_str.count('1') / max(1, len(solution_str))}\n"
@@ -171,27 +188,36 @@ def test_exact_continuation_in_segments_trains_like_one_run(harness: Path, tmp_p
         assert "optimizer and random streams carried; filter state carried" in (seg / "train.log").read_text()
         parent = seg
 
-    def weights(run: Path) -> dict[str, torch.Tensor]:
-        return torch.load(run / "checkpoints" / "last.pt", weights_only=False)["model"]  # type: ignore[no-any-return]
+    def checkpoint(run: Path) -> dict[str, dict[str, torch.Tensor]]:
+        return torch.load(run / "checkpoints" / "last.pt", weights_only=False)  # type: ignore[no-any-return]
 
-    ref, seg = weights(tmp_path / "whole"), weights(parent)
-    assert not all(torch.equal(ref[k], weights(tmp_path / "seg0")[k]) for k in ref)  # training moved the weights
-    assert all(torch.equal(ref[k], seg[k]) for k in ref)
+    def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+        return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+    ref, seg = checkpoint(tmp_path / "whole"), checkpoint(parent)
+    assert not same(ref["model"], checkpoint(tmp_path / "seg0")["model"])  # training moved the weights
+    assert same(ref["model"], seg["model"])
+    assert same(ref["reference"], seg["reference"])  # the lineage's reference: the warm start, in every segment
     ref_rows = {r.step: r.data for r in read_metrics(tmp_path / "whole" / "metrics.jsonl")}
     seg_rows = {r.step + 4: r.data for r in read_metrics(parent / "metrics.jsonl") if r.step > 0}
     for step, data in seg_rows.items():
-        assert data["critic/score/mean"] == ref_rows[step]["critic/score/mean"], step
-        assert data["actor/pg_loss"] == ref_rows[step]["actor/pg_loss"], step
+        for key in ("critic/score/mean", "actor/pg_loss", "actor/kl_loss", "actor/ref_param_distance"):
+            assert data[key] == ref_rows[step][key], (step, key)
+    if SETTINGS[setting].get("kl_coef", 0) > 0:
+        assert all(seg_rows[step]["actor/kl_loss"] > 0 for step in seg_rows)  # the KL term is live
 
-    # weights only (fresh AdamW, streams from the seed) is a different run, so the check above can fail
+    # weights only (fresh AdamW, streams from the seed) is a different run, so the check above can fail; a
+    # fresh-seed replicate ("optimizer") keeps the lineage's reference, a new lineage ("weights") starts its own
     init = tmp_path / "seg0" / "checkpoints" / "last.pt"
     for mode in ("weights", "optimizer"):
         out = tmp_path / f"fresh-{mode}"
         assert backend.run(_spec(harness, out, steps=2, seed=3, init_checkpoint=init, init_state=mode)).outcome is (
             Outcome.OK
         )
-        other = weights(out)
-        assert not all(torch.equal(weights(tmp_path / "seg1")[k], other[k]) for k in other), mode
+        other = checkpoint(out)
+        assert not same(checkpoint(tmp_path / "seg1")["model"], other["model"]), mode
+        anchor = ref["reference"] if mode == "optimizer" else checkpoint(tmp_path / "seg0")["model"]
+        assert same(other["reference"], anchor), mode
 
 
 def test_a_run_whose_handle_was_never_written_is_adopted_not_launched_twice(harness: Path, tmp_path: Path) -> None:

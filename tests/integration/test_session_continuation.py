@@ -3,12 +3,15 @@
 Each iteration's control pilot carries the incumbent's optimizer moments and random streams, so v0 plus
 the control pilots train exactly like one `evotrainer train` run of the same lineage steps: the benchmark's
 "static" arm and a session's control arm are the same trajectory, and a session is never behind static
-by seed noise when it finds nothing to merge.
+by seed noise when it finds nothing to merge. With a KL term (`kl_coef > 0`) that needs the lineage's
+reference policy carried from checkpoint to checkpoint (issue 17: rebuilt from each pilot's start, the
+control's KL term read 1e-5 where the uninterrupted run's read 0.006).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -36,8 +39,14 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_a_session_without_merges_ends_at_the_static_policy(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kl_coef", [0.0, 0.05], ids=["no-kl", "kl"])
+def test_a_session_without_merges_ends_at_the_static_policy(tmp_path: Path, kl_coef: float) -> None:
     harness = ROOT / "examples" / "arithmetic-oracle"  # the fixed harness: nothing should beat its control
+    if kl_coef:
+        harness = Path(shutil.copytree(harness, tmp_path / "oracle-kl"))
+        config = harness / "harness" / "trainer.yaml"
+        config.write_text(config.read_text().replace("kl_coef: 0.0", f"kl_coef: {kl_coef}"))
+        assert f"kl_coef: {kl_coef}" in config.read_text()
     budget = ["--base-steps", "10", "--pilot-steps", "10", "--iterations", "2", "--candidates", "2"]
     out = _cli("run", "--harness", str(harness), "--repo", "repo", "--sandbox", "process", "--seed", "4", *budget,
                cwd=tmp_path)  # fmt: skip
@@ -50,6 +59,7 @@ def test_a_session_without_merges_ends_at_the_static_policy(tmp_path: Path) -> N
 
     static = _cli("train", "--harness", str(harness), "--steps", "30", "--seed", "4", "--out", "static", cwd=tmp_path)
     assert static.returncode == 0, static.stdout[-3000:] + static.stderr[-3000:]
-    a = torch.load(final_dir / "checkpoints" / "last.pt", weights_only=False)["model"]
-    b = torch.load(tmp_path / "static" / "checkpoints" / "last.pt", weights_only=False)["model"]
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    a = torch.load(final_dir / "checkpoints" / "last.pt", weights_only=False)
+    b = torch.load(tmp_path / "static" / "checkpoints" / "last.pt", weights_only=False)
+    for part in ("model", "reference"):
+        assert a[part].keys() == b[part].keys() and all(torch.equal(a[part][k], b[part][k]) for k in a[part]), part

@@ -91,6 +91,7 @@ def test_diagnose_reads_the_answer_protocol_of_the_harness_it_is_given() -> None
     declared = runner.invoke(app, ["diagnose", str(FIXTURES / "corrupt_run"), "--json", "--harness", str(examples)])
     assert declared.exit_code == 0, declared.output
     payload = json.loads(declared.stdout)
-    assert payload["metrics"]["format_failure_rate"] == 0.0 and payload["notes"] == []
+    assert payload["metrics"]["format_failure_rate"] == 0.0
+    assert not any("answer protocol" in note for note in payload["notes"])  # other rules may lack data (issue 17)
     bare = runner.invoke(app, ["diagnose", str(FIXTURES / "corrupt_run")])
     assert "[not evaluated]" in bare.stdout and "no answer protocol declared" in bare.stdout

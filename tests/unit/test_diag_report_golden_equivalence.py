@@ -16,6 +16,10 @@ The agentic rules moved to `diagnostics/agentic.py` (issue 15) with the paper's 
 a fixed 60 turns) and many more metrics: their old and new metrics and findings are left out of the
 comparison (they are tested in `test_diag_agentic_metrics_and_alerts.py`); everything else in the agentic
 cases, and every single-turn case as a whole, must still match.
+
+Metrics and rules added since are additions (issue 17: reward against the evaluator's ranking, the filter's
+kept and dropped groups, diversity, update size): they are listed below, and every other metric and finding
+must still match the old report exactly.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from diag_golden_runs import GOLDEN_DIR, Case, build_cases
 
 from diagnostics.agentic_docs import is_agentic_metric
 from diagnostics.behaviour import NO_ANSWER_PROTOCOL
-from diagnostics.findings import HealthReport
+from diagnostics.findings import HealthReport, Severity, new_alerts
 from diagnostics.report import build_report
 from diagnostics.schema import read_run_rollouts
 from diagnostics.signal import group_rollouts
@@ -46,6 +50,18 @@ BY_SPREAD = {"signal.low_spread"}
 COERCED_STRING_LINES: set[tuple[str, str, int]] = set()
 
 
+# Added after the golden report was recorded (issue 17); their behaviour has tests of its own.
+ADDED_METRICS = {
+    "mixed_groups", "rank_pairs", "rank_violations", "rank_violation_rate", "misranked_group_rate",
+    "reward_rank_agreement", "kept_group_ratio", "kept_live_ratio", "reward_spread_after_filter",
+    "reward_spread_dropped", "filter_spread_gap", "train_strict_acc", "train_strict_acc_after_filter",
+    "distinct_response_ratio", "identical_group_ratio", "dead_identical_share", "reward_discrete",
+    "update_norm_mean", "update_norm_max", "no_update_share", "ref_distance", "kl_to_ref",
+}  # fmt: skip
+ADDED_ALERTS = {
+    "score.misranked_groups", "signal.filter_drops_signal", "signal.filter_inverted", "signal.identical_groups",
+    "signal.no_update",
+}  # fmt: skip
 _NOISE = re.compile(r"-?\d(?:\.\d+)?e-(?:1[3-9]|[2-9]\d)")  # |x| < 1e-12 printed by .2g: float noise
 _ANSWER_RULES = {"behaviour.format_failure", "behaviour.multi_answer"}
 # The pre-columnar report's agentic rules, now in diagnostics/agentic.py under `agentic.*` ids.
@@ -105,11 +121,26 @@ def _keys_of(run_dir: Path, ids: list[str], by: str) -> list[float]:
     return sorted(spreads)
 
 
+def _added_new_critical(name: str, reports: dict[str, tuple[Case, HealthReport]]) -> list[str]:
+    """The added alerts that are critical in this case and not in its parent: `version.new_critical` counts them."""
+    case, report = reports[name]
+    if case.parent is None:
+        return []
+    fresh = new_alerts(report.findings, reports[case.parent][1].findings, Severity.CRITICAL)
+    return [f.alert_id for f in fresh if f.alert_id in ADDED_ALERTS]
+
+
 @pytest.mark.parametrize("name", sorted(GOLDEN))
 def test_metrics_match_the_old_report(name: str, reports: dict[str, tuple[Case, HealthReport]]) -> None:
     old = _not_agentic_metrics(GOLDEN[name]["metrics"])
     new = _not_agentic_metrics(reports[name][1].to_json()["metrics"])
-    assert set(new) == set(old), f"metric keys differ: {set(new) ^ set(old)}"
+    assert set(old) <= set(new), f"metrics missing: {set(old) - set(new)}"
+    assert set(new) - set(old) <= ADDED_METRICS, f"unlisted new metrics: {set(new) - set(old) - ADDED_METRICS}"
+    if "new_critical_alerts" in old:  # a new critical alert of an added rule counts like any other
+        old = {**old, "new_critical_alerts": old["new_critical_alerts"] + len(_added_new_critical(name, reports))}
+    if new["reward_hacking"] is None and old["reward_hacking"] == 0.0:  # issue 17: unknown, not a silent 0
+        assert any(n.startswith("score.reward_hacking: not evaluated: ") for n in reports[name][1].notes), name
+        old = {**old, "reward_hacking": None}
     wrong = {k: (old[k], new[k]) for k in old if not _close(old[k], new[k])}
     assert not wrong, wrong
 
@@ -118,10 +149,15 @@ def test_metrics_match_the_old_report(name: str, reports: dict[str, tuple[Case, 
 def test_findings_match_the_old_report(name: str, reports: dict[str, tuple[Case, HealthReport]]) -> None:
     case, report = reports[name]
     old = _not_agentic_findings(GOLDEN[name]["findings"])
-    new = _not_agentic_findings(report.to_json()["findings"])
+    new = [f for f in _not_agentic_findings(report.to_json()["findings"]) if f["alert_id"] not in ADDED_ALERTS]
     assert [f["alert_id"] for f in new] == [f["alert_id"] for f in old]
+    added = _added_new_critical(name, reports)
     for a, b in zip(old, new, strict=True):
         where = f"{name}: {a['alert_id']}"
+        if a["alert_id"] == "version.new_critical" and added:  # counts the added rules' critical alerts too
+            assert b["value"] == a["value"] + len(added) and b["severity"] == "warning", where
+            assert all(alert in b["message"] for alert in added), where
+            continue
         if case.pattern is None and a["alert_id"] in _ANSWER_RULES:  # old: "no data"; new: says why
             assert a["message"].endswith(": no data") and b["message"].endswith(f": {NO_ANSWER_PROTOCOL}"), where
             a = {**a, "message": b["message"]}

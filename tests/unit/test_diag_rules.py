@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import polars as pl
@@ -186,7 +187,9 @@ def test_no_strict_score_is_a_warning_not_silence() -> None:
     rollouts = [r(s, g, i, float(i % 2), strict=None) for s in range(3) for g in range(3) for i in range(4)]
     out = diagnose_score([], rollouts, [])
     assert sev(out, "score.no_strict_score") is Severity.WARNING
-    assert out.metrics["reward_hacking"] == 0.0
+    # the hacking check could not run: its metric is unknown (NaN, with a note), not a silent 0 (issue 17)
+    assert math.isnan(out.metrics["reward_hacking"])
+    assert any(n.startswith("score.reward_hacking: not evaluated: ") for n in out.notes)
 
 
 def test_rewarded_wrong_and_strict_regression() -> None:

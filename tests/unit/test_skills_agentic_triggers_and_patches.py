@@ -95,6 +95,11 @@ def test_agentic_skills_fit_only_harnesses_with_an_env(tmp_path: Path) -> None:
         assert skill_fits(SEEDS[name], single) == NO_ENV, name
         assert skill_fits(SEEDS[name], agentic) is None, name
     assert skill_fits(SEEDS["raise-length-budget"], single) is None
+    # a guard that also reads a single-turn signal (the length term) guards every harness
+    assert skill_fits(SEEDS["never-reward-brevity"], single) is None
+    assert skill_fits(SEEDS["never-reward-brevity"], agentic) is None
+    # on a single-turn run (no turn counts) its trigger is decided, not unknown
+    assert evaluate(SEEDS["never-reward-brevity"].trigger, {"candidate_reward_length_term": 0}) is False
 
 
 # --- (a) the level-1 trajectory filter -----------------------------------------------------------------------

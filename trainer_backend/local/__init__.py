@@ -40,11 +40,12 @@ SPEC_FILE = "spec.json"
 LOCK_FILE = "trainer.lock"  # flock-ed by the run's trainer for its whole life; holds its pid as text
 FINAL_CHECKPOINT = Path("checkpoints") / "last.pt"  # written by the trainer (artifacts.CHECKPOINT)
 CARRIED = {  # RunSpec.init_state -> what the trainer takes over from the parent checkpoint (artifacts.continue_from)
-    "exact": "carried: weights, AdamW moments, the group filter's state (same filter code) and the random streams "
-    "(an exact continuation); the run's own learning rate applies",
-    "optimizer": "carried: weights, AdamW moments and the group filter's state (same filter code); not carried: the "
-    "random streams (fresh from the run's seed)",
-    "weights": "carried: weights; not carried: AdamW moments, group-filter state, random streams",
+    "exact": "carried: weights, AdamW moments, the lineage's KL reference policy, the group filter's state (same "
+    "filter code) and the random streams (an exact continuation); the run's own learning rate applies",
+    "optimizer": "carried: weights, AdamW moments, the lineage's KL reference policy and the group filter's state "
+    "(same filter code); not carried: the random streams (fresh from the run's seed)",
+    "weights": "carried: weights (a new lineage: its KL reference is these weights); not carried: AdamW moments, "
+    "group-filter state, random streams",
 }
 
 

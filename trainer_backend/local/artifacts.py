@@ -16,6 +16,7 @@ from trainer_backend.base import METRICS_FILE, SUMMARY_FILE
 
 CHECKPOINT = Path("checkpoints") / "last.pt"
 START = Path("checkpoints") / "start.pt"  # a root run's step-0 state (a rollback target)
+REFERENCE = "reference"  # checkpoint key: the lineage's reference policy (weights the KL term anchors to)
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
@@ -87,6 +88,25 @@ def load_checkpoint(out_dir: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     return torch.load(path, map_location="cpu", weights_only=False)  # type: ignore[no-any-return]
+
+
+def reference_policy(
+    source: dict[str, Any] | None, model: torch.nn.Module, where: str, log: Callable[[str], None]
+) -> dict[str, torch.Tensor]:
+    """The lineage's reference policy: the weights its first run started from (the KL term's anchor).
+
+    `source` is the checkpoint this run continues (its own on resume, the parent's for `init_state`
+    optimizer/exact) and carries the reference it was trained against; without one (a fresh run, or
+    `init_state="weights"`: a new lineage) the reference is `model`'s current weights, the run's starting
+    policy. A checkpoint written before references were carried falls back to that too, and the log says so:
+    the KL term then anchors to the policy this run started from, not to its lineage's.
+    """
+    if source is not None:
+        carried = source.get(REFERENCE)
+        if carried is not None:
+            return {name: tensor.detach().clone() for name, tensor in carried.items()}
+        log(f"continuing {where}: no reference policy carried (older checkpoint); the KL reference is this run's start")
+    return {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
 
 
 def continue_from(

@@ -91,8 +91,9 @@ def make_rollouts(
     group_ids: list[str] | list[int],
     sample_idx: list[int],
     mean_logp: list[float] | None = None,
+    kept: list[bool] | None = None,
 ) -> list[Rollout]:
-    """Build neutral rollout records for one batch."""
+    """Build neutral rollout records for one batch (`kept`: per sample, did the filter keep its group)."""
     lengths = resp_mask.sum(-1).tolist()
     return [
         Rollout(
@@ -113,6 +114,7 @@ def make_rollouts(
             stop_reason=StopReason.EOS if finished[i] else StopReason.LENGTH,
             mean_logprob=None if mean_logp is None else float(mean_logp[i]),
             data_source=r["data_source"],
+            kept=None if kept is None else bool(kept[i]),
         )
         for i, r in enumerate(rows)
     ]
@@ -261,6 +263,7 @@ def train_step(
             gids,
             list(range(group)) * len(rows),
             mean_logp,
+            [keep[g] for g in range(len(rows)) for _ in range(group)],
         ),
     )
     metrics = {
@@ -306,16 +309,30 @@ def training_state(
     rng: random.Random,
     state: dict[str, Any],
     tok: CharTokenizer,
+    reference: dict[str, torch.Tensor],
 ) -> dict[str, Any]:
-    """Everything a resume or an exact continuation needs: weights, vocabulary, AdamW moments, random streams."""
+    """Everything a resume or an exact continuation needs: weights, vocabulary, AdamW moments, random streams,
+    and the lineage's reference policy (the KL anchor, `artifacts.reference_policy`)."""
     return {
         "model": model.state_dict(),
+        art.REFERENCE: reference,
         "vocab": tok.vocab,
         "optimizer": opt.state_dict(),
         "torch_rng": gen.get_state(),
         "py_rng": rng.getstate(),
         "state": state,
     }
+
+
+def update_size(model: Any, before: list[torch.Tensor], reference: dict[str, torch.Tensor]) -> dict[str, float]:
+    """The step's parameter change and the policy's distance from the lineage's reference (L2 norms, fp32).
+
+    `actor/update_norm` = ||theta_after - theta_before||; `actor/ref_param_distance` = ||theta - theta_ref||.
+    """
+    with torch.no_grad():
+        step = sum(float((p - b).pow(2).sum()) for p, b in zip(model.parameters(), before, strict=True))
+        drift = sum(float((p - reference[name]).pow(2).sum()) for name, p in model.named_parameters())
+    return {"actor/update_norm": step**0.5, "actor/ref_param_distance": drift**0.5}
 
 
 def filter_key(harness: Harness) -> str:
@@ -379,7 +396,15 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
         model, cache_hit, ws_path = warm_start(
             harness.path(cfg.warmstart_data), cfg.shape(), tok, cfg.warmstart_steps, spec.seed, log
         )
-    ref_model = copy.deepcopy(model).eval() if cfg.kl_coef > 0 else None
+    # The KL reference is the lineage's starting policy, carried like the optimizer moments (issue 17): a
+    # pilot or a resumed run anchors to the policy its lineage started from, not to its own first step.
+    carrier = ckpt if ckpt is not None else parent if spec.init_state != "weights" else None
+    where = str(spec.out_dir / art.CHECKPOINT if ckpt is not None else spec.init_checkpoint)
+    ref_state = art.reference_policy(carrier, model, where, log)
+    ref_model = None
+    if cfg.kl_coef > 0:
+        ref_model = copy.deepcopy(model).eval()
+        ref_model.load_state_dict(ref_state)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0, betas=(0.9, 0.99))
     gen = torch.Generator().manual_seed(spec.seed)
     rng = random.Random(spec.seed)
@@ -408,11 +433,14 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
             summary["strict_acc_avg4_before"] = metrics["val/strict_acc_avg4"]
             log(f"step 0 | val/strict_acc {metrics['val/strict_acc']:.3f} | warm start {ws_path} hit={cache_hit}")
             if spec.init_checkpoint is None:  # keep the starting policy: a later rollback restarts from it
-                art.save_checkpoint(spec.out_dir, training_state(model, opt, gen, rng, state, tok), art.START)
+                start = training_state(model, opt, gen, rng, state, tok, ref_state)
+                art.save_checkpoint(spec.out_dir, start, art.START)
         ckpt_path = spec.out_dir / art.CHECKPOINT
         for step in range(state["step"] + 1, spec.steps + 1):
             rows = art.sample_rows(train_rows, weights, select_by, cfg.prompts_per_step, rng)
+            before = [p.detach().clone() for p in model.parameters()]
             metrics = train_step(model, ref_model, opt, tok, spec, harness, calls, strict, cfg, rows, state, gen, step)
+            metrics.update(update_size(model, before, ref_state))
             summary.setdefault("train_reward_first", metrics["critic/score/mean"])
             summary["train_reward_last"] = metrics["critic/score/mean"]
             if step % cfg.val_every == 0 or step == spec.steps:
@@ -429,7 +457,8 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
             if step % cfg.save_every == 0 or step == spec.steps:
                 state["elapsed_s"] = state.get("elapsed_s", 0.0) + time.time() - t_start
                 t_start = time.time()
-                ckpt_path = art.save_checkpoint(spec.out_dir, training_state(model, opt, gen, rng, state, tok))
+                saved = training_state(model, opt, gen, rng, state, tok, ref_state)
+                ckpt_path = art.save_checkpoint(spec.out_dir, saved)
     finally:
         calls.close()
     summary.update(
