@@ -23,7 +23,15 @@ SkillFactor = Literal["reward", "filter", "data", "trainer", "diagnostic", "guar
 PatchKind = Literal["template", "diff"]
 ANY_DOMAIN = "*"
 TEMPLATE_OPS = frozenset(
-    {"set_yaml_key", "replace_file", "write_reward", "write_file_if_missing", "reweight_sources", "guard"}
+    {
+        "set_yaml_key",
+        "replace_file",
+        "write_reward",
+        "write_file_if_missing",
+        "reweight_sources",
+        "score_from_component",
+        "guard",
+    }
 )
 
 
@@ -112,6 +120,8 @@ class SkillRecord(BaseModel):
     losses: int = Field(default=0, ge=0)
     uses: int = Field(default=0, ge=0)
     last_verified_session: str | None = None
+    origin: Literal["seed", "learned", "user"] = "user"
+    source_candidate_id: str | None = None  # a learned skill: the merged candidate it was learned from
 
     @property
     def win_rate(self) -> float:
