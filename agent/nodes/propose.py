@@ -52,7 +52,7 @@ def propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     else:
         knobs = _knobs(ctx, state, harness)
         metrics = probe_metrics(state["report"]["metrics"], harness, knobs)
-        proposals = _skill_proposals(ctx, harness, metrics, tried) or _probes(ctx, harness, knobs, metrics, tried)
+        proposals = offline_proposals(ctx, harness, knobs, metrics, tried)
     made = [_materialise(ctx, state, harness, p, k, metrics) for k, p in enumerate(proposals, start=1)]
     return {"candidates": [*state.get("candidates", []), *made]}
 
@@ -87,6 +87,27 @@ def _knobs(ctx: Context, state: State, harness: Harness) -> HarnessKnobs:
 
     rows = run_table(Path(state["version"]["run_dir"]), session_answer(state)).train
     return harness_knobs(harness, ctx.backend, rows)
+
+
+def offline_proposals(
+    ctx: Context, harness: Harness, knobs: HarnessKnobs, metrics: dict[str, Any], tried: set[str]
+) -> list[Proposal]:
+    """The heuristic policy's proposals: the stored skills whose triggers match; when none does, probes."""
+    return _skill_proposals(ctx, harness, metrics, tried) or _probes(ctx, harness, knobs, metrics, tried)
+
+
+def probe_info(proposal: Proposal) -> dict[str, Any] | None:
+    """What a probe candidate carries (`CandidateInfo.probe`) for case memory and learning; None for a skill."""
+    p = proposal.probe
+    if p is None:
+        return None
+    return {
+        "probe_id": p.probe_id,
+        "symptom_key": p.symptom_key,
+        "symptoms": list(p.symptoms),
+        "learned_trigger": p.learned_trigger,
+        "spec": proposal.skill.model_dump(mode="json"),
+    }
 
 
 def _skill_proposals(ctx: Context, harness: Harness, metrics: dict[str, Any], tried: set[str]) -> list[Proposal]:
@@ -135,15 +156,9 @@ def _materialise(
         justification=proposal.justification,
         skill=",".join(s.name for s in proposal.skills),
     )
-    if proposal.probe is not None:
-        p = proposal.probe
-        cand.info["probe"] = {
-            "probe_id": p.probe_id,
-            "symptom_key": p.symptom_key,
-            "symptoms": list(p.symptoms),
-            "learned_trigger": p.learned_trigger,
-            "spec": proposal.skill.model_dump(mode="json"),
-        }
+    probe = probe_info(proposal)
+    if probe is not None:
+        cand.info["probe"] = probe
     if not cand.committed:
         try:
             for spec in proposal.skills:

@@ -408,7 +408,8 @@ def _reward(knobs: HarnessKnobs) -> list[_Draft]:
 
 
 def _name(draft: _Draft) -> str:
-    return "probe-" + draft.slug
+    """The probe's skill name and branch slug (the skill-name pattern: lower-case letters, digits, hyphens)."""
+    return "probe-" + _ENTRY.sub("-", draft.slug.lower()).strip("-")[:100]
 
 
 def _proposal(draft: _Draft, found: Sequence[Abnormal], signature: str, metrics: Metrics) -> Proposal:
@@ -444,7 +445,7 @@ def _proposal(draft: _Draft, found: Sequence[Abnormal], signature: str, metrics:
         learned_trigger=trigger if draft.support else "",
     )
     return Proposal(
-        slug=("probe-" + draft.slug)[:40],
+        slug=_name(draft)[:40].rstrip("-"),
         skills=(spec,),
         hypothesis=hypothesis,
         success_criterion="strict held-out accuracy improves over the control with a paired-bootstrap 95% CI above "

@@ -20,9 +20,9 @@ class LocalTrainerConfig(BaseModel):
     """`harness/trainer.yaml` for the local GRPO backend (paper §14 defaults, scaled to a tiny model)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    # Knobs (trainer_backend/knobs.py): the safe range this tiny model trains well in (measured on the demo
-    # harness: lr 1e-4 and temperature 1.0 learn, 16x the lr collapses, temperature 0.3 leaves groups
-    # without diversity), and what moving each way does; the controller's exploration reads only these.
+    # Knobs (trainer_backend/knobs.py): the range this tiny model is meant to train in (the demo harness uses
+    # lr 1e-4, temperature 1.0, 16 new tokens for its short answers), and what moving each way does; the
+    # controller's exploration reads only these.
     lr: float = Field(
         1e-4,
         gt=0,
@@ -56,7 +56,7 @@ class LocalTrainerConfig(BaseModel):
         ge=1,
         le=200,
         json_schema_extra=knob(
-            safe=(32, 200),
+            safe=(8, 200),
             up=((1.5, 2.0), ("longer_responses",), "a longer budget lets responses reach their answer"),
         ),
     )
