@@ -295,10 +295,17 @@ def _trainer(knobs: Sequence[TrainerKnob]) -> list[_Draft]:
 
 
 def _set(knob: TrainerKnob, value: str) -> dict[str, object]:
-    op: dict[str, object] = {"op": "set_yaml_key", "file": knob.file, "key": knob.spec.key, "value": value}
-    if not knob.in_file:
-        op.update(create=True, default=knob.spec.default)
-    return op
+    """The op that sets a knob. It always may create the key, reading the backend's default as its current
+    value (what the trainer uses when the key is absent): a skill learned from this probe must also apply to
+    a harness whose settings file does not write the key."""
+    return {
+        "op": "set_yaml_key",
+        "file": knob.file,
+        "key": knob.spec.key,
+        "value": value,
+        "create": True,
+        "default": knob.spec.default,
+    }
 
 
 def _clamp(value: float, lo: float, hi: float, kind: str) -> float:
