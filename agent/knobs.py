@@ -40,7 +40,7 @@ class TrainerKnob:
     spec: KnobSpec
     file: str  # "@trainer_config" when it is the manifest's trainer config, else the harness-relative path
     current: float
-    in_file: bool  # the key is written in the file (else a probe creates it)
+    in_file: bool  # the key is written in the file (else the trainer uses the default; a probe op creates it)
 
     @property
     def in_range(self) -> bool:

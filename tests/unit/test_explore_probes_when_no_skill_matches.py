@@ -119,3 +119,34 @@ def test_case_memory_keeps_a_probe_from_being_repeated_blindly(store: tuple[Cont
     # and a probe this session settled is not proposed again either
     settled = _propose(ctx, harness, STALLED, tried={"probe-lr-up-x4"})
     assert "trainer:lr:up:m1" not in [p.probe.probe_id for p in settled]
+
+
+def test_a_probe_whose_backtest_failed_is_filed_and_not_proposed_again(
+    store: tuple[Context, str], harness: Harness
+) -> None:
+    """`record` files a failed probe with `agent.learning.probe_case` (outcome regression: not pushed further)."""
+    from agent.learning import probe_case, probe_fields
+    from agent.nodes.propose import probe_info
+    from agent.state import CandidateInfo
+
+    ctx, url = store
+    lr = next(p for p in _propose(ctx, harness, STALLED) if p.probe and p.probe.probe_id == "trainer:lr:up:m0")
+    info = probe_info(lr)
+    assert info is not None and info["symptom_key"] == SIGNATURE
+    with Session(store_engine.make_engine(url)) as db:
+        version = store_repo.add_version(db, session_id="s0", branch="evo/s0/main", commit_sha="a" * 40).id
+        cid = store_repo.candidate_id("s0", 0, 1, lr.slug)
+        store_repo.add_candidate(db, candidate_id=cid, session_id="s0", parent_version_id=version, iteration=1,
+                                 slug=lr.slug, branch=f"evo/s0/{lr.slug}", worktree_path="/w", hypothesis=lr.hypothesis,
+                                 factor="trainer", success_criterion=lr.success_criterion)  # fmt: skip
+        cand = CandidateInfo(id=cid, iteration=1, slug=lr.slug, branch="", worktree="", commit="", hypothesis="",
+                             factor="trainer", factors=["trainer"], justification="", success_criterion="",
+                             skill=lr.skill.name, status="backtest_failed", reason="", probe=info)  # fmt: skip
+        assert probe_fields(cand) == {"intervention": "trainer:lr:up:m0", "symptom_key": SIGNATURE}
+        state: Any = {"session_id": "s0", "harness_dir": str(harness.root), "report": {"metrics": STALLED}}
+        probe_case(db, state, cand, f"{cid}: backtest failed: predicted harmful")
+        probe_case(db, state, cand, f"{cid}: backtest failed: predicted harmful")  # a re-run node files it once
+        db.commit()
+        assert store_repo.tried_interventions(db, "math") == [("trainer:lr:up:m0", SIGNATURE, "regression")]
+    again = [p.probe.probe_id for p in _propose(ctx, harness, STALLED)]
+    assert not any(pid.startswith("trainer:lr:up") for pid in again)
