@@ -1,7 +1,8 @@
 """propose: the policy picks interventions; each becomes a branch + worktree after the surface and factor checks.
 
 The heuristic policy proposes the stored skills whose triggers match the incumbent's health report; when
-none does and held-out accuracy stalled or fell, it explores: single-factor probes over the harness's
+none does (or every one that does is refused: its patch cannot apply here) and held-out accuracy stalled
+or fell, it explores: single-factor probes over the harness's
 declared knobs (`agent/knobs.py`, `agent/policies/explore.py`), skipping what case memory says was
 already tried on the same symptoms. Skill triggers read the report's metrics plus the harness's context
 variables, its current settings (``setting/<key>``) and its reward components' agreement with the strict
@@ -54,6 +55,12 @@ def propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         metrics = probe_metrics(state["report"]["metrics"], harness, knobs)
         proposals = offline_proposals(ctx, harness, knobs, metrics, tried)
     made = [_materialise(ctx, state, harness, p, k, metrics) for k, p in enumerate(proposals, start=1)]
+    if ctx.mode != "score-only" and made and all(c["status"] == "refused" for c in made):
+        # Every matching skill was refused (its patch did not apply here, e.g. a data mix with no live source
+        # left): a trigger that matches but cannot act explains nothing, so explore in the same iteration.
+        refused = {c["skill"] for c in made if c["skill"]}
+        probes = _probes(ctx, harness, knobs, metrics, tried | refused) if proposals[0].probe is None else []
+        made += [_materialise(ctx, state, harness, p, k, metrics) for k, p in enumerate(probes, start=len(made) + 1)]
     return {"candidates": [*state.get("candidates", []), *made]}
 
 
