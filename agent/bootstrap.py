@@ -129,8 +129,7 @@ def _build_repo(harness: Path, root: Path, session_id: str) -> None:
 
 
 def _seed_skills(db: Any) -> None:
-    from skills.repository import list_skills, seed_skills
-    from skills.seeds import SEED_SKILLS
+    """Insert missing seed skills and refresh stored seed rows whose definition changed (counts kept)."""
+    from skills.repository import seed_skills
 
-    have = {r.spec.name for r in list_skills(db)}
-    seed_skills(db, [s for s in SEED_SKILLS if s.name not in have])
+    seed_skills(db)

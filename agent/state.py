@@ -48,6 +48,9 @@ class CandidateInfo(TypedDict):
     skill: str  # comma-separated skill names applied
     status: str  # proposed | refused | backtest_failed | trained | kept | pruned | merged
     reason: str
+    # an exploration probe (agent/policies/explore.py): {probe_id, symptom_key, symptoms, learned_trigger, spec}
+    probe: NotRequired[dict[str, Any]]
+    learned_skill: NotRequired[str]  # the skill learned when this candidate merged (skills/learned.py)
 
 
 class BacktestInfo(TypedDict):

@@ -30,6 +30,7 @@ TEMPLATE_OPS = frozenset(
         "wrap_reward",
         "write_file_if_missing",
         "reweight_sources",
+        "score_from_component",
         "guard",
     }
 )
@@ -120,6 +121,8 @@ class SkillRecord(BaseModel):
     losses: int = Field(default=0, ge=0)
     uses: int = Field(default=0, ge=0)
     last_verified_session: str | None = None
+    origin: Literal["seed", "learned", "user"] = "user"
+    source_candidate_id: str | None = None  # a learned skill: the merged candidate it was learned from
 
     @property
     def win_rate(self) -> float:

@@ -40,6 +40,9 @@ over ``current`` and the skill's ``params`` (overridable per call). Operations:
   entry matches a source, no entry is dead (nothing to do), or every weighted entry would be zeroed.
   ``"file": "@data_selection"`` means the file named by the trainer config's ``data_selection`` field. ``X``
   and ``N`` may be ``{{ expressions }}`` over the skill's params;
+- ``{"op": "score_from_component", "file": F, "component": NAME}``: make a dict reward train on one of its
+  own components (``skills.templates.score_from_component``: the manifest's reward function is rebound to
+  a wrapper that returns ``score = out[NAME]``, every component still logged); ``"file": "@reward"``;
 - ``{"op": "guard", "rule": TEXT}``: a guard skill's refusal rule; applying it is an error.
 
 Expressions (``{{ ... }}``) read ``current``, the skill's ``params`` and the run's numeric health metrics
@@ -78,6 +81,7 @@ from skills.templates import (
     render_tool_roles,
     render_value,
     render_values,
+    score_from_component,
     set_yaml_key,
     set_yaml_mapping,
     wrap_function,
@@ -298,6 +302,15 @@ def _plan(
         content = wrap_function(source, harness.reward.function, wrapper)
         shown = ", ".join(f"{k}={v!r}" for k, v in values.items())
         return rel, content, f"{rel}: {harness.reward.function} wrapped ({shown or 'no values'})"
+    if kind == "score_from_component":
+        _only(op, {"op", "file", "component"})
+        source = writes.get(rel) or current
+        if source is None:
+            raise TemplateError(f"{rel} does not exist in the worktree")
+        if rel != harness.reward.path:
+            raise TemplateError(f"{rel} is not the manifest's reward file ({harness.reward.path})")
+        content = score_from_component(source, harness.reward.function, str(op["component"]))
+        return rel, content, f"{rel}: {harness.reward.function} now trains on component {op['component']!r}"
     if kind == "replace_file":
         _only(op, {"op", "file", "content"})
         return rel, str(op["content"]), f"{rel}: replaced ({len(str(op['content']))} chars)"

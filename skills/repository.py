@@ -23,7 +23,7 @@ from skills.retrieval import SkillMatch, rank_skills
 from skills.seeds import SEED_SKILLS
 from skills.triggers import Metrics, Value, matched_values, parse
 from store.models import Skill, SkillUse
-from store.types import Factor, SkillResult, utcnow
+from store.types import Factor, SkillOrigin, SkillResult, utcnow
 
 _STORE_HAS_GUARD = "guard" in get_args(Factor)
 GUARD_ROW_FACTOR = "reward"
@@ -73,6 +73,8 @@ def to_record(row: Skill) -> SkillRecord:
         losses=row.losses,
         uses=row.uses,
         last_verified_session=row.last_verified_session,
+        origin=row.origin,
+        source_candidate_id=row.source_candidate_id,
     )
 
 
@@ -80,13 +82,23 @@ def _row(db: Session, name: str) -> Skill | None:
     return db.scalars(select(Skill).where(Skill.name == name)).one_or_none()
 
 
-def save_skill(db: Session, spec: SkillSpec, provenance: str | None = None) -> int:
+def save_skill(
+    db: Session,
+    spec: SkillSpec,
+    provenance: str | None = None,
+    *,
+    origin: SkillOrigin = "user",
+    source_candidate_id: str | None = None,
+) -> int:
     """Insert or update a skill by name and return its id; the track record of an existing skill is kept.
 
     ``provenance`` (e.g. "session s1, candidate evo/s1/v2.1-strict-reward, strict_acc +0.12") replaces
-    the spec's own when given. The trigger is re-parsed here so an invalid one fails before any write.
-    One ``INSERT ... ON CONFLICT (name) DO UPDATE`` statement: two processes saving (or seeding) the same
-    skill at once both succeed, with one row (issue 13 §8: a check-then-insert died on ``uq_skills_name``).
+    the spec's own when given. ``origin`` says where the definition comes from (``seed``, ``learned``,
+    ``user``) and is written too, so a skill saved by hand over a seed's name stops being refreshed by
+    seeding; ``source_candidate_id`` names the merged candidate a learned skill comes from. The trigger is
+    re-parsed here so an invalid one fails before any write. One ``INSERT ... ON CONFLICT (name) DO UPDATE``
+    statement: two processes saving (or seeding) the same skill at once both succeed, with one row (issue 13
+    §8: a check-then-insert died on ``uq_skills_name``).
 
     Raises:
         skills.triggers.TriggerError: the trigger is invalid.
@@ -94,7 +106,17 @@ def save_skill(db: Session, spec: SkillSpec, provenance: str | None = None) -> i
     parse(spec.trigger)
     if provenance is not None:
         spec = spec.model_copy(update={"provenance": provenance})
-    fields: dict[str, Any] = {
+    fields = {**_definition(spec), "origin": origin, "source_candidate_id": source_candidate_id}
+    insert = _insert(db)
+    stmt = insert(Skill).values(name=spec.name, **fields)
+    stmt = stmt.on_conflict_do_update(index_elements=[Skill.name], set_={**fields, "updated_at": utcnow()})
+    row: Skill = db.scalars(stmt.returning(Skill), execution_options={"populate_existing": True}).one()
+    return int(row.id)
+
+
+def _definition(spec: SkillSpec) -> dict[str, Any]:
+    """The row columns that define a skill (everything but its name, origin and track record)."""
+    return {
         "domain": spec.domain,
         "trigger": spec.trigger,
         "factor": _row_factor(spec),
@@ -106,11 +128,6 @@ def save_skill(db: Session, spec: SkillSpec, provenance: str | None = None) -> i
         "applicability": list(spec.applicability),
         "provenance": spec.provenance,
     }
-    insert = _insert(db)
-    stmt = insert(Skill).values(name=spec.name, **fields)
-    stmt = stmt.on_conflict_do_update(index_elements=[Skill.name], set_={**fields, "updated_at": utcnow()})
-    row: Skill = db.scalars(stmt.returning(Skill), execution_options={"populate_existing": True}).one()
-    return int(row.id)
 
 
 def _insert(db: Session) -> Any:
@@ -137,8 +154,40 @@ def _bump(db: Session, skill_id: int, counters: Mapping[str, int], also: Mapping
 
 
 def seed_skills(db: Session, seeds: Sequence[SkillSpec] = SEED_SKILLS) -> list[int]:
-    """Upsert the seed skills by name (idempotent, safe under concurrent starts) and return their ids, in order."""
-    return [save_skill(db, spec) for spec in seeds]
+    """Bring the seed skills up to date and return their ids, in order (idempotent, safe under concurrent starts).
+
+    A missing seed is inserted (``origin = "seed"``). A stored ``seed`` row whose definition differs from
+    ``seeds`` (the seed definitions changed since it was written, e.g. an old answer-specific reward
+    template) is rewritten, keeping its wins, losses and uses; one that already matches is not touched. A
+    row of another origin that holds a seed's name (a skill saved by hand, a learned one) is left alone.
+
+    Each write is one ``INSERT ... ON CONFLICT (name) DO UPDATE ... WHERE skills.origin = 'seed'`` statement,
+    so two starts seeding at once both succeed, converge on the same row, and never overwrite a row that
+    stopped being a seed between the read and the write.
+    """
+    ids: list[int] = []
+    for spec in seeds:
+        parse(spec.trigger)
+        fields = _definition(spec)
+        row = _row(db, spec.name)
+        if row is not None and (row.origin != "seed" or _same_definition(row, fields)):
+            ids.append(int(row.id))
+            continue
+        insert = _insert(db)
+        stmt = insert(Skill).values(name=spec.name, origin="seed", **fields)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[Skill.name], set_={**fields, "updated_at": utcnow()}, where=Skill.origin == "seed"
+        )
+        db.execute(stmt, execution_options={"synchronize_session": False})
+        stored = db.scalars(
+            select(Skill).where(Skill.name == spec.name), execution_options={"populate_existing": True}
+        ).one()
+        ids.append(int(stored.id))
+    return ids
+
+
+def _same_definition(row: Skill, fields: Mapping[str, Any]) -> bool:
+    return all(getattr(row, name) == value for name, value in fields.items())
 
 
 def list_skills(db: Session, domain: str | None = None) -> list[SkillRecord]:
@@ -279,7 +328,8 @@ def skill_card(record: SkillRecord) -> str:
         f"- Expected Outcome: {spec.expected_outcome}",
         f"- Validation: {spec.validation_rule}",
         f"- Domain Applicability: {', '.join(domains)}",
-        f"- Provenance: {spec.provenance or 'n/a'}",
+        f"- Provenance: {spec.provenance or 'n/a'} ({record.origin}"
+        + (f", learned from candidate {record.source_candidate_id})" if record.source_candidate_id else ")"),
         f"- Track Record: {record.wins} wins, {record.losses} losses, {record.uses} uses"
         + (f"; last verified in session {record.last_verified_session}" if record.last_verified_session else ""),
     ]

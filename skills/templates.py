@@ -13,6 +13,8 @@ candidate's diff shows exactly one changed key (the single-factor classifier rea
 ``render_tool_roles`` writes the declared tools by role (search / act / verify) into a template,
 ``render_values`` writes computed constants, and ``wrap_function`` appends a wrapper around the harness's
 reward function to its own file (the ``wrap_reward`` op).
+``score_from_component`` appends to a reward file a wrapper that trains on one of the reward's own
+components (the ``score_from_component`` op of exploration probes, issue 17).
 This module is pure: strings in, strings out.
 """
 
@@ -442,3 +444,45 @@ def as_variables(params: Mapping[str, Any], current: object) -> dict[str, object
     if isinstance(current, int | float) and not isinstance(current, bool):
         out["current"] = current
     return out
+
+
+# Appended by `score_from_component`: rebinds the harness's reward function to a wrapper around it.
+_COMPONENT_WRAPPER = """
+
+# --- EvoTrainer exploration probe (issue 17): the score is the reward's own {component!r} component. ---
+_EVOTRAINER_COMPONENT = {component!r}
+_evotrainer_reward_before_probe = {function}
+
+
+def {function}(*args, **kwargs):
+    \"\"\"The harness's reward with its score replaced by one of its components (every component still logged).\"\"\"
+    out = _evotrainer_reward_before_probe(*args, **kwargs)
+    if not isinstance(out, dict) or _EVOTRAINER_COMPONENT not in out:
+        return out
+    return {{**out, "score": float(out[_EVOTRAINER_COMPONENT])}}
+"""
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def score_from_component(source: str, function: str, component: str) -> str:
+    """Return the reward ``source`` with ``function`` rebound to train on its ``component`` (a dict reward's key).
+
+    The original function stays in the module under another name and is called unchanged; a return value
+    that is not a dict holding ``component`` passes through as it was.
+
+    Raises:
+        TemplateError: ``function`` is not an identifier, ``component`` is empty, or the source does not
+            define ``function`` at the top level (checked with ``ast``, never run).
+    """
+    if not _IDENTIFIER.match(function):
+        raise TemplateError(f"reward function {function!r} is not a Python identifier")
+    if not component or len(component) > 64:
+        raise TemplateError(f"component name {component!r} must be 1-64 characters")
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise TemplateError(f"the reward file does not parse ({exc.msg}, line {exc.lineno})") from None
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    if function not in defined:
+        raise TemplateError(f"the reward file defines no top-level function {function!r}")
+    return source.rstrip("\n") + "\n" + _COMPONENT_WRAPPER.format(component=component, function=function)

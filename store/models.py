@@ -37,6 +37,7 @@ from store.types import (
     SessionMode,
     SessionStatus,
     Severity,
+    SkillOrigin,
     SkillResult,
     UTCDateTime,
     Verdict,
@@ -253,6 +254,10 @@ class Case(Base):
     summary: Mapped[str] = mapped_column(Text)
     candidate_id: Mapped[str | None] = mapped_column(ForeignKey("candidates.id"))
     outcome: Mapped[DecisionOutcome | None] = mapped_column(enum_type(DecisionOutcome, "outcome"))
+    # What was tried and on which symptom signature (exploration probes, issue 17): case memory keeps the same
+    # probe from being retried on the same symptoms.
+    intervention: Mapped[str | None] = mapped_column(String(128), index=True)
+    symptom_key: Mapped[str | None] = mapped_column(String(512))
     created_at: Mapped[dt.datetime] = _created()
 
 
@@ -279,6 +284,11 @@ class Skill(Base):
     created_at: Mapped[dt.datetime] = _created()
     updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
     last_verified_session: Mapped[str | None] = mapped_column(ForeignKey("sessions.id"))
+    # Where the skill came from: seeding refreshes only "seed" rows whose definition changed (issue 17 §3);
+    # a "learned" skill names the merged candidate it was learned from.
+    origin: Mapped[SkillOrigin] = mapped_column(enum_type(SkillOrigin, "origin"), default="user", server_default="user")
+    # use_alter: candidates.skill_id points back at skills (the same cycle as versions/runs)
+    source_candidate_id: Mapped[str | None] = mapped_column(ForeignKey("candidates.id", use_alter=True))
 
 
 class SkillUse(Base):

@@ -437,8 +437,14 @@ def add_case(
     signature: Mapping[str, Any],
     candidate_id: str | None = None,
     outcome: DecisionOutcome | None = None,
+    intervention: str | None = None,
+    symptom_key: str | None = None,
 ) -> Case:
-    """Record a pattern or a piece of negative evidence with its metric signature."""
+    """Record a pattern or a piece of negative evidence with its metric signature.
+
+    ``intervention`` names what was tried (an exploration probe's id, e.g. ``trainer:lr:up:m0``) and
+    ``symptom_key`` the symptom signature it was tried on, so it is not retried blindly (`tried_interventions`).
+    """
     row = Case(
         session_id=session_id,
         kind=kind,
@@ -447,8 +453,20 @@ def add_case(
         signature=dict(signature),
         candidate_id=candidate_id,
         outcome=outcome,
+        intervention=intervention,
+        symptom_key=symptom_key,
     )
     return _add(db, row)
+
+
+def tried_interventions(db: Session, domain: str) -> list[tuple[str, str, DecisionOutcome | None]]:
+    """(intervention, symptom key, outcome) of a domain's negative evidence that names what was tried, oldest first."""
+    query = (
+        select(Case.intervention, Case.symptom_key, Case.outcome)
+        .where(Case.domain == domain, Case.kind == "negative_evidence", Case.intervention.is_not(None))
+        .order_by(Case.created_at, Case.id)
+    )
+    return [(str(i), str(k or ""), o) for i, k, o in db.execute(query)]
 
 
 def cases_for_domain(db: Session, domain: str, kind: CaseKind | None = None) -> list[Case]:

@@ -47,6 +47,7 @@ Severity = Literal["ok", "warning", "critical"]
 CaseKind = Literal["pattern", "negative_evidence"]
 PatchKind = Literal["template", "diff"]
 SkillResult = Literal["win", "loss", "pending"]
+SkillOrigin = Literal["seed", "learned", "user"]  # skills/seeds.py, learned from a merge, or saved by hand
 Gate = Literal["launch", "promote"]
 GateStatus = Literal["pending", "approved", "rejected"]
 

@@ -1,4 +1,13 @@
-"""propose: the policy picks interventions; each becomes a branch + worktree after the surface and factor checks."""
+"""propose: the policy picks interventions; each becomes a branch + worktree after the surface and factor checks.
+
+The heuristic policy proposes the stored skills whose triggers match the incumbent's health report; when
+none does (or every one that does is refused: its patch cannot apply here) and held-out accuracy stalled
+or fell, it explores: single-factor probes over the harness's
+declared knobs (`agent/knobs.py`, `agent/policies/explore.py`), skipping what case memory says was
+already tried on the same symptoms. Skill triggers read the report's metrics plus the harness's context
+variables, its current settings (``setting/<key>``) and its reward components' agreement with the strict
+score, so a skill learned from a probe (`skills/learned.py`) can match the same signature elsewhere.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +19,7 @@ from langgraph.runtime import Runtime
 from agent import ledger
 from agent.candidates import finalise_candidate, open_candidate, refuse_candidate
 from agent.context import Context
+from agent.knobs import HarnessKnobs
 from agent.policies.heuristic import Proposal, propose_from_skills, propose_score_only
 from agent.state import CandidateInfo, State
 from agent.triggers import record_unevaluated_triggers, trigger_metrics
@@ -19,7 +29,7 @@ from harness.manifest import Harness, load_harness
 # backtest; after a regression ("reverted") only once the harness changed (a merge since its last try),
 # because single factors interact (a longer length budget regresses under a hackable reward and helps
 # under a strict one); after thin evidence ("pruned") or a non-best improvement ("kept") again. At most
-# MAX_TRIES tries in all.
+# MAX_TRIES tries in all. A skill this session learned from a merged probe counts as that probe.
 SETTLED = {"refused", "backtest_failed", "merged"}
 MAX_TRIES = 2
 
@@ -39,13 +49,28 @@ def propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         outcome = propose_with_llm(ctx, state, harness)
         made = [*state.get("candidates", []), *outcome.candidates]
         return {"candidates": made, "llm_stop_reason": outcome.budget_stop}
-    metrics = trigger_metrics(state["report"]["metrics"], harness)
     if ctx.mode == "score-only":
+        metrics = trigger_metrics(state["report"]["metrics"], harness)
         proposals = propose_score_only(tried, ctx.max_candidates)
     else:
-        proposals = _skill_proposals(ctx, harness, metrics, tried)
+        knobs = _knobs(ctx, state, harness)
+        metrics = probe_metrics(state["report"]["metrics"], harness, knobs)
+        proposals = offline_proposals(ctx, harness, knobs, metrics, tried)
     made = [_materialise(ctx, state, harness, p, k, metrics) for k, p in enumerate(proposals, start=1)]
+    if ctx.mode != "score-only" and made and all(c["status"] == "refused" for c in made):
+        # Every matching skill was refused (its patch did not apply here, e.g. a data mix with no live source
+        # left): a trigger that matches but cannot act explains nothing, so explore in the same iteration.
+        refused = {c["skill"] for c in made if c["skill"]}
+        probes = _probes(ctx, harness, knobs, metrics, tried | refused) if proposals[0].probe is None else []
+        made += [_materialise(ctx, state, harness, p, k, metrics) for k, p in enumerate(probes, start=len(made) + 1)]
     return {"candidates": [*state.get("candidates", []), *made]}
+
+
+def probe_metrics(report_metrics: dict[str, Any], harness: Harness, knobs: HarnessKnobs) -> dict[str, Any]:
+    """What skill triggers and probes read: report metrics, context variables, settings, component evidence."""
+    from agent.policies.explore import component_variables
+
+    return {**trigger_metrics(report_metrics, harness), **knobs.variables(), **component_variables(knobs.components)}
 
 
 def settled_skills(candidates: list[CandidateInfo]) -> set[str]:
@@ -60,7 +85,38 @@ def settled_skills(candidates: list[CandidateInfo]) -> set[str]:
                 settled.add(name)
             elif cand["status"] == "reverted":
                 settled.discard(name)
+        if cand.get("learned_skill"):
+            settled.add(cand["learned_skill"])
     return settled | {name for name, n in tries.items() if n >= MAX_TRIES}
+
+
+def _knobs(ctx: Context, state: State, harness: Harness) -> HarnessKnobs:
+    from agent.knobs import harness_knobs
+    from agent.nodes.common import run_table, session_answer
+
+    rows = run_table(Path(state["version"]["run_dir"]), session_answer(state)).train
+    return harness_knobs(harness, ctx.backend, rows)
+
+
+def offline_proposals(
+    ctx: Context, harness: Harness, knobs: HarnessKnobs, metrics: dict[str, Any], tried: set[str]
+) -> list[Proposal]:
+    """The heuristic policy's proposals: the stored skills whose triggers match; when none does, probes."""
+    return _skill_proposals(ctx, harness, metrics, tried) or _probes(ctx, harness, knobs, metrics, tried)
+
+
+def probe_info(proposal: Proposal) -> dict[str, Any] | None:
+    """What a probe candidate carries (`CandidateInfo.probe`) for case memory and learning; None for a skill."""
+    p = proposal.probe
+    if p is None:
+        return None
+    return {
+        "probe_id": p.probe_id,
+        "symptom_key": p.symptom_key,
+        "symptoms": list(p.symptoms),
+        "learned_trigger": p.learned_trigger,
+        "spec": proposal.skill.model_dump(mode="json"),
+    }
 
 
 def _skill_proposals(ctx: Context, harness: Harness, metrics: dict[str, Any], tried: set[str]) -> list[Proposal]:
@@ -72,6 +128,21 @@ def _skill_proposals(ctx: Context, harness: Harness, metrics: dict[str, Any], tr
     # e.g. a reward-writing skill needs the manifest's answer protocol: never propose what cannot apply
     fitting = [m for m in matches if skill_fits(m.record.spec, harness) is None]
     return propose_from_skills(fitting, metrics, tried, ctx.max_candidates)
+
+
+def _probes(
+    ctx: Context, harness: Harness, knobs: HarnessKnobs, metrics: dict[str, Any], tried: set[str]
+) -> list[Proposal]:
+    """Exploration probes when held-out accuracy stalled and no skill matched (none otherwise)."""
+    from agent.policies.explore import case_key, propose_probes, stalled
+    from store.repository import tried_interventions
+
+    if not stalled(metrics):
+        return []
+    with ledger.db(ledger.store_url(ctx)) as db:
+        tried_before = tried_interventions(db, harness.manifest.domain)
+    blocked = {case_key(i, k): o or "" for i, k, o in tried_before}
+    return propose_probes(knobs, metrics, tried=tried, blocked=blocked, max_candidates=ctx.max_candidates)
 
 
 def _materialise(
@@ -94,6 +165,9 @@ def _materialise(
         justification=proposal.justification,
         skill=",".join(s.name for s in proposal.skills),
     )
+    probe = probe_info(proposal)
+    if probe is not None:
+        cand.info["probe"] = probe
     if not cand.committed:
         try:
             for spec in proposal.skills:

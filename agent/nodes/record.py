@@ -31,7 +31,7 @@ def record(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     candidates = [CandidateInfo(**c) for c in state.get("candidates", [])]
     mine = {c["id"]: c for c in candidates if c["iteration"] == it}
     decisions = [d for d in state.get("decisions", []) if d["candidate_id"] in mine]
-    failed = {b["candidate_id"] for b in current(state.get("backtests"), it) if b["verdict"] == "fail"}
+    failed = {b["candidate_id"]: b for b in current(state.get("backtests"), it) if b["verdict"] == "fail"}
     for cid in failed:
         mine[cid]["status"] = "backtest_failed"
     promote = state.get("gate_answer") or {}
@@ -48,7 +48,7 @@ def record(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     pilots = {p["candidate_id"]: p for p in ran if not p.get("replicate")}  # replicates never become versions
     winner = next((d for d in decisions if d["decision"] == "merge"), None)
     version = _advance(ctx, state, mine, decisions, winner, pilots)
-    _store(ctx, state, mine, decisions, winner, version)
+    _store(ctx, state, mine, decisions, winner, version, failed)
     spent = sum(p["steps"] for p in ran)
     steps_used = state.get("steps_used", 0) + spent
     failures = 0 if winner else state.get("failures_in_row", 0) + 1
@@ -147,9 +147,11 @@ def _store(
     decisions: list[DecisionInfo],
     winner: DecisionInfo | None,
     new: VersionInfo,
+    failed: dict[str, Any],
 ) -> None:
     from sqlalchemy import select
 
+    from agent.learning import learn_from_merge, probe_case, probe_fields
     from skills.repository import record_result
     from store import models, repository
     from store.types import DecisionOutcome
@@ -176,7 +178,16 @@ def _store(
                     f"{d['rationale']}",
                     signature=dict(state["report"]["metrics"]),
                     outcome=d["outcome"],
+                    **probe_fields(cand),  # an exploration probe: not retried on the same symptoms
                 )
+        for cid, bt in failed.items():
+            reasons = "; ".join(bt["reasons"]) or bt["outcome"]
+            probe_case(db, state, mine[cid], f"{candidate_name(session_id, cid)}: backtest failed: {reasons}")
+        if winner is not None and new["run_id"] != state["version"]["run_id"]:
+            cand = mine[winner["candidate_id"]]
+            learned = learn_from_merge(db, ctx, state, cand, winner, new["index"])
+            if learned:
+                cand["learned_skill"] = learned
         old = state["version"]
         if new["run_id"] != old["run_id"]:
             parent = ledger.version_for_run(db, session_id, old["run_id"])

@@ -21,6 +21,23 @@ Metrics = Mapping[str, float | int | bool | str]
 
 
 @dataclass(frozen=True)
+class ProbeInfo:
+    """What makes a proposal an exploration probe (`agent/policies/explore.py`) rather than a stored skill.
+
+    ``probe_id`` names the move (``trainer:temperature:up:m0``: knob, direction, rung of its magnitude
+    ladder); ``symptom_key`` the abnormal-symptom signature it was proposed on (case memory files its outcome
+    under both); ``symptoms`` the symptoms it addresses; ``learned_trigger`` the trigger a skill learned from
+    it gets when it merges (empty: no diagnostic signature, so nothing is learned).
+    """
+
+    probe_id: str
+    symptom_key: str
+    symptoms: tuple[str, ...]
+    score: float
+    learned_trigger: str
+
+
+@dataclass(frozen=True)
 class Proposal:
     """One intervention to try: the skill(s) to apply plus the written hypothesis and success criterion.
 
@@ -32,8 +49,9 @@ class Proposal:
     skills: tuple[SkillSpec, ...]
     hypothesis: str
     success_criterion: str
-    from_skill: bool  # False for ad-hoc score-only proposals (not stored skills)
+    from_skill: bool  # False for ad-hoc proposals (score-only ladder, exploration probes): not stored skills
     justification: str = ""
+    probe: ProbeInfo | None = None
 
     @property
     def skill(self) -> SkillSpec:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import create_engine, inspect, text, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, StatementError
 
@@ -116,7 +116,7 @@ def _rows(at: dt.datetime) -> list[m.Base]:
                 factor="reward", patch_kind="template", patch="def f(): ...", params={"k": [1, 2]},
                 expected_outcome="strict up", validation_rule="strict +2pt", applicability=["math", "code"],
                 provenance="seed", wins=2, losses=1, uses=3, created_at=at, updated_at=at,
-                last_verified_session="s1"),
+                last_verified_session="s1", origin="learned", source_candidate_id=None),
         m.Version(id=1, session_id="s1", index=0, parent_id=None, branch="evo/s1/main", commit_sha="a" * 40,
                   config_snapshot={"lr": 1e-6, "nested": {"x": None}}, diff_stat_files=2, diff_stat_insertions=10,
                   diff_stat_deletions=3, decision="keep", outcome="mixed", rationale="why", strict_score=0.5,
@@ -140,7 +140,8 @@ def _rows(at: dt.datetime) -> list[m.Base]:
         m.DiagnosticMetric(id=1, session_id="s1", name="echo_rate", source_path="/d.py", validated=True,
                            validation={"auc": 0.9}, created_at=at),
         m.Case(id=1, session_id="s1", kind="negative_evidence", domain="math", signature={"dgr": 0.6},
-               summary="s", candidate_id="s1-v0.1-x", outcome="regression", created_at=at),
+               summary="s", candidate_id="s1-v0.1-x", outcome="regression", intervention="trainer:lr:up:m0",
+               symptom_key="tiny_updates", created_at=at),
         m.SkillUse(id=1, skill_id=7, session_id="s1", candidate_id="s1-v0.1-x", matched_metrics={"dgr": 0.6},
                    result="loss", created_at=at),
         m.SearchTrace(id=1, session_id="s1", node="propose", tool="search_skills", query="q", result_summary="r",
@@ -167,11 +168,15 @@ def test_every_model_round_trips(migrated_url: str) -> None:
                 db.add(row)
                 db.flush()
             db.get_one(m.Version, 1).run_id = "r1"  # the use_alter edge of the versions/runs cycle
+            # ... and of the skills/candidates one (updated_at given: its onupdate would stamp "now")
+            db.execute(update(m.Skill).where(m.Skill.id == 7).values(source_candidate_id="s1-v0.1-x", updated_at=at))
         with session_scope(engine) as db:
             for model, values in expected:
                 loaded = _values(db.get_one(model, values["id"]))
                 if model is m.Version:
                     values = {**values, "run_id": "r1"}
+                if model is m.Skill:
+                    values = {**values, "source_candidate_id": "s1-v0.1-x"}
                 assert loaded == values, model.__tablename__
                 for key, value in loaded.items():
                     if isinstance(value, dt.datetime):

@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from trainer_backend.knobs import knob
 from trainer_backend.local.model import ModelShape
 
 
@@ -19,14 +20,85 @@ class LocalTrainerConfig(BaseModel):
     """`harness/trainer.yaml` for the local GRPO backend (paper §14 defaults, scaled to a tiny model)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    lr: float = Field(1e-4, gt=0, le=1e-1)
-    group_size: int = Field(8, ge=2, le=64)
-    prompts_per_step: int = Field(16, ge=1, le=256)
-    max_new_tokens: int = Field(48, ge=1, le=200)
-    temperature: float = Field(1.0, gt=0, le=2.0)
-    clip_low: float = Field(0.2, ge=0, lt=1)
-    clip_high: float = Field(0.28, ge=0)
-    kl_coef: float = Field(0.0, ge=0)
+    # Knobs (trainer_backend/knobs.py): the range this tiny model is meant to train in (the demo harness uses
+    # lr 1e-4, temperature 1.0, 16 new tokens for its short answers), and what moving each way does; the
+    # controller's exploration reads only these.
+    lr: float = Field(
+        1e-4,
+        gt=0,
+        le=1e-1,
+        json_schema_extra=knob(
+            safe=(2e-5, 4e-4),
+            up=((2.0, 4.0), ("bigger_steps",), "larger updates learn faster when each step barely moves the policy"),
+            down=((0.5, 0.25), ("smaller_steps",), "smaller updates stop a policy that jumps or collapses"),
+        ),
+    )
+    group_size: int = Field(
+        8,
+        ge=2,
+        le=64,
+        json_schema_extra=knob(
+            safe=(4, 16),
+            up=((2.0,), ("more_signal", "explore"), "more samples per prompt make reward variance in a group likelier"),
+        ),
+    )
+    prompts_per_step: int = Field(
+        16,
+        ge=1,
+        le=256,
+        json_schema_extra=knob(
+            safe=(8, 64),
+            up=((2.0,), ("more_signal",), "more prompts per step put more groups with variance into each update"),
+        ),
+    )
+    max_new_tokens: int = Field(
+        48,
+        ge=1,
+        le=200,
+        json_schema_extra=knob(
+            safe=(8, 200),
+            up=((1.5, 2.0), ("longer_responses",), "a longer budget lets responses reach their answer"),
+        ),
+    )
+    temperature: float = Field(
+        1.0,
+        gt=0,
+        le=2.0,
+        json_schema_extra=knob(
+            safe=(0.7, 1.2),
+            up=((1.5, 2.0), ("explore",), "hotter sampling makes the samples of a group differ, so rewards vary"),
+            down=((0.8,), ("sharpen",), "cooler sampling cuts degenerate and malformed samples"),
+        ),
+    )
+    clip_low: float = Field(
+        0.2,
+        ge=0,
+        lt=1,
+        json_schema_extra=knob(
+            safe=(0.1, 0.3),
+            up=((1.5,), ("bigger_steps",), "a wider lower clip lets an update push bad samples down further"),
+            down=((0.5,), ("smaller_steps",), "a tighter lower clip bounds each update (trust region)"),
+        ),
+    )
+    clip_high: float = Field(
+        0.28,
+        ge=0,
+        json_schema_extra=knob(
+            safe=(0.2, 0.4),
+            up=((1.25,), ("explore", "bigger_steps"), "Clip-Higher lets rare good samples gain probability"),
+            down=((0.75,), ("smaller_steps",), "a tighter upper clip bounds each update (trust region)"),
+        ),
+    )
+    kl_coef: float = Field(
+        0.0,
+        ge=0,
+        json_schema_extra=knob(
+            safe=(0.0, 0.1),
+            up=((2.0,), ("anchor", "smaller_steps"), "a KL pull toward the reference policy stops drift"),
+            down=((0.0,), ("unanchor", "bigger_steps"), "without the KL pull the policy may move away from the start"),
+            from_zero=0.01,
+        ),
+    )
     val_every: int = Field(20, ge=1)
     save_every: int = Field(10, ge=1)
     n_layers: int = Field(3, ge=1, le=12)

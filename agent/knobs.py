@@ -1,0 +1,211 @@
+"""The harness's declared knobs: what a probe may move, read from the harness and the backend's settings.
+
+A knob is something a single-factor probe (`agent/policies/explore.py`) can change:
+
+- every trainer setting its backend's config class declares a knob (`trainer_backend/knobs.py`: safe range,
+  moves, effects), with the value the harness's settings file gives it (or the class default);
+- the group filter, when the manifest declares one (its file, and whether it is a keep-everything no-op);
+- the data weights: the entries of the data-selection file's ``weights`` mapping (values of the manifest's
+  ``data.select_by`` field), when the settings name such a file;
+- the reward's components: the names the run's training rollouts carry in ``reward_components``, each with
+  how it agrees with the protected strict score on those rollouts (`ComponentEvidence`).
+
+Nothing here knows a knob by name: the policy reads these records. Adapter: reads harness files (never
+through a link, `sandboxes/worktree_files.py`) and the run's table; builds no candidate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from harness.manifest import BackendName, Harness
+from trainer_backend.knobs import KnobSpec
+
+if TYPE_CHECKING:
+    import polars as pl
+
+# Trigger variables for the harness's current settings: `setting/<key>` (a trigger reads `setting__<key>`).
+SETTING_PREFIX = "setting/"
+
+
+@dataclass(frozen=True)
+class TrainerKnob:
+    """One trainer setting a probe may move: its declaration, the file that holds it and its current value."""
+
+    spec: KnobSpec
+    file: str  # "@trainer_config" when it is the manifest's trainer config, else the harness-relative path
+    current: float
+    in_file: bool  # the key is written in the file (else the trainer uses the default; a probe op creates it)
+
+    @property
+    def in_range(self) -> bool:
+        """Return True when the current value lies in the setting's documented safe range."""
+        return self.spec.in_range(self.current)
+
+
+@dataclass(frozen=True)
+class ComponentEvidence:
+    """How one reward component behaves on the run's training rollouts.
+
+    ``strict_corr``: Pearson correlation with the strict score over rollouts that carry both (NaN when
+    either is constant); ``within_group_share``: the component's share of the reward's within-group
+    variation (mean over groups of the component's std / the reward's std, NaN without live groups).
+    """
+
+    name: str
+    strict_corr: float
+    within_group_share: float
+    mean: float
+
+
+@dataclass(frozen=True)
+class HarnessKnobs:
+    """Everything a probe may move in one harness."""
+
+    backend: str
+    trainer: tuple[TrainerKnob, ...] = ()
+    filter_file: str | None = None  # the manifest's group-filter file; None when it declares none
+    filter_noop: bool = True
+    filter_source: str = ""
+    data_file: str | None = None  # the data-selection file; None when the settings name none
+    data_weights: Mapping[str, float] = field(default_factory=dict)
+    components: tuple[ComponentEvidence, ...] = ()
+
+    def variables(self) -> dict[str, float]:
+        """Trigger variables for the current settings (``setting/<key>``), so a learned trigger can read them."""
+        return {f"{SETTING_PREFIX}{k.spec.key}": float(k.current) for k in self.trainer}
+
+
+def trainer_knobs(backend: BackendName) -> tuple[KnobSpec, ...]:
+    """The knobs the backend's settings class declares (imported lazily: the local config pulls in torch)."""
+    from trainer_backend.knobs import declared_knobs
+
+    if backend == "verl":
+        from trainer_backend.verl.config import VerlTrainerConfig
+
+        return declared_knobs(VerlTrainerConfig)
+    from trainer_backend.local.config import LocalTrainerConfig
+
+    return declared_knobs(LocalTrainerConfig)
+
+
+def harness_knobs(harness: Harness, backend: BackendName, train_rows: pl.DataFrame | None = None) -> HarnessKnobs:
+    """Read the knobs of `harness` (its files as they are in `harness.root`) for a run on `backend`.
+
+    `train_rows` are the incumbent run's training rows (its run table); without them the reward components
+    are not known and no reward probe is built.
+    """
+    from skills.context import filter_is_noop
+
+    settings_file = harness.manifest.trainer.settings(backend) or harness.manifest.trainer.config
+    settings = _yaml(harness, settings_file)
+    ref = "@trainer_config" if settings_file == harness.manifest.trainer.config else settings_file
+    trainer = []
+    for spec in trainer_knobs(backend):
+        value = settings.get(spec.key, spec.default)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            continue  # a value the settings loader would refuse: the run says so, no probe builds on it
+        trainer.append(TrainerKnob(spec=spec, file=ref, current=float(value), in_file=spec.key in settings))
+    gf = harness.group_filter
+    filter_source = _text(harness, gf.path) if gf else None
+    data_file = settings.get("data_selection") if backend == "local" else None
+    weights = _weights(harness, data_file) if isinstance(data_file, str) and data_file else {}
+    return HarnessKnobs(
+        backend=backend,
+        trainer=tuple(trainer),
+        filter_file=gf.path if gf else None,
+        filter_noop=_noop(filter_source, gf.function if gf else "filter_groups", filter_is_noop),
+        filter_source=filter_source or "",
+        data_file=data_file if weights else None,
+        data_weights=weights,
+        components=component_evidence(train_rows) if train_rows is not None else (),
+    )
+
+
+def component_evidence(rows: pl.DataFrame) -> tuple[ComponentEvidence, ...]:
+    """Per reward component of the training rows: agreement with the strict score and within-group share."""
+    import polars as pl
+
+    from diagnostics.signal import GROUP_KEYS
+    from diagnostics.table import COMPONENT_PREFIX
+
+    names = [c for c in rows.columns if c.startswith(COMPONENT_PREFIX)]
+    if not names or not rows.height:
+        return ()
+    out = []
+    by_group = (
+        rows.lazy()
+        .group_by(*GROUP_KEYS)
+        .agg(pl.col("reward").std(ddof=0).alias("__r"), *[pl.col(n).std(ddof=0).alias(n) for n in names])
+        .filter(pl.col("__r") > 1e-9)
+        .collect()
+    )
+    for name in names:
+        both = rows.select(pl.col(name), pl.col("strict_score")).drop_nulls()
+        corr = _corr(both) if both.height >= 2 else math.nan
+        share = (
+            float(by_group.select((pl.col(name).fill_null(0.0) / pl.col("__r")).mean()).item())
+            if by_group.height
+            else math.nan
+        )
+        mean = rows[name].mean()
+        out.append(
+            ComponentEvidence(
+                name=name.removeprefix(COMPONENT_PREFIX),
+                strict_corr=corr,
+                within_group_share=share,
+                mean=float(mean) if isinstance(mean, int | float) else math.nan,
+            )
+        )
+    return tuple(out)
+
+
+def _corr(both: pl.DataFrame) -> float:
+    a, b = both.to_numpy().T
+    if float(a.std()) < 1e-12 or float(b.std()) < 1e-12:
+        return math.nan
+    import numpy as np
+
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+def _noop(source: str | None, function: str, check: Any) -> bool:
+    try:
+        return bool(check(source, function))
+    except SyntaxError:
+        return False  # a filter that does not parse is not "no filter"; its run says what went wrong
+
+
+def _text(harness: Harness, rel: str) -> str | None:
+    from sandboxes import worktree_files
+    from sandboxes.git_worktree import GitWorktreeError
+
+    try:
+        return worktree_files.read_file(harness.root, rel)
+    except (FileNotFoundError, IsADirectoryError, GitWorktreeError):
+        return None  # no such file, or a link: no knob there (the candidate checks refuse links anyway)
+
+
+def _yaml(harness: Harness, rel: str) -> dict[str, Any]:
+    text = _text(harness, rel)
+    try:
+        raw = yaml.safe_load(text) if text else None
+    except yaml.YAMLError:
+        return {}
+    return raw if isinstance(raw, dict) else {}
+
+
+def _weights(harness: Harness, rel: str) -> dict[str, float]:
+    raw = _yaml(harness, rel).get("weights")
+    if not isinstance(raw, dict):
+        return {}
+    out: dict[str, float] = {}
+    for key, value in raw.items():
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
+            out[str(key)] = float(value)
+    return out

@@ -1,0 +1,180 @@
+"""Generate the exploration scenarios (issue 17): defects no seed skill targets, one per harness factor.
+
+Built like the six of `make_scenarios.py` (whose helpers this reuses): the fixed demo harness
+(`examples/arithmetic-oracle`) with exactly ONE defect injected into one editable file, and `oracle/`
+the harness with the defect fixed. No seed skill (`skills/seeds.py`) is written for any of them: they
+measure whether the controller finds fixes beyond its recipe book (`agent/policies/explore.py`).
+
+- `cold-sampling` (trainer): sampling temperature 0.3, below the local backend's documented safe range,
+  so the samples of a group are nearly identical and carry little GRPO signal;
+- `greedy-filter` (filter): a group filter that keeps only groups the policy already solves at least half
+  of the time, dropping the hard prompts' groups that carry the signal;
+- `novelty-bonus` (reward): the reward adds a "novelty" bonus (0-0.3, a stable hash of the response) that
+  has nothing to do with correctness, so it moves the samples of every group at random; the strict ranking
+  of correct above wrong is kept, so no rank-violation rule sees it;
+- `narrow-mix` (data): every training prompt comes from one difficulty level (3), so the policy never
+  practises the other learnable levels the held-out set holds.
+
+Writes, for each scenario NAME: ``benchmarks/scenarios/NAME/{defective,oracle}/`` and ``NAME/scenario.json``
+(with ``seed_skill: null``). Run: ``python benchmarks/scenarios/make_explore_scenarios.py`` (idempotent).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from types import ModuleType
+
+HERE = Path(__file__).resolve().parent
+COLD_TEMPERATURE = 0.3
+NARROW_LEVEL = 3
+NOVELTY_MAX = 0.3
+
+
+def _base() -> ModuleType:
+    """`make_scenarios.py` (the six public scenarios' generator), loaded by path: its helpers are reused."""
+    name = "evotrainer_make_scenarios"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, HERE / "make_scenarios.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses resolve annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+def cold_sampling(root: Path) -> None:
+    """Sampling temperature `COLD_TEMPERATURE`: the samples of one prompt barely differ."""
+    _base()._set_yaml(root / "harness" / "trainer.yaml", "temperature", str(COLD_TEMPERATURE), "")
+
+
+GREEDY_FILTER = '''"""Group filter, run before advantage normalisation.
+
+Keeps the groups worth learning from: groups whose rewards vary and whose mean reward is at least
+`MIN_MEAN`, i.e. prompts the policy already answers well at least half of the time.
+`state` is the trainer-kept JSON dict carried across steps (unused here).
+"""
+
+from __future__ import annotations
+
+from statistics import fmean, pstdev
+
+MIN_STD = 0.01
+MIN_MEAN = 0.5
+
+
+def filter_groups(group_rewards: list[list[float]], state: dict) -> list[bool]:
+    """Return one keep flag per group."""
+    return [len(g) > 1 and pstdev(g) >= MIN_STD and fmean(g) >= MIN_MEAN for g in group_rewards]
+'''
+
+
+def greedy_filter(root: Path) -> None:
+    """A filter that drops every live group the policy solves less than half of the time."""
+    (root / "harness" / "filters.py").write_text(GREEDY_FILTER)
+
+
+NOVELTY_REWARD = f'''"""Training reward of the arithmetic harness (verl's `compute_score` signature).
+
+Strict tagged-answer extraction (the response must end with exactly one ``<ans>N</ans>`` equal to the
+ground truth), plus a novelty bonus of up to {NOVELTY_MAX} that rewards unusual responses so exploration
+does not stall.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+
+_ANSWER = re.compile(r"<ans>(\\d+)</ans>")
+NOVELTY_MAX = {NOVELTY_MAX}
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    """Return correctness plus the novelty bonus (components `correct`, `formatted`, `novelty`)."""
+    text = solution_str.strip()
+    found = _ANSWER.findall(text)
+    formatted = len(found) == 1 and text.endswith("</ans>")
+    correct = float(formatted and int(found[0]) == int(str(ground_truth)))
+    novelty = NOVELTY_MAX * (zlib.crc32(text.encode()) % 1000) / 999
+    return {{"score": correct + novelty, "correct": correct, "formatted": float(formatted), "novelty": novelty}}
+'''
+
+
+def novelty_bonus(root: Path) -> None:
+    """A reward component unrelated to correctness that varies within every group."""
+    (root / "harness" / "reward.py").write_text(NOVELTY_REWARD)
+
+
+def narrow_mix(root: Path) -> None:
+    """Every training prompt from level `NARROW_LEVEL`."""
+    weights = {f"arithmetic/level{n}": 1.0 if n == NARROW_LEVEL else 0.0 for n in range(1, 6)}
+    (root / "harness" / "data.yaml").write_text(
+        "# Training-data selection: sampling weight per data source (difficulty level) of data/train.jsonl.\n"
+        f"weights: {{{', '.join(f'{k}: {v}' for k, v in weights.items())}}}\n"
+    )
+
+
+def scenarios() -> tuple[tuple[object, Callable[[Path], None]], ...]:
+    """(Scenario, inject) per exploration scenario; the oracle is always the fixed demo harness itself."""
+    scenario = _base().Scenario
+    return (
+        (
+            scenario(
+                "cold-sampling", "trainer",
+                f"sampling temperature {COLD_TEMPERATURE}, below the local backend's documented safe range",
+                "the samples of a group are nearly identical: little within-group diversity, dead groups",
+                "temperature: 1.0", None,
+            ),
+            cold_sampling,
+        ),
+        (
+            scenario(
+                "greedy-filter", "filter",
+                "the group filter keeps only groups with mean reward >= 0.5, dropping the hard prompts' live groups",
+                "the filter drops most groups that carry reward variance (kept-live ratio low); held-out stalls",
+                "the StdGroupFilter of the fixed harness", None,
+            ),
+            greedy_filter,
+        ),
+        (
+            scenario(
+                "novelty-bonus", "reward",
+                f"the reward adds a novelty bonus (0-{NOVELTY_MAX}, a hash of the response) unrelated to correctness",
+                "a reward component that moves rewards within every group but does not move with the strict "
+                "score; all-wrong groups get random advantages",
+                "the fixed harness's strict reward (no bonus)", None,
+            ),
+            novelty_bonus,
+        ),
+        (
+            scenario(
+                "narrow-mix", "data",
+                f"every training prompt comes from difficulty level {NARROW_LEVEL}",
+                "training reward on level 3 saturates while held-out accuracy on the other levels stalls",
+                "the fixed harness's mix over the learnable levels 2-4", None,
+            ),
+            narrow_mix,
+        ),
+    )  # fmt: skip
+
+
+def main(dest: Path = HERE) -> None:
+    """Write every exploration scenario's defective and oracle folders and its scenario.json under `dest`."""
+    base = _base()
+    for scenario, inject in scenarios():
+        folder = dest / scenario.name  # type: ignore[attr-defined]
+        base._copy_base(folder / "defective")
+        inject(folder / "defective")
+        base._copy_base(folder / "oracle")
+        (folder / "scenario.json").write_text(json.dumps(asdict(scenario), indent=2) + "\n")  # type: ignore[call-overload]
+        print(f"wrote {folder}: {scenario.defect}")  # type: ignore[attr-defined]
+
+
+if __name__ == "__main__":
+    main()

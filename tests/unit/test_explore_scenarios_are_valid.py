@@ -1,0 +1,133 @@
+"""Issue 17: the exploration scenarios are valid one-defect harnesses, one per factor, no seed skill for any.
+
+The committed folders must equal a fresh generation (`benchmarks/scenarios/make_explore_scenarios.py`);
+defective and oracle differ in one editable file of the scenario's factor; each defect does what its
+scenario says (checked on the harness code and config, without training).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from agent.knobs import harness_knobs
+from agent.nodes.propose import probe_metrics
+from agent.policies.explore import propose_probes
+from harness.calls import load_function
+from harness.manifest import load_harness
+from skills.patches import apply_skill
+from skills.seeds import SEED_SKILLS
+from trainer_backend.knobs import declared_knobs
+from trainer_backend.local.config import LocalTrainerConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIOS = ROOT / "benchmarks" / "scenarios"
+NAMES = ["cold-sampling", "greedy-filter", "narrow-mix", "novelty-bonus"]
+FILES = {"trainer": "harness/trainer.yaml", "filter": "harness/filters.py", "reward": "harness/reward.py",
+         "data": "harness/data.yaml"}  # fmt: skip
+
+
+def _generator() -> Any:
+    name = "make_explore_scenarios_under_test"
+    spec = importlib.util.spec_from_file_location(name, SCENARIOS / "make_explore_scenarios.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+def _changed(a: Path, b: Path) -> list[str]:
+    fa, fb = _files(a), _files(b)
+    return sorted(k for k in fa.keys() | fb.keys() if fa.get(k) != fb.get(k))
+
+
+def test_committed_scenarios_match_a_fresh_generation(tmp_path: Path) -> None:
+    _generator().main(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == NAMES
+    for name in NAMES:
+        assert _files(tmp_path / name) == _files(SCENARIOS / name), f"{name} is stale: rerun make_explore_scenarios.py"
+
+
+def test_one_scenario_per_factor_and_no_seed_skill_for_any() -> None:
+    metas = [json.loads((SCENARIOS / n / "scenario.json").read_text()) for n in NAMES]
+    assert sorted(m["factor"] for m in metas) == sorted(FILES)
+    assert all(m["seed_skill"] is None for m in metas)
+    seeds = {s.name for s in SEED_SKILLS}
+    assert not any(n in s or s in n for n in NAMES for s in seeds)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_scenario_is_two_valid_harnesses_differing_in_one_editable_file(name: str) -> None:
+    defective, oracle = SCENARIOS / name / "defective", SCENARIOS / name / "oracle"
+    meta = json.loads((SCENARIOS / name / "scenario.json").read_text())
+    harness = load_harness(defective)
+    load_harness(oracle)
+    changed = _changed(defective, oracle)
+    assert changed == [FILES[meta["factor"]]] and harness.is_editable(changed[0])
+    assert "DEFECT" not in (defective / changed[0]).read_text()
+    assert _files(oracle) == _files(SCENARIOS / "length-budget" / "oracle")  # the fixed demo harness itself
+
+
+def test_cold_sampling_is_out_of_range_and_its_probe_restores_the_oracle(tmp_path: Path) -> None:
+    folder = SCENARIOS / "cold-sampling"
+    knob = {k.key: k for k in declared_knobs(LocalTrainerConfig)}["temperature"]
+    bad = yaml.safe_load((folder / "defective" / "harness" / "trainer.yaml").read_text())["temperature"]
+    good = yaml.safe_load((folder / "oracle" / "harness" / "trainer.yaml").read_text())["temperature"]
+    assert not knob.in_range(bad) and knob.in_range(good)
+    work = tmp_path / "h"
+    shutil.copytree(folder / "defective", work)
+    harness = load_harness(work)
+    knobs = harness_knobs(harness, "local")
+    props = propose_probes(knobs, probe_metrics({"strict_acc_delta": 0.0}, harness, knobs), tried=(), blocked={},
+                           max_candidates=3)  # fmt: skip
+    assert props[0].probe is not None and props[0].probe.probe_id == "trainer:temperature:default"
+    apply_skill(props[0].skill, work, harness)
+    assert _changed(work, folder / "oracle") == []
+
+
+def test_greedy_filter_drops_live_groups_the_oracle_keeps() -> None:
+    groups = [[0.0, 0.0, 1.0, 0.0], [1.0, 1.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]]
+    bad = load_function(SCENARIOS / "greedy-filter" / "defective", load_harness(SCENARIOS / "greedy-filter" /
+                                                                               "defective").group_filter)  # type: ignore[arg-type]  # fmt: skip
+    good = load_function(SCENARIOS / "greedy-filter" / "oracle", load_harness(SCENARIOS / "greedy-filter" /
+                                                                             "oracle").group_filter)  # type: ignore[arg-type]  # fmt: skip
+    assert bad(groups, {}) == [False, True, False]
+    assert good(groups, {}) == [True, True, False]
+
+
+def test_novelty_bonus_moves_rewards_at_random_but_keeps_correct_above_wrong() -> None:
+    folder = SCENARIOS / "novelty-bonus"
+    bad = load_function(folder / "defective", load_harness(folder / "defective").reward)
+    good = load_function(folder / "oracle", load_harness(folder / "oracle").reward)
+    wrong = [f"{a}+{b}={a + b}<ans>{a + b}</ans>" for a in range(3, 9) for b in range(2, 6)]  # truth: 99
+    scores = [bad("arithmetic/level2", r, "99") for r in wrong]
+    assert len({s["score"] for s in scores}) > 10 and all(s["correct"] == 0 for s in scores)
+    assert max(s["score"] for s in scores) <= 0.3 < 1.0 <= bad("arithmetic/level2", "3+4=7<ans>7</ans>", "7")["score"]
+    assert all(abs(s["score"] - s["novelty"]) < 1e-12 for s in scores)
+    assert "novelty" not in good("arithmetic/level2", wrong[0], "99")
+
+
+def test_narrow_mix_trains_on_one_level_only() -> None:
+    def weights(form: str) -> dict[str, float]:
+        raw = yaml.safe_load((SCENARIOS / "narrow-mix" / form / "harness" / "data.yaml").read_text())
+        return {k: float(v) for k, v in raw["weights"].items()}
+
+    bad, good = weights("defective"), weights("oracle")
+    assert [k for k, w in bad.items() if w > 0] == ["arithmetic/level3"]
+    assert sum(1 for w in good.values() if w > 0) >= 3
