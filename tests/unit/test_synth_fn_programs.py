@@ -48,6 +48,18 @@ HOSTILE = [
     "eval('1')",
     "open('/eval/strict.py').read()",
     "x" * 5000,  # too long
+    "().__class__.__bases__[0].__subclasses__()",  # dunder walks: no attributes, no tuples
+    "x.__class__",
+    "__builtins__",
+    "globals()",
+    "lambda: 1",
+    "[y for y in range(10**9)]",  # comprehensions do not parse
+    "while True: pass",  # statements do not parse
+    "x;import os",
+    "x if x else 1",
+    "\u0663*x",  # a non-ASCII digit
+    "x" + "[0]" * 60,  # an integer is not indexable
+    "+".join(["x"] * 99),  # a long flat chain: fine, but wrong
     "",
     "\x00\n\t",
 ]
