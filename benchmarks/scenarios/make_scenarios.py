@@ -7,6 +7,10 @@ written here (a format gate with false negatives, destabilising optimiser settin
 leak). Defective files carry neutral comments: the controller (heuristic or LLM) must find the defect from
 evidence, not from a `DEFECT:` note.
 
+The program-synthesis scenarios (`synth-*`, issue #14) follow the same rule on the second domain: the base
+is the fixed `examples/synth-fn-oracle`, and each defect is taken from the defective `examples/synth-fn`
+(its reward's test selection, step limit and character gate; its `max_new_tokens`).
+
 Writes, for each scenario NAME::
 
     benchmarks/scenarios/NAME/defective/   complete harness folder (evotrainer.yaml, data/, eval/, harness/)
@@ -267,17 +271,149 @@ def _copy_base(dest: Path) -> None:
     manifest.write_text(_sub_once(r"^name:.*$", "name: arithmetic", manifest.read_text(), str(manifest)))
 
 
+# --- program-synthesis scenarios (issue #14): the fixed synth-fn harness, one defect each ------------------
+#
+# Base: `examples/synth-fn-oracle`. The defects are taken from the defective demo `examples/synth-fn` (its
+# reward holds three of them, its trainer config the fourth), so a change there flows into the scenarios.
+
+SYNTH_DEMO = ROOT / "examples" / "synth-fn"
+SYNTH_ORACLE = ROOT / "examples" / "synth-fn-oracle"
+SYNTH_REWARD_DOC = (
+    "It is run on the problem's test cases and scored by the share it passes: the continuous pass ratio of\n"
+    "the paper's coding domain. A program that does not parse, or the wrong type of answer, passes nothing.\n"
+)
+
+
+def _synth_copy_base(dest: Path) -> None:
+    """Copy the fixed synth-fn harness (no README), with a reward docstring that reads the same in both forms."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(SYNTH_ORACLE, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".git", "README.md"))
+    reward = dest / "harness" / "reward.py"
+    text = reward.read_text().replace(", fixed form.", ".", 1)
+    reward.write_text(_sub_once(r"^It is run on every test case(?:.|\n)*?passes nothing\.\n", SYNTH_REWARD_DOC, text, str(reward)))
+    manifest = dest / "evotrainer.yaml"
+    manifest.write_text(_sub_once(r"^name:.*$", "name: synth-fn", manifest.read_text(), str(manifest)))
+
+
+def _synth_demo_piece(pattern: str) -> str:
+    """The text of the defective demo's reward that `pattern` matches (exactly once)."""
+    found = re.findall(pattern, (SYNTH_DEMO / "harness" / "reward.py").read_text(), flags=re.MULTILINE)
+    if len(found) != 1:
+        raise SystemExit(f"{SYNTH_DEMO}/harness/reward.py: {pattern!r} matched {len(found)} times; update {__file__}")
+    return str(found[0])
+
+
+_SYNTH_TEST_CASES = r"^def test_cases\(.*\n(?:    .*\n|\n(?=    ))*"
+_SYNTH_GATE_DEF = r"^_SAFE = .*\n"
+_SYNTH_GATE_CHECK = r"^    if not _SAFE\.fullmatch.*\n        return .*\n"
+
+
+def _synth_reward(root: Path, pattern: str, piece: str) -> None:
+    path = root / "harness" / "reward.py"
+    path.write_text(_sub_once(pattern, piece.replace("\\", "\\\\"), path.read_text(), str(path)))
+
+
+def synth_shown_tests(root: Path) -> None:
+    """The demo's test selection: the reward runs the examples the prompt shows, not the hidden test cases."""
+    _synth_reward(root, _SYNTH_TEST_CASES, _synth_demo_piece(_SYNTH_TEST_CASES))
+
+
+def synth_test_timeout(root: Path) -> None:
+    """The demo's per-test step limit: correct programs that loop (`sum(range(x+1))`) run out of steps."""
+    _synth_reward(root, r"^STEP_LIMIT = .*$", _synth_demo_piece(r"^STEP_LIMIT = .*$"))
+
+
+def synth_format_gate(root: Path) -> None:
+    """The demo's safety gate: only plain arithmetic in x is run, so `%`, calls and subscripts score 0."""
+    gate = _synth_demo_piece(_SYNTH_GATE_DEF)
+    _synth_reward(root, r"^# --- end of the interpreter ---\n", f"# --- end of the interpreter ---\n\n{gate}")
+    check = _synth_demo_piece(_SYNTH_GATE_CHECK)
+    _synth_reward(root, r"^    tests = test_cases\(.*\n", f"    tests = test_cases(ground_truth, extra_info or {{}})\n{check}")
+
+
+def synth_length_budget(root: Path) -> None:
+    """The demo's generation budget: too short for the loop family's programs."""
+    budget = re.search(r"^max_new_tokens:\s*([^#\n]+)", (SYNTH_DEMO / "harness" / "trainer.yaml").read_text(), re.M)
+    if budget is None:
+        raise SystemExit(f"{SYNTH_DEMO}/harness/trainer.yaml: no 'max_new_tokens:' line; update {__file__}")
+    _set_yaml(root / "harness" / "trainer.yaml", "max_new_tokens", budget.group(1).strip(), "")
+
+
+SYNTH_SCENARIOS: tuple[tuple[Scenario, Callable[[Path], None], Callable[[Path], None] | None], ...] = (
+    (
+        Scenario(
+            "synth-shown-tests", "reward",
+            "the reward runs each program on the examples the prompt shows instead of the problem's hidden test "
+            "cases, so a program that hard-codes the examples (a lookup table) earns full reward",
+            "training reward rises while strict held-out accuracy falls: strict-wrong programs paid like correct "
+            "ones (rewarded_wrong_rate critical, reward_hacking), hard-coded lookups ([4,5,6,4,5,6][x]) take over "
+            "the mod and loop families",
+            "run the hidden test cases of the ground truth (examples/synth-fn-oracle/harness/reward.py)",
+            None,
+        ),
+        synth_shown_tests, None,
+    ),
+    (
+        Scenario(
+            "synth-test-timeout", "reward",
+            "the per-test step limit (12 interpreter steps) is below what a correct running sum "
+            "(sum(range(x+1))*A+B, about x + 10 steps) needs on the hidden inputs 6-40",
+            "every correct loop-family program times out (reward component timeouts > 0, unrewarded_correct_rate "
+            "above 0.05, the loop source's groups all dead) while the affine and mod families learn",
+            "STEP_LIMIT 2000 (the strict evaluator allows 10000)",
+            None,
+        ),
+        synth_test_timeout, None,
+    ),
+    (
+        Scenario(
+            "synth-format-gate", "reward",
+            "a safety check runs only programs of plain arithmetic characters (digits, x, + - * /), so every "
+            "program with %, a call or a subscript scores 0 before it runs",
+            "correct mod and loop programs are paid 0 (unrewarded_correct_rate critical, reward component parsed "
+            "0 on those sources), their groups are dead, and only the affine family learns",
+            "no character gate: the restricted interpreter is the guard (examples/synth-fn-oracle/harness/reward.py)",
+            None,
+        ),
+        synth_format_gate, None,
+    ),
+    (
+        Scenario(
+            "synth-length-budget", "trainer",
+            "max_new_tokens 10 cuts every correct loop-family program (12-13 tokens with EOS) and every hard-coded "
+            "lookup",
+            "high truncation rate; truncated programs never parse, so the loop family earns nothing",
+            "max_new_tokens: 40", "raise-length-budget",
+        ),
+        synth_length_budget, None,
+    ),
+)  # fmt: skip
+
+
+def _write_scenario(
+    dest: Path,
+    scenario: Scenario,
+    copy_base: Callable[[Path], None],
+    inject: Callable[[Path], None],
+    fix: Callable[[Path], None] | None,
+) -> None:
+    folder = dest / scenario.name
+    copy_base(folder / "defective")
+    inject(folder / "defective")
+    copy_base(folder / "oracle")
+    if fix is not None:
+        fix(folder / "oracle")
+    (folder / "scenario.json").write_text(json.dumps(asdict(scenario), indent=2) + "\n")
+    print(f"wrote {folder}: {scenario.defect}")
+
+
 def main(dest: Path = HERE) -> None:
     """Write every scenario's defective and oracle harness folders and its scenario.json under `dest`."""
     for scenario, inject, fix in SCENARIOS:
-        folder = dest / scenario.name
-        _copy_base(folder / "defective")
-        inject(folder / "defective")
-        _copy_base(folder / "oracle")
-        if fix is not None:
-            fix(folder / "oracle")
-        (folder / "scenario.json").write_text(json.dumps(asdict(scenario), indent=2) + "\n")
-        print(f"wrote {folder}: {scenario.defect}")
+        _write_scenario(dest, scenario, _copy_base, inject, fix)
+    for scenario, inject, fix in SYNTH_SCENARIOS:
+        _write_scenario(dest, scenario, _synth_copy_base, inject, fix)
 
 
 if __name__ == "__main__":
