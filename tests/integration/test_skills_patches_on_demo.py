@@ -138,12 +138,25 @@ def test_context_flags_the_demo_defects() -> None:
     ctx = trigger_context(
         "math", (DEMO / "harness/reward.py").read_text(), (DEMO / "harness/filters.py").read_text(), [0.0, 0.1, 1.0]
     )
-    assert ctx == {"domain": "math", "candidate_reward_length_term": 1, "filter_present": 0, "reward_discrete": 1}
+    assert ctx == {
+        "domain": "math",
+        "candidate_reward_length_term": 1,
+        "filter_present": 0,
+        "reward_discrete": 1,
+        "candidate_reward_action_count_term": 0,  # the demo's reward pays no tool calls
+        "filter_drops_marked": 0,  # nor does its filter read trajectory marks
+    }
     assert length_terms((DEMO / "harness/reward.py").read_text()) == ["0.1 * len(numbers)"]
     oracle = trigger_context(
         "math", (ORACLE / "harness/reward.py").read_text(), (ORACLE / "harness/filters.py").read_text()
     )
-    assert oracle == {"domain": "math", "candidate_reward_length_term": 0, "filter_present": 1}
+    assert oracle == {
+        "domain": "math",
+        "candidate_reward_length_term": 0,
+        "filter_present": 1,
+        "candidate_reward_action_count_term": 0,
+        "filter_drops_marked": 0,
+    }
 
 
 def test_guard_and_off_surface_templates_are_refused_before_writing(cand) -> None:  # type: ignore[no-untyped-def]
