@@ -57,7 +57,8 @@ HOSTILE = {
         "call",
     ),
     "returns_an_object": (
-        "class E:\n    def call(self, tool, arguments):\n        return object()\n\ndef make_env(row):\n    return E()\n",
+        "class E:\n    def call(self, tool, arguments):\n        return object()\n\n"
+        "def make_env(row):\n    return E()\n",
         "call",
     ),
     "exits": (
