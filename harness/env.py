@@ -25,11 +25,14 @@ the trainer masks them out of the loss (a trainer setting, so that training on t
 
 The environment object, written by the harness author::
 
-    def make_env(row: dict) -> Env           # one per episode; row = the training/held-out data row
+    def make_env(row: dict) -> Env           # one per episode; row = the data row without its ground_truth
     class Env:
         def call(self, tool: str, arguments: dict) -> str | dict
             # the tool's result: text, or {"result": str, "success": bool, "done": bool}; a call the policy
             # got wrong is `success: False` (the episode goes on); raising is a bug of the candidate
+
+`make_env` never gets the row's ``ground_truth``: the environment is candidate code that shapes what the
+policy reads, and on held-out rows the answer the judge compares with must not reach it.
 
 `call` gets the arguments as a JSON object: for `call_pattern`'s text, the arguments group is read as a
 JSON object when it is one, else given to the tool's only declared parameter (``{"key": "k3"}`` for

@@ -1,4 +1,9 @@
-"""Sandbox worker: imports the harness's reward/filter code and answers framed requests (stdlib + numpy).
+"""Sandbox worker: imports the harness's reward/filter/environment code and answers framed requests.
+
+Stdlib + numpy only. Ops: ``rewards``, ``filter`` and, for an agentic harness, ``open`` (one environment per
+data row, ``make_env(row)``), ``env_calls`` (one batch of ``env.call(tool, arguments)``, each in its episode's
+environment) and ``close`` (forget episodes). The environment objects live here, in the sandbox, for the
+whole run; the trusted side only ever sees their JSON results.
 
 Runs inside the sandbox container (baked into the image at /opt/evotrainer/worker.py, Debian's python3)
 or, in the weaker process fallback, as a child process of the trusted side. It is not imported by the
@@ -21,6 +26,11 @@ from typing import Any
 MAGIC = b"EVO1"
 _LEN = struct.Struct(">I")
 MAX_REQUEST_BYTES = 256 * 1024 * 1024
+# Must equal harness.env.MAX_RESULT_CHARS (the worker imports nothing from the trusted side): a tool result
+# longer than this is cut here to one character over, so the trusted side cuts and marks it exactly as it
+# does in-process, and a flooding environment costs neither the channel nor the trainer's memory.
+MAX_RESULT_CHARS = 2000
+MAX_EPISODES = 100_000  # environments alive at once; more is a runaway caller, refused
 
 
 def _read_exact(fd: int, n: int) -> bytes | None:
@@ -47,6 +57,8 @@ class Worker:
     def __init__(self, harness_root: str) -> None:
         self.root = os.path.realpath(harness_root)
         self.functions: dict[str, tuple[Any, str]] = {}
+        self.episodes: dict[int, Any] = {}
+        self.next_episode = 0
 
     def load(self, role: str, entry: str) -> dict[str, str] | None:
         rel, _, name = entry.partition(":")
@@ -109,6 +121,56 @@ class Worker:
             return {"ok": False, "error": self.error(exc, rel, "call")}
         return {"ok": True, "keep": keep, "state": state, "_path": rel}
 
+    def open(self, rows: list[Any]) -> dict[str, Any]:
+        """Make one environment per row; answer their episode ids."""
+        if "env" not in self.functions:
+            return {"ok": False, "error": {"kind": "config", "type": "ValueError", "message": "no env loaded"}}
+        if len(self.episodes) + len(rows) > MAX_EPISODES:
+            message = f"more than {MAX_EPISODES} live episodes"
+            return {"ok": False, "error": {"kind": "protocol", "type": "ValueError", "message": message}}
+        fn, rel = self.functions["env"]
+        ids = []
+        for row in rows:
+            try:
+                env = fn(row)
+            except BaseException as exc:
+                return {"ok": False, "error": self.error(exc, rel, "call")}
+            self.next_episode += 1
+            self.episodes[self.next_episode] = env
+            ids.append(self.next_episode)
+        return {"ok": True, "episodes": ids, "_path": rel}
+
+    def env_calls(self, calls: list[Any]) -> dict[str, Any]:
+        """Run `[episode, tool, arguments]` calls; answer each result (long texts cut, see MAX_RESULT_CHARS)."""
+        if "env" not in self.functions:
+            return {"ok": False, "error": {"kind": "config", "type": "ValueError", "message": "no env loaded"}}
+        rel = self.functions["env"][1]
+        values = []
+        for episode, tool, arguments in calls:
+            env = self.episodes.get(episode)
+            if env is None:
+                message = f"episode {episode} is not open"
+                return {"ok": False, "error": {"kind": "protocol", "type": "KeyError", "message": message}}
+            try:
+                values.append(_cut(env.call(tool, arguments)))
+            except BaseException as exc:
+                return {"ok": False, "error": self.error(exc, rel, "call")}
+        return {"ok": True, "values": values, "_path": rel}
+
+    def close(self, episodes: list[Any]) -> dict[str, Any]:
+        for episode in episodes:
+            self.episodes.pop(episode, None)
+        return {"ok": True}
+
+
+def _cut(value: Any) -> Any:
+    """A result text (or a result dict's text) cut to MAX_RESULT_CHARS + 1 characters; anything else as is."""
+    if isinstance(value, str):
+        return str.__str__(value)[: MAX_RESULT_CHARS + 1]
+    if type(value) is dict and isinstance(value.get("result"), str):
+        return {**value, "result": str.__str__(value["result"])[: MAX_RESULT_CHARS + 1]}
+    return value
+
 
 def main() -> int:
     chan_in = os.dup(0)
@@ -136,6 +198,8 @@ def main() -> int:
     error = worker.load("reward", init["reward"])
     if error is None and init.get("filter"):
         error = worker.load("filter", init["filter"])
+    if error is None and init.get("env"):
+        error = worker.load("env", init["env"])
     send(token, {"ok": error is None, "error": error, "python": sys.version.split()[0]})
     while True:
         header = _read_exact(chan_in, 4)
@@ -152,6 +216,12 @@ def main() -> int:
             response = worker.rewards(request["batch"])
         elif request["op"] == "filter":
             response = worker.filter(request["group_rewards"], request["state"])
+        elif request["op"] == "open":
+            response = worker.open(request["rows"])
+        elif request["op"] == "env_calls":
+            response = worker.env_calls(request["calls"])
+        elif request["op"] == "close":
+            response = worker.close(request["episodes"])
         else:
             response = {"ok": False, "error": {"kind": "protocol", "type": "ValueError", "message": request["op"]}}
         response["id"] = request["id"]

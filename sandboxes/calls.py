@@ -1,4 +1,4 @@
-"""Pick how candidate harness code is called for a sandbox mode: in-process, or in a sandbox worker."""
+"""Pick how candidate harness code (reward, filter, environment) is called: in-process, or in a sandbox worker."""
 
 from __future__ import annotations
 
@@ -18,7 +18,15 @@ def open_calls(harness: Harness, mode: str) -> HarnessCalls:
         from sandboxes.worker import SandboxCalls  # lazy: the sandbox adapter pulls in docker
 
         filter_entry = None if harness.group_filter is None else str(harness.group_filter)
+        env_entry = None if harness.env is None else str(harness.env)
         # Protected paths (strict evaluator, held-out data, manifest) stay out of the sandbox's copy.
         exclude = tuple(harness.manifest.surface.protected)
-        return SandboxCalls(harness.root, str(harness.reward), filter_entry, mode, exclude=exclude)  # type: ignore[arg-type]
+        return SandboxCalls(
+            harness.root,
+            str(harness.reward),
+            filter_entry,
+            mode,  # type: ignore[arg-type]
+            exclude=exclude,
+            env_entry=env_entry,
+        )
     raise ValueError(f"unknown sandbox mode {mode!r}; use none, docker or process")

@@ -1,4 +1,4 @@
-"""Call harness code (reward, group filter) inside one long-lived sandbox, and run analysis scripts.
+"""Call harness code (reward, group filter, environment) inside one long-lived sandbox; run analysis scripts.
 
 `SandboxCalls` starts ONE container per instance (a world-readable snapshot of the harness folder, minus
 `exclude`, mounted read-only at /harness; limits from `SandboxConfig`) running the baked-in worker
@@ -7,6 +7,13 @@ length-prefixed JSON frames on stdin; responses are frames on the worker's priva
 `MAGIC + session token + length + JSON`. Candidate prints go to stderr (shown to humans, capped), never to
 the channel; bytes on the channel that are not a frame of this session
 raise `CandidateCodeError(SPOOF_DETECTED)`. Any failure kills the container; the next call starts a new one.
+
+An agentic harness's environments (`harness/env.py`) live in the same worker: `open_episodes` makes one per
+data row, `env_calls` runs one turn's calls of every live episode in ONE request (the per-call timeout is
+per turn), `close_episodes` forgets them. Results are checked like rewards: a frame that is not this
+session's, answers of the wrong count, an episode id the worker did not hand out, or a result the worker
+could not serialise fail the candidate; tool results are cut to `harness.env.MAX_RESULT_CHARS` inside the
+worker, so a flooding environment never floods the channel.
 
 `mode="process"` runs the same worker as a child process (`sandboxes/process.py`: weaker isolation, and
 every error message says so); `mode="auto"` uses Docker when an engine is reachable, else the process.
@@ -29,6 +36,7 @@ from types import TracebackType
 from typing import Any, Literal, NoReturn
 
 from harness.calls import validate_filter_state
+from harness.env import MAX_RESULT_CHARS
 from harness.failures import CandidateCodeError, InfraError, Outcome
 from sandboxes.docker import (
     SandboxConfig,
@@ -180,9 +188,11 @@ class SandboxCalls:
         harness_root: the harness folder (mounted read-only; entry paths are relative to it).
         reward_entry: `path.py:function` of the reward (`compute_score` contract).
         filter_entry: `path.py:function` of the group filter, if any.
+        env_entry: `path.py:function` making one episode's environment (`make_env`), agentic harnesses only.
         mode: "docker", "process" (weaker isolation) or "auto".
         config: container limits (memory, CPU, pids, scratch).
-        call_timeout_s: wall-clock limit per call (one batch of rewards, one filter call).
+        call_timeout_s: wall-clock limit per call (one batch of rewards, one filter call, one turn of
+            environment calls across the live episodes).
         exclude: harness-relative paths kept out of the sandbox's snapshot (pass the protected surface:
             held-out data and the strict evaluator are no business of a reward). Docker mode only.
     """
@@ -198,11 +208,13 @@ class SandboxCalls:
         call_timeout_s: float = 30.0,
         client: Any = None,
         exclude: tuple[str, ...] = (),
+        env_entry: str | None = None,
     ) -> None:
         self.harness_root = Path(harness_root).resolve()
         if not self.harness_root.is_dir():
             raise ValueError(f"harness_root {self.harness_root} is not a directory")
-        self.reward_entry, self.filter_entry = reward_entry, filter_entry
+        self.reward_entry, self.filter_entry, self.env_entry = reward_entry, filter_entry, env_entry
+        self._episodes: set[int] = set()  # the ids the current worker handed out
         self.mode, self._client = resolve_mode(mode, client)
         self.weaker_isolation = self.mode == "process"
         self.config = config or SandboxConfig()
@@ -239,23 +251,78 @@ class SandboxCalls:
             "harness_root": root,
             "reward": self.reward_entry,
             "filter": self.filter_entry,
+            "env": self.env_entry,
         }
         self._exchange(init, import_path, STARTUP_TIMEOUT_S + self.call_timeout_s, expect_id=None)
 
     def open_episodes(self, rows: list[dict[str, Any]]) -> list[int]:
-        """Agentic environments in the sandbox (issue 15). TODO(agentic): worker ops; this raises until then."""
-        raise NotImplementedError("sandboxed agentic environments are not wired yet (issue 15)")
+        """Make one environment per data row inside the sandbox (`make_env(row)`); return their episode ids.
+
+        Raises:
+            ValueError: the harness declares no environment (a bug of the caller).
+            CandidateCodeError: `make_env` raised, hung or answered something else than fresh ids.
+        """
+        path = self._env_path()
+        if not rows:
+            return []
+        if self._channel is None:
+            self._episodes.clear()  # a fresh worker holds no environment
+        response = self._call({"op": "open", "rows": rows}, path)
+        ids = response.get("episodes")
+        if (
+            not isinstance(ids, list)
+            or len(ids) != len(rows)
+            or not all(type(i) is int for i in ids)
+            or len(set(ids)) != len(ids)
+            or self._episodes.intersection(ids)
+        ):
+            got = type(ids).__name__
+            self._fail(Outcome.SPOOF_DETECTED, f"worker answered {got} for {len(rows)} new episodes", path)
+        self._episodes.update(ids)
+        return list(ids)
 
     def env_calls(self, calls: list[tuple[int, str, dict[str, Any]]]) -> list[object]:
-        """See `open_episodes`."""
-        raise NotImplementedError("sandboxed agentic environments are not wired yet (issue 15)")
+        """Run one turn's `(episode, tool, arguments)` calls in ONE request; return each raw result.
+
+        Results are JSON round-tripped and unvalidated (`harness.env.validate_env_result` checks them);
+        result texts come back cut to at most `MAX_RESULT_CHARS` + 1 characters.
+
+        Raises:
+            ValueError: an episode this object never opened (a bug of the caller).
+            CandidateCodeError: `env.call` raised, hung (TIMEOUT), or the answer is not one value per call.
+        """
+        path = self._env_path()
+        if not calls:
+            return []
+        unknown = sorted({episode for episode, _, _ in calls} - self._episodes)
+        if unknown:
+            raise ValueError(f"env_calls for episodes that are not open: {unknown[:5]}")
+        response = self._call({"op": "env_calls", "calls": [list(c) for c in calls]}, path)
+        values = response.get("values")
+        if not isinstance(values, list) or len(values) != len(calls):
+            self._fail(Outcome.SPOOF_DETECTED, f"worker returned {type(values).__name__} for {len(calls)} calls", path)
+        for value in values:
+            text = value.get("result") if isinstance(value, dict) else value
+            if isinstance(text, str) and len(text) > MAX_RESULT_CHARS + 1:
+                self._fail(Outcome.SPOOF_DETECTED, "worker returned a result longer than it may", path)
+        return values
 
     def close_episodes(self, episodes: list[int]) -> None:
-        """See `open_episodes`."""
-        raise NotImplementedError("sandboxed agentic environments are not wired yet (issue 15)")
+        """Forget these episodes' environments in the worker (a no-op once the worker is gone)."""
+        path = self._env_path()
+        live = [e for e in episodes if e in self._episodes]
+        self._episodes.difference_update(live)
+        if live and self._channel is not None:
+            self._call({"op": "close", "episodes": live}, path)
+
+    def _env_path(self) -> str:
+        if self.env_entry is None:
+            raise ValueError("this harness declares no env: it has no episodes")
+        return self.env_entry.partition(":")[0]
 
     def close(self) -> None:
         """Kill and remove the sandbox (idempotent)."""
+        self._episodes.clear()
         if self._channel is not None:
             channel, self._channel = self._channel, None
             channel.kill()

@@ -132,6 +132,26 @@ def _pid_in(fd: int) -> int | None:
     return int(text) if text.isdigit() else None
 
 
+_LOCK_FDS: list[int] = []  # the folder lock this process holds until it exits
+
+
+def hold_folder_lock(out_dir: Path) -> bool:
+    """Take the run folder's trainer lock for this process's lifetime (see the module docstring).
+
+    A trainer the backend launched inherits the lock; one started by a Ray job takes it here. False when
+    another live trainer holds it."""
+    fd = os.open(out_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return False
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    _LOCK_FDS.append(fd)
+    return True
+
+
 def _lock_held(out_dir: Path) -> bool | None:
     """True while a trainer holds the folder's lock; None for a folder without one (launched before locks)."""
     try:

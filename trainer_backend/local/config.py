@@ -106,6 +106,12 @@ class LocalTrainerConfig(BaseModel):
     warmstart_steps: int = Field(1000, ge=0)
     warmstart_data: str = "data/warmstart.jsonl"
     data_selection: str | None = "harness/data.yaml"
+    # Agentic harnesses only (an `env:` in the manifest; single-turn runs never read these): turns per
+    # episode, the token budget of one turn (cut there: stop reason `length`), and whether observation
+    # tokens are masked out of the loss (false trains on tool results, a realistic defect).
+    max_turns: int = Field(4, ge=1, le=32)
+    max_turn_tokens: int = Field(32, ge=1, le=200)
+    mask_observations: bool = True
 
     @model_validator(mode="after")
     def _heads_fit(self) -> LocalTrainerConfig:

@@ -86,6 +86,18 @@ class CharTokenizer:
             index += len(piece)
         return ids
 
+    def encode_known(self, text: str) -> list[int]:
+        """Return the ids of `text`, dropping characters outside the vocabulary.
+
+        For text the harness does not control ahead of time (an environment's tool results): the policy
+        sees what its vocabulary can hold, and the episode goes on.
+        """
+        return [i for i in (self._ids.get(p) for p in _pieces(text, self.specials)) if i is not None]
+
+    def id_of(self, token: str) -> int | None:
+        """The id of one token (a special token or a single character), None when it is not in the vocabulary."""
+        return self._ids.get(token)
+
     def decode(self, ids: list[int]) -> str:
         """Return the text of `ids`, dropping PAD/BOS and stopping at the first EOS."""
         out: list[str] = []

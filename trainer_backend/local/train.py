@@ -4,11 +4,12 @@ Usage: ``python -m trainer_backend.local.train --spec <out_dir>/spec.json [--res
 
 Reads the run spec, the harness manifest and ``harness/trainer.yaml``; warm-starts (cached) or loads
 ``spec.init_checkpoint``; then per step: sample prompts (``harness/data.yaml`` weights over the manifest's
-``data.select_by`` field), sample
-``group_size`` responses each with a KV cache, score them through the harness calls (reward contract
-checked), apply the harness group filter *before* advantage normalisation (filtered groups get no
-gradient), compute group advantages, take PPO-style clipped updates, log verl-named metrics. Validation
-(greedy, whole held-out set, protected strict evaluator imported here, trusted) runs at step 0, every
+``data.select_by`` field), sample ``group_size`` responses each with a KV cache (an agentic harness:
+``group_size`` multi-turn episodes, `trainer_backend/local/episodes.py`, one advantage per trajectory,
+observation tokens masked), score them through the harness calls (reward contract checked), apply the
+harness group filter *before* advantage normalisation (filtered groups get no gradient), compute group
+advantages, take PPO-style clipped updates, log verl-named metrics. Validation (greedy, whole held-out
+set, protected strict evaluator imported here, trusted) runs at step 0, every
 ``val_every`` steps and at the end. ``summary.json`` is written last, also for classified failures.
 """
 
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import fcntl
 import hashlib
 import json
 import os
@@ -35,10 +35,11 @@ from harness.failures import CandidateCodeError, Outcome
 from harness.manifest import Harness, HarnessError, load_harness
 from sandboxes.calls import open_calls
 from trainer_backend.base import CONFIG_FILE, METRICS_FILE, RunSpec
-from trainer_backend.local import LOCK_FILE, grpo
+from trainer_backend.local import LOCK_FILE, grpo, hold_folder_lock
 from trainer_backend.local import artifacts as art
+from trainer_backend.local import episodes as ep
 from trainer_backend.local.config import LocalTrainerConfig, load_data_weights, load_trainer_config
-from trainer_backend.local.model import CharTokenizer, build_model, generate, left_pad
+from trainer_backend.local.model import CharTokenizer, build_model
 from trainer_backend.local.vocab import VocabularyError, tokenizer_for
 from trainer_backend.local.warmstart import warm_start
 
@@ -54,9 +55,18 @@ def log(msg: str) -> None:
 
 
 def score_batch(
-    calls: Any, strict: Any, harness: Harness, rows: list[dict[str, Any]], texts: list[str], split: str
+    calls: Any,
+    strict: Any,
+    harness: Harness,
+    rows: list[dict[str, Any]],
+    texts: list[str],
+    split: str,
+    extras: list[dict[str, Any]] | None = None,
 ) -> tuple[list[float], list[dict[str, float]], list[float]]:
-    """Return rewards `[N]`, reward components per sample and strict scores `[N]` for decoded responses."""
+    """Return rewards `[N]`, reward components per sample and strict scores `[N]` for decoded responses.
+
+    `extras` (agentic: each trajectory's ``turns``, ``num_turns``, ``tool_calls``) join the reward's extra_info.
+    """
     batch = [
         {
             "data_source": r["data_source"],
@@ -66,9 +76,10 @@ def score_batch(
                 **{k: v for k, v in r.items() if k not in ROW_FIELDS},
                 "split": split,
                 "prompt_id": r["prompt_id"],
+                **(extras[i] if extras is not None else {}),
             },
         }
-        for r, t in zip(rows, texts, strict=True)
+        for i, (r, t) in enumerate(zip(rows, texts, strict=True))
     ]
     checked = [
         validate_reward(v, str(harness.reward), harness.manifest.reward_range) for v in calls.compute_rewards(batch)
@@ -149,26 +160,21 @@ def validate(
     training temperature (the paper's Avg@k protocol), drawn with a fixed seed so every validation of a run
     sees the same random stream.
     """
-    prompts = [[tok.bos_id, *tok.encode(r["prompt"])] for r in val_rows]
-    resp, mask, finished = generate(model, prompts, cfg.max_new_tokens, tok.eos_id, tok.pad_id, 0.0, None)
-    texts = [tok.decode(x.tolist()) for x in resp]
-    rewards, comps, strict_scores = score_batch(calls, strict, harness, val_rows, texts, "val")
+    episodes = ep.settings_for(harness, tok, cfg)
+    greedy = ep.sample(model, tok, episodes, calls, val_rows, cfg.max_new_tokens, 0.0, None)
+    texts, mask, finished = greedy.texts, greedy.resp_mask, greedy.finished
+    rewards, comps, strict_scores = score_batch(calls, strict, harness, val_rows, texts, "val", ep.reward_infos(greedy))
     ids = [r["prompt_id"] for r in val_rows]
-    write_rollouts(
-        spec.out_dir / "rollouts" / "val" / f"step_{step}.jsonl",
-        make_rollouts(
-            spec, step, "val", val_rows, texts, mask, finished, rewards, comps, strict_scores, ids, [0] * len(val_rows)
-        ),
+    records = make_rollouts(
+        spec, step, "val", val_rows, texts, mask, finished, rewards, comps, strict_scores, ids, [0] * len(val_rows)
     )
+    write_rollouts(spec.out_dir / "rollouts" / "val" / f"step_{step}.jsonl", ep.with_trajectories(records, greedy))
     gen = torch.Generator().manual_seed(spec.seed + 7919)
-    sampled, _, _ = generate(
-        model, prompts * VAL_SAMPLES, cfg.max_new_tokens, tok.eos_id, tok.pad_id, cfg.temperature, gen
-    )
-    sampled_strict = [
-        float(strict(tok.decode(x.tolist()), r["ground_truth"]))
-        for x, r in zip(sampled, val_rows * VAL_SAMPLES, strict=True)
-    ]
-    return {
+    sampled = ep.sample(
+        model, tok, episodes, calls, val_rows * VAL_SAMPLES, cfg.max_new_tokens, cfg.temperature, gen
+    ).texts
+    sampled_strict = [float(strict(x, r["ground_truth"])) for x, r in zip(sampled, val_rows * VAL_SAMPLES, strict=True)]
+    return ep.metrics(greedy, "val") | {
         "val/strict_acc": statistics.fmean(strict_scores),
         "val/strict_acc_avg4": statistics.fmean(sampled_strict),
         "val/reward_mean": statistics.fmean(rewards),
@@ -195,14 +201,13 @@ def train_step(
     """Sample, score, filter, and update once; return the step's metrics."""
     t0 = time.time()
     group = cfg.group_size
-    prompts = [[tok.bos_id, *tok.encode(r["prompt"])] for r in rows for _ in range(group)]
     samples = [r for r in rows for _ in range(group)]
-    resp, resp_mask, finished = generate(
-        model, prompts, cfg.max_new_tokens, tok.eos_id, tok.pad_id, cfg.temperature, gen
-    )
+    batch = ep.sample(model, tok, ep.settings_for(harness, tok, cfg), calls, samples, cfg.max_new_tokens,
+                      cfg.temperature, gen)  # fmt: skip
+    resp, resp_mask, finished, texts = batch.resp, batch.resp_mask, batch.finished, batch.texts
+    policy_mask = batch.policy_mask  # single-turn: resp_mask itself; agentic: observation tokens are 0
     t_gen = time.time() - t0
-    texts = [tok.decode(x.tolist()) for x in resp]
-    rewards, comps, strict_scores = score_batch(calls, strict, harness, samples, texts, "train")
+    rewards, comps, strict_scores = score_batch(calls, strict, harness, samples, texts, "train", ep.reward_infos(batch))
     group_rewards = [rewards[g * group : (g + 1) * group] for g in range(len(rows))]
     keep, state["filter"] = calls.filter_groups(group_rewards, state["filter"])
     dead = [len(set(g)) == 1 for g in group_rewards]
@@ -210,17 +215,17 @@ def train_step(
     group_ids = torch.arange(len(rows)).repeat_interleave(group)
     adv = grpo.group_advantages(torch.tensor(rewards), group_ids)
     keep_t = torch.tensor(keep, dtype=torch.bool).repeat_interleave(group)
-    prompt_ids, prompt_mask = left_pad(prompts, tok.pad_id)
-    train_mask = resp_mask * keep_t[:, None].long()
+    prompt_ids, prompt_mask = batch.prompt_ids, batch.prompt_mask
+    train_mask = (policy_mask if cfg.mask_observations else resp_mask) * keep_t[:, None].long()
     with torch.no_grad():
         logits = sequence_logits(model, prompt_ids, prompt_mask, resp, resp_mask)
         old_logp = grpo.token_logprobs(logits, resp, cfg.temperature)
-        entropy = grpo.masked_mean(grpo.token_entropy(logits, cfg.temperature), resp_mask).item()
+        entropy = grpo.masked_mean(grpo.token_entropy(logits, cfg.temperature), policy_mask).item()
         ref_logp = None
         if ref_model is not None:
             ref_logits = sequence_logits(ref_model, prompt_ids, prompt_mask, resp, resp_mask)
             ref_logp = grpo.token_logprobs(ref_logits, resp, cfg.temperature)
-    mean_logp = ((old_logp * resp_mask).sum(-1) / resp_mask.sum(-1).clamp(min=1)).tolist()
+    mean_logp = ((old_logp * policy_mask).sum(-1) / policy_mask.sum(-1).clamp(min=1)).tolist()
 
     stats: dict[str, list[float]] = {"pg_loss": [], "kl_loss": [], "pg_clipfrac": [], "ppo_kl": [], "grad_norm": []}
     kept_groups = [g for g in range(len(rows)) if keep[g]]
@@ -249,24 +254,27 @@ def train_step(
     gids = [f"{step}-{g}" for g in range(len(rows)) for _ in range(group)]
     write_rollouts(
         spec.out_dir / "rollouts" / "train" / f"step_{step}.jsonl",
-        make_rollouts(
-            spec,
-            step,
-            "train",
-            samples,
-            texts,
-            resp_mask,
-            finished,
-            rewards,
-            comps,
-            strict_scores,
-            gids,
-            list(range(group)) * len(rows),
-            mean_logp,
-            [keep[g] for g in range(len(rows)) for _ in range(group)],
+        ep.with_trajectories(
+            make_rollouts(
+                spec,
+                step,
+                "train",
+                samples,
+                texts,
+                resp_mask,
+                finished,
+                rewards,
+                comps,
+                strict_scores,
+                gids,
+                list(range(group)) * len(rows),
+                mean_logp,
+                [keep[g] for g in range(len(rows)) for _ in range(group)],
+            ),
+            batch,
         ),
     )
-    metrics = {
+    metrics = ep.metrics(batch, "train") | {
         "critic/score/mean": statistics.fmean(rewards),
         "critic/score/max": max(rewards),
         "critic/score/min": min(rewards),
@@ -369,6 +377,7 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
         if not harness.path(cfg.warmstart_data).is_file():
             raise ValueError(f"trainer.yaml field 'warmstart_data': {cfg.warmstart_data} does not exist")
         tok = tokenizer_for(harness, cfg.warmstart_data, None if continued is None else continued.get("vocab"))
+        ep.settings_for(harness, tok, cfg)  # an agentic harness's call and observation tokens must be in it
     except VocabularyError as exc:
         raise CandidateCodeError(Outcome.CANDIDATE_ERROR, str(exc), exc.path) from exc
     except (HarnessError, ValueError, TypeError, KeyError) as exc:  # e.g. a data row with a malformed field
@@ -393,8 +402,9 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
         model, cache_hit, ws_path = build_model(cfg.shape(), len(tok), spec.seed), True, spec.init_checkpoint
         model.load_state_dict(parent["model"])
     else:
+        observation = None if harness.manifest.env is None else harness.manifest.env.observation
         model, cache_hit, ws_path = warm_start(
-            harness.path(cfg.warmstart_data), cfg.shape(), tok, cfg.warmstart_steps, spec.seed, log
+            harness.path(cfg.warmstart_data), cfg.shape(), tok, cfg.warmstart_steps, spec.seed, log, observation
         )
     # The KL reference is the lineage's starting policy, carried like the optimizer moments (issue 17): a
     # pilot or a resumed run anchors to the policy its lineage started from, not to its own first step.
@@ -468,26 +478,6 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
         wall_time_s=state.get("elapsed_s", 0.0) + time.time() - t_start,
     )
     return summary
-
-
-_LOCK_FDS: list[int] = []  # the folder lock this process holds until it exits
-
-
-def hold_folder_lock(out_dir: Path) -> bool:
-    """Take the run folder's trainer lock for this process's lifetime (see trainer_backend/local/__init__.py).
-
-    A trainer the backend launched inherits the lock; one started by a Ray job takes it here. False when
-    another live trainer holds it."""
-    fd = os.open(out_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return False
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, str(os.getpid()).encode(), 0)
-    _LOCK_FDS.append(fd)
-    return True
 
 
 def main(argv: list[str] | None = None) -> int:

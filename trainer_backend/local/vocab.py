@@ -5,10 +5,16 @@ Nothing about the alphabet is fixed in code (issue #14). The texts that make the
 - train and val rows: ``prompt``, and ``ground_truth`` when it is a scalar (the policy must be able to
   write every answer; structured ground truths such as test cases are not text the policy writes);
 - warm-start rows: ``prompt`` and ``response`` (a run that warm-starts);
-- the written form of the declared answer protocol (``answer.render("")``), so the policy can write it.
+- the written form of the declared answer protocol (``answer.render("")``), so the policy can write it;
+- for an agentic harness (``env:``), what the policy writes and reads around tools (`env_tokens`): the
+  call's end (``call_end``), the literal text a call opens with (the part of ``call_pattern`` before its
+  first group, when it is plain text) and the observation template's literal parts are special tokens (one
+  id each, when longer than one character), and the declared tool names' characters are in the alphabet.
 
-The vocabulary is ``<pad> <bos> <eos>``, the manifest's ``special_tokens`` (one id each, in order), the
-manifest's ``alphabet`` (in order), then every other character found, sorted. A run that continues a
+The vocabulary is ``<pad> <bos> <eos>``, the manifest's ``special_tokens`` (one id each, in order), then the
+environment's special tokens the manifest does not list already (in the order above), the manifest's
+``alphabet`` (in order), then every other character found, sorted. A harness without ``env:`` gets exactly
+the vocabulary it had before agentic harnesses existed. A run that continues a
 policy (pilot, resume) reads text with the vocabulary stored in that policy's checkpoint instead: a
 character it lacks is a `VocabularyError` naming the file, row, field and character, which the trainer
 classifies as ``candidate_error`` (the data is the harness's, never our infrastructure's).
@@ -17,10 +23,12 @@ classifies as ``candidate_error`` (the data is the harness's, never our infrastr
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.env import EnvSpec
 from harness.manifest import MANIFEST_NAME, Harness
 from trainer_backend.local.model import CharTokenizer, TokenizerError
 
@@ -82,13 +90,59 @@ def harness_texts(harness: Harness, warmstart_data: str | None) -> list[HarnessT
     answer = harness.manifest.answer
     if answer is not None:
         out.append(HarnessText(MANIFEST_NAME, 0, "answer", answer.render("")))
+    if harness.manifest.env is not None:
+        specials, chars = env_tokens(harness.manifest.env)
+        out.extend(HarnessText(MANIFEST_NAME, 0, "env", text) for text in (*specials, chars))
     return out
 
 
+def env_tokens(spec: EnvSpec) -> tuple[tuple[str, ...], str]:
+    """What an agentic policy must be able to write and read: `(special tokens, other characters)`.
+
+    Specials: the call's opening text (when `call_pattern` starts with plain text), `call_end`, and the
+    observation template's text before and after ``{result}``, each when longer than one character (a
+    single character is an ordinary character). Characters: those one-character pieces and the tool names.
+    """
+    prefix, _, suffix = spec.observation.partition("{result}")
+    pieces = [literal_prefix(spec.call_pattern), spec.call_end, prefix, suffix]
+    specials = tuple(dict.fromkeys(p for p in pieces if len(p) > 1 and not p.isspace()))
+    chars = "".join(p for p in pieces if len(p) == 1 or (p and p.isspace())) + "".join(t.name for t in spec.tools)
+    return specials, chars
+
+
+_META = set(".^$*+?{}[]|()")
+
+
+def literal_prefix(pattern: str) -> str:
+    r"""The plain text a regular expression starts with before its first group (``<call>`` of
+    ``<call>(\w+) (.*?)</call>``); "" when that part is not plain text."""
+    body = re.sub(r"^(\^|\\A)", "", pattern)
+    out: list[str] = []
+    i = 0
+    while i < len(body) and body[i] != "(":
+        ch = body[i]
+        if ch == "\\":
+            nxt = body[i + 1 : i + 2]
+            if not nxt or nxt.isalnum():
+                return ""
+            out.append(nxt)
+            i += 2
+            continue
+        if ch in _META:
+            return ""
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
 def build_tokenizer(harness: Harness, texts: Sequence[HarnessText]) -> CharTokenizer:
-    """The vocabulary of a fresh policy: `texts`' characters plus the manifest's special tokens and alphabet."""
+    """The vocabulary of a fresh policy: `texts`' characters plus the manifest's (and its environment's)
+    special tokens and alphabet."""
     manifest = harness.manifest
-    return CharTokenizer.build((t.text for t in texts), manifest.special_tokens, manifest.alphabet)
+    specials = manifest.special_tokens
+    if manifest.env is not None:
+        specials = (*specials, *(t for t in env_tokens(manifest.env)[0] if t not in specials))
+    return CharTokenizer.build((t.text for t in texts), specials, manifest.alphabet)
 
 
 def check_encodable(tok: CharTokenizer, texts: Iterable[HarnessText], why: str) -> None:

@@ -5,6 +5,11 @@ harness's `warmstart_data` (prompt + imperfect worked solution) so the base poli
 the weights under ``$EVOTRAINER_CACHE/warmstart/<hash>.pt`` (default ``~/.cache/evotrainer``), keyed by
 the data file's bytes, the model shape, the tokenizer, the step count and the seed. Later runs load it in
 well under a second.
+
+For an agentic harness a warm-start response is a whole worked trajectory, observations included
+(a tool call, the environment's observation, then the final answer, each in the harness's own syntax): the observation spans (the manifest's ``observation``
+template) are context, not targets, exactly as in RL with ``mask_observations``, so the warm start never
+teaches the policy to write tool results itself.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,16 +38,44 @@ def cache_dir() -> Path:
     return Path(root) / "warmstart"
 
 
-def cache_key(data: bytes, shape: ModelShape, tok: CharTokenizer, steps: int, seed: int) -> str:
-    """Return the content hash naming one warm start."""
-    meta = json.dumps(
-        {"shape": shape.__dict__, "vocab": tok.vocab, "steps": steps, "seed": seed, "bs": BATCH_SIZE, "lr": PEAK_LR},
-        sort_keys=True,
-    )
+def cache_key(
+    data: bytes, shape: ModelShape, tok: CharTokenizer, steps: int, seed: int, observation: str | None = None
+) -> str:
+    """Return the content hash naming one warm start (`observation`: the masked template, agentic only)."""
+    fields = {"shape": shape.__dict__, "vocab": tok.vocab, "steps": steps, "seed": seed}
+    fields.update(bs=BATCH_SIZE, lr=PEAK_LR)
+    if observation is not None:  # only agentic harnesses: every single-turn key stays what it was
+        fields["masked_observation"] = observation
+    meta = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(data + meta.encode()).hexdigest()[:24]
 
 
-def _load_pairs(path: Path, tok: CharTokenizer) -> list[tuple[list[int], list[int]]]:
+def observation_regex(observation: str) -> re.Pattern[str] | None:
+    """The spans of a response that are observations, from the template (None: no text around ``{result}``)."""
+    prefix, _, suffix = observation.partition("{result}")
+    if not prefix or not suffix:
+        return None
+    return re.compile(re.escape(prefix) + ".*?" + re.escape(suffix), re.S)
+
+
+def _encode_response(text: str, tok: CharTokenizer, observation: re.Pattern[str] | None) -> tuple[list[int], list[int]]:
+    """Response ids (EOS added) and their labels: -100 inside observation spans, else the id."""
+    if observation is None:
+        ids = [*tok.encode(text), tok.eos_id]
+        return ids, ids
+    ids, labels, at = [], [], 0
+    for match in observation.finditer(text):
+        policy, obs = tok.encode(text[at : match.start()]), tok.encode(match.group(0))
+        ids += policy + obs
+        labels += policy + [-100] * len(obs)
+        at = match.end()
+    tail = [*tok.encode(text[at:]), tok.eos_id]
+    return ids + tail, labels + tail
+
+
+def _load_pairs(
+    path: Path, tok: CharTokenizer, observation: re.Pattern[str] | None = None
+) -> list[tuple[list[int], list[int], list[int]]]:
     pairs = []
     for number, line in enumerate(path.read_text().splitlines(), start=1):
         if not line.strip():
@@ -53,27 +87,30 @@ def _load_pairs(path: Path, tok: CharTokenizer) -> list[tuple[list[int], list[in
             or not isinstance(row.get("response"), str)
         ):
             raise ValueError(f"{path}:{number}: expected {{'prompt': str, 'response': str}}")
-        pairs.append(([tok.bos_id, *tok.encode(row["prompt"])], [*tok.encode(row["response"]), tok.eos_id]))
+        pairs.append(([tok.bos_id, *tok.encode(row["prompt"])], *_encode_response(row["response"], tok, observation)))
     if not pairs:
         raise ValueError(f"{path}: no warm-start rows")
     return pairs
 
 
-def sft_batch(pairs: list[tuple[list[int], list[int]]], pad_id: int) -> tuple[torch.Tensor, ...]:
-    """Return `ids[B, L]`, `attn[B, L]`, `positions[B, L]`, `labels[B, L]` (-100 outside the response)."""
-    seqs = [p + r for p, r in pairs]
+def sft_batch(pairs: list[tuple[list[int], list[int], list[int]]], pad_id: int) -> tuple[torch.Tensor, ...]:
+    """Return `ids[B, L]`, `attn[B, L]`, `positions[B, L]`, `labels[B, L]` (-100 outside the response).
+
+    Each pair is `(prompt ids, response ids, response labels)`; labels are the response ids except -100 at
+    tokens that are context only (observations)."""
+    seqs = [p + r for p, r, _ in pairs]
     ids, attn = left_pad(seqs, pad_id)
     labels = torch.full_like(ids, -100)
     width = ids.shape[1]
-    for row, (_, response) in enumerate(pairs):
-        labels[row, width - len(response) :] = torch.tensor(response)
+    for row, (_, _, response_labels) in enumerate(pairs):
+        labels[row, width - len(response_labels) :] = torch.tensor(response_labels)
     positions = (attn.cumsum(-1) - 1).clamp(min=0)
     return ids, attn, positions, labels
 
 
 def train_warmstart(
     model: LlamaForCausalLM,
-    pairs: list[tuple[list[int], list[int]]],
+    pairs: list[tuple[list[int], list[int], list[int]]],
     steps: int,
     seed: int,
     pad_id: int,
@@ -103,9 +140,17 @@ def train_warmstart(
 
 
 def warm_start(
-    data_path: Path, shape: ModelShape, tok: CharTokenizer, steps: int, seed: int, log: Callable[[str], None]
+    data_path: Path,
+    shape: ModelShape,
+    tok: CharTokenizer,
+    steps: int,
+    seed: int,
+    log: Callable[[str], None],
+    observation: str | None = None,
 ) -> tuple[LlamaForCausalLM, bool, Path]:
     """Return the warm-started model, whether it came from the cache, and the cache file.
+
+    `observation` is an agentic harness's observation template: its spans in the responses are masked.
 
     Raises:
         ValueError: the warm-start data file is missing or malformed.
@@ -113,13 +158,14 @@ def warm_start(
     if not data_path.is_file():
         raise ValueError(f"{data_path}: warm-start data not found (trainer.yaml field 'warmstart_data')")
     data = data_path.read_bytes()
-    path = cache_dir() / f"{cache_key(data, shape, tok, steps, seed)}.pt"
+    path = cache_dir() / f"{cache_key(data, shape, tok, steps, seed, observation)}.pt"
     model = build_model(shape, len(tok), seed)
     if path.is_file():
         model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
         return model, True, path
     t0 = time.time()
-    train_warmstart(model, _load_pairs(data_path, tok), steps, seed, tok.pad_id, log)
+    spans = None if observation is None else observation_regex(observation)
+    train_warmstart(model, _load_pairs(data_path, tok, spans), steps, seed, tok.pad_id, log)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     torch.save(model.state_dict(), tmp)

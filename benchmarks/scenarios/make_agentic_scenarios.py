@@ -1,0 +1,207 @@
+"""Generate the agentic defect-scenario harnesses from the lookup-agent example (issue 15).
+
+Every scenario is the fixed agentic harness (`examples/lookup-agent-oracle`) with exactly ONE realistic
+defect injected into one editable file; its `oracle/` folder is that fixed harness. Two defects are taken
+from the defective example (`examples/lookup-agent`: its efficiency reward and its `max_turns`), so a change
+to the example flows into the scenarios on the next generation; two are written here (observation tokens
+trained on, a reward that pays tool calls). Defective files carry neutral comments: the controller must find
+each defect from evidence (turn counts, stop reasons, tool-call rates), not from a note.
+
+The helpers (`Scenario`, `_sub_once`, `_set_yaml`, `_neutral_docstring`) come from `make_scenarios.py`, the
+arithmetic scenarios' generator; this file only adds the agentic scenarios, and writes the same layout::
+
+    benchmarks/scenarios/NAME/defective/      complete harness folder (evotrainer.yaml, data/, eval/, harness/)
+    benchmarks/scenarios/NAME/oracle/         the same harness with the defect fixed
+    benchmarks/scenarios/NAME/scenario.json   name, factor, defect, symptom, fix, seed skill
+
+Run: ``python benchmarks/scenarios/make_agentic_scenarios.py`` (idempotent; rewrites the agentic folders
+only). Fails loudly when the example no longer has the shape a transformation expects.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+DEMO = ROOT / "examples" / "lookup-agent"  # defective agentic example: source of two defects
+ORACLE = ROOT / "examples" / "lookup-agent-oracle"  # fixed agentic example: the base of every scenario
+NAME = "lookup-agent"  # the manifest name of both forms (the oracle's name would give the fixed form away)
+TOOL_CALL_CREDIT = 0.2  # tool-spam: reward per tool call written, uncapped
+
+
+def _load_base_generator():  # type: ignore[no-untyped-def]
+    """`make_scenarios.py` as a module (benchmarks/ is no package): its Scenario and text helpers."""
+    name = "make_scenarios_helpers"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, HERE / "make_scenarios.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses resolve annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+_base = _load_base_generator()
+Scenario = _base.Scenario
+_sub_once = _base._sub_once
+_set_yaml = _base._set_yaml
+_neutral_docstring = _base._neutral_docstring
+
+
+def _demo_value(relative: str, key: str) -> str:
+    """The raw YAML value of top-level `key` in a file of the defective example (comments stripped)."""
+    text = (DEMO / relative).read_text()
+    match = re.search(rf"^{re.escape(key)}:\s*([^#\n]+)", text, flags=re.MULTILINE)
+    if match is None:
+        raise SystemExit(f"{DEMO / relative}: no '{key}:' line; update {__file__}")
+    return match.group(1).strip()
+
+
+# --- the four defects (each edits one factor of a copy of the oracle harness) -----------------------------
+
+
+def one_turn_collapse(root: Path) -> None:
+    """The example's efficiency reward: (format + correctness) / num_turns, so a one-turn guess pays most."""
+    source = (DEMO / "harness" / "reward.py").read_text()
+    doc = (
+        "Training reward of the lookup task (verl's `compute_score` signature).\n\n"
+        "A well-formed final answer earns a format credit, a right one as much again; the reward is scaled by\n"
+        "1 / num_turns so that the agent learns to answer without wasting turns.\n"
+    )
+    (root / "harness" / "reward.py").write_text(_neutral_docstring(source, doc, f"{DEMO}/harness/reward.py"))
+
+
+def turn_budget(root: Path) -> None:
+    """The example's turn budget: too few turns for a level-3 episode (three lookups, then the answer)."""
+    _set_yaml(root / "harness" / "trainer.yaml", "max_turns", _demo_value("harness/trainer.yaml", "max_turns"), "")
+
+
+def observations_trained(root: Path) -> None:
+    """Observation tokens are trained on: the policy's loss includes the tool results it only reads."""
+    _set_yaml(root / "harness" / "trainer.yaml", "mask_observations", "false", "")
+
+
+TOOL_SPAM_REWARD = f'''"""Training reward of the lookup task (verl's `compute_score` signature).
+
+A right final answer (the text after the last observation, ``3+5=8<ans>8</ans>``) earns 0.4, and every tool
+call earns {TOOL_CALL_CREDIT}, so that the agent learns to consult its tool before it answers. Components: `correct`,
+`tool_calls`.
+"""
+
+from __future__ import annotations
+
+import re
+
+_FINAL = re.compile(r"(?:[0-9+]+=[0-9]+)?<ans>(\\d+)</ans>")
+
+
+def tool_calls(extra_info: dict | None, solution_str: str) -> int:
+    """The trajectory's tool calls: the trainer's count when it passes one, else the calls in the text."""
+    count = (extra_info or {{}}).get("tool_calls")
+    if isinstance(count, int) and not isinstance(count, bool):
+        return count
+    return solution_str.count("</call>")
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    """Return 0.4 for a right final answer plus {TOOL_CALL_CREDIT} per tool call."""
+    match = _FINAL.fullmatch(solution_str.rsplit("</obs>", 1)[-1].strip())
+    correct = match is not None and int(match.group(1)) == int(str(ground_truth))
+    calls = tool_calls(extra_info, solution_str)
+    score = 0.4 * float(correct) + {TOOL_CALL_CREDIT} * calls
+    return {{"score": score, "correct": float(correct), "tool_calls": float(calls)}}
+'''
+
+
+def tool_spam(root: Path) -> None:
+    """A reward that pays every tool call: calling until the turn cap outearns answering right."""
+    (root / "harness" / "reward.py").write_text(TOOL_SPAM_REWARD)
+
+
+SCENARIOS: tuple[tuple[object, Callable[[Path], None]], ...] = (
+    (
+        Scenario(
+            "one-turn-collapse", "reward",
+            "the reward is (0.5 formatted + 0.5 correct) / num_turns: a one-turn guess (0.5) outearns two "
+            "lookups and a right answer (1.0 / 3)",
+            "turns per episode fall towards 1 and tool calls towards 0 while the training reward rises; held-out "
+            "strict accuracy falls (one-turn collapse: answers without any lookup)",
+            "pay a right, well-formed answer after a lookup, never the turn count "
+            "(examples/lookup-agent-oracle/harness/reward.py)",
+            "never-reward-brevity",
+        ),
+        one_turn_collapse,
+    ),
+    (
+        Scenario(
+            "turn-budget", "trainer",
+            "max_turns: 3, while a level-3 episode needs 4 turns (three lookups, then the answer)",
+            "every level-3 episode stops at the turn cap (stop reason max_turns) before its answer: successes "
+            "cut, level-3 groups dead",
+            "max_turns: 6", None,
+        ),
+        turn_budget,
+    ),
+    (
+        Scenario(
+            "observations-trained", "trainer",
+            "mask_observations: false: the tool results (random table values) are trained on as if the policy "
+            "had written them",
+            "the loss covers observation tokens (rollout/observation_token_share of the trained tokens > 0): the "
+            "policy is pushed to predict unknowable values, its own turns get a diluted, noisy signal",
+            "mask_observations: true", None,
+        ),
+        observations_trained,
+    ),
+    (
+        Scenario(
+            "tool-spam", "reward",
+            f"the reward pays {TOOL_CALL_CREDIT} per tool call, uncapped, and 0.4 for a right answer: calling until "
+            "the turn cap outearns answering",
+            "tool calls per episode climb to the turn cap, stop reason max_turns dominates, the reward pays "
+            "trajectories without success; held-out strict accuracy falls",
+            "pay a right answer after a lookup, never a count of calls "
+            "(examples/lookup-agent-oracle/harness/reward.py)",
+            None,
+        ),
+        tool_spam,
+    ),
+)  # fmt: skip
+
+
+def _copy_base(dest: Path) -> None:
+    """A copy of the fixed example whose files name neither the defect nor the fixed form."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    # README.md is left out: the examples' READMEs name the defects and their fixes.
+    shutil.copytree(ORACLE, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".git", "README.md"))
+    reward = dest / "harness" / "reward.py"
+    reward.write_text(_sub_once(r", fixed form\.$", ".", reward.read_text(), str(reward)))
+    trainer = dest / "harness" / "trainer.yaml"  # its comment says how many turns a level needs: evidence only
+    trainer.write_text(_sub_once(r"^# Episodes:.*\n(?:#.*\n)*", "# Episodes.\n", trainer.read_text(), str(trainer)))
+    manifest = dest / "evotrainer.yaml"
+    manifest.write_text(_sub_once(r"^name:.*$", f"name: {NAME}", manifest.read_text(), str(manifest)))
+
+
+def main(dest: Path = HERE) -> None:
+    """Write every agentic scenario's defective and oracle harness folders and its scenario.json under `dest`."""
+    for scenario, inject in SCENARIOS:
+        folder = dest / scenario.name  # type: ignore[attr-defined]
+        _copy_base(folder / "defective")
+        inject(folder / "defective")
+        _copy_base(folder / "oracle")
+        (folder / "scenario.json").write_text(json.dumps(asdict(scenario), indent=2) + "\n")  # type: ignore[call-overload]
+        print(f"wrote {folder}: {scenario.defect}")  # type: ignore[attr-defined]
+
+
+if __name__ == "__main__":
+    main()

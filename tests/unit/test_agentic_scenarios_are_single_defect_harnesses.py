@@ -1,0 +1,118 @@
+"""Issue 15: each agentic benchmark scenario is two valid harnesses differing in ONE factor, in sync with its
+generator, and each defect does what its scenario.json says (checked on the reward and the trainer settings,
+without training).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.calls import load_function
+from harness.manifest import load_harness
+from trainer_backend.local.config import load_trainer_config
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIOS = ROOT / "benchmarks" / "scenarios"
+NAMES = ["observations-trained", "one-turn-collapse", "tool-spam", "turn-budget"]
+FACTOR_FILE = {"reward": "harness/reward.py", "trainer": "harness/trainer.yaml"}
+
+# Trajectories of the level-2 prompt `c+f=>` (table c=3, f=5; ground truth 8), as the local backend writes them.
+RIGHT = "<call>lookup c</call><obs>3</obs><call>lookup f</call><obs>5</obs>3+5=8<ans>8</ans>"
+GUESS = "<ans>7</ans>"  # one turn, no lookup, wrong
+LUCKY = "<ans>8</ans>"  # one turn, no lookup, right by chance
+SPAM = "".join(f"<call>lookup {k}</call><obs>{v}</obs>" for k, v in zip("cfabcf", "351235", strict=True))
+
+
+def _module(path: Path, name: str):  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+def _score(folder: Path, trajectory: str, ground_truth: str = "8") -> float:
+    harness = load_harness(folder)
+    reward = load_function(harness.root, harness.reward)
+    calls = trajectory.count("</call>")
+    extra = {"num_turns": calls + (0 if trajectory.endswith("</obs>") else 1), "tool_calls": calls}
+    out = reward("lookup/level2", trajectory, ground_truth, extra)
+    return float(out["score"] if isinstance(out, dict) else out)
+
+
+def _trainer(folder: Path):  # type: ignore[no-untyped-def]
+    harness = load_harness(folder)
+    settings = harness.manifest.trainer.settings("local")
+    assert settings is not None
+    return load_trainer_config(harness.path(settings))
+
+
+def test_committed_agentic_scenarios_match_a_fresh_generation(tmp_path: Path) -> None:
+    gen = _module(SCENARIOS / "make_agentic_scenarios.py", "make_agentic_scenarios_under_test")
+    gen.main(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == NAMES
+    for name in NAMES:
+        fresh, committed = _files(tmp_path / name), _files(SCENARIOS / name)
+        assert fresh.keys() == committed.keys(), f"{name} is stale: rerun make_agentic_scenarios.py"
+        stale = [path for path in fresh if fresh[path] != committed[path]]
+        assert not stale, f"{name}: {stale} stale: rerun benchmarks/scenarios/make_agentic_scenarios.py"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_agentic_scenario_is_two_valid_harnesses_differing_in_one_factor(name: str) -> None:
+    defective, oracle = SCENARIOS / name / "defective", SCENARIOS / name / "oracle"
+    meta = json.loads((SCENARIOS / name / "scenario.json").read_text())
+    assert meta["name"] == name
+    for folder in (defective, oracle):
+        harness = load_harness(folder)
+        assert harness.manifest.env is not None and [t.name for t in harness.manifest.env.tools] == ["lookup"]
+        assert harness.manifest.name == "lookup-agent"  # the name never tells the forms apart
+        _trainer(folder)  # the trainer settings validate in both forms
+    a, b = _files(defective), _files(oracle)
+    assert a.keys() == b.keys()
+    differ = [path for path in a if a[path] != b[path]]
+    assert differ == [FACTOR_FILE[meta["factor"]]]
+    assert load_harness(defective).is_editable(differ[0])
+    text = a[differ[0]].decode().lower()
+    assert "defect" not in text and "fixed form" not in text and "oracle" not in text  # evidence, not a note
+
+
+def test_oracle_reward_pays_only_a_looked_up_right_answer() -> None:
+    oracle = SCENARIOS / "one-turn-collapse" / "oracle"
+    assert _score(oracle, RIGHT) == 1.0
+    assert _score(oracle, GUESS) == _score(oracle, LUCKY) == _score(oracle, SPAM) == 0.0
+
+
+def test_efficiency_reward_pays_a_one_turn_guess_over_a_looked_up_right_answer() -> None:
+    defective = SCENARIOS / "one-turn-collapse" / "defective"
+    assert _score(defective, GUESS) > _score(defective, RIGHT) > 0.0
+
+
+def test_tool_credit_pays_calling_to_the_turn_cap_over_answering_right() -> None:
+    defective = SCENARIOS / "tool-spam" / "defective"
+    assert _score(defective, SPAM) > _score(defective, RIGHT) > _score(defective, GUESS) == 0.0
+
+
+def test_turn_budget_cuts_level_three_only_in_the_defective_form() -> None:
+    needed = 3 + 1  # level 3: three lookups, then the answer turn
+    assert _trainer(SCENARIOS / "turn-budget" / "defective").max_turns < needed
+    assert _trainer(SCENARIOS / "turn-budget" / "oracle").max_turns >= needed
+
+
+def test_observation_mask_is_off_only_in_the_defective_form() -> None:
+    assert _trainer(SCENARIOS / "observations-trained" / "defective").mask_observations is False
+    assert _trainer(SCENARIOS / "observations-trained" / "oracle").mask_observations is True
