@@ -284,8 +284,11 @@ def _plan(
         answer = harness.manifest.answer
         if answer is None:
             raise TemplateError(NO_ANSWER_PROTOCOL)
-        content = _with_tool_roles(render_answer_protocol(str(op["content"]), answer), harness)
-        return rel, content, f"{rel}: written for the declared answer protocol {answer.pattern!r} ({answer.compare})"
+        gate = harness.manifest.env is not None  # an env declares at least one tool (harness/env.py)
+        content = _with_tool_roles(render_answer_protocol(str(op["content"]), answer, gate), harness)
+        gated = ", an answer counts only after a tool call" if gate else ""
+        note = f"written for the declared answer protocol {answer.pattern!r} ({answer.compare}{gated})"
+        return rel, content, f"{rel}: {note}"
     if kind == "wrap_reward":
         _only(op, {"op", "file", "content", "values"})
         if rel != harness.reward.path:

@@ -46,6 +46,18 @@ def _number(text):
     return value if math.isfinite(value) else None
 
 
+def episode_used_a_tool(extra_info):
+    """True unless TOOL_GATE, which a harness declaring tools sets: then the episode made at least one call.
+
+    On a harness whose env offers tools, the task's facts live behind them, so a right answer given without
+    any call is a guess (the agentic hack corpus's one-turn claim); the trainer passes the count.
+    """
+    if not TOOL_GATE:
+        return True
+    calls = (extra_info or {}).get("tool_calls")
+    return isinstance(calls, int) and not isinstance(calls, bool) and calls > 0
+
+
 def same_answer(answer, ground_truth):
     """Return True when `answer` equals the ground truth under the declared COMPARE rule."""
     truth = str(ground_truth).strip()

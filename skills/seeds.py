@@ -62,7 +62,8 @@ The answer protocol below is the one evotrainer.yaml declares (its `answer:` fie
 file was written. A response earns 1.0 only when it holds exactly one answer, nothing follows it when the
 protocol is final, and it equals the ground truth under the declared comparison; everything else (no
 answer, several answers, text after a final answer, a wrong one) earns 0.0, so answer spam and
-format-only outputs score low.
+format-only outputs score low. When TOOL_GATE is set (the harness's env declares tools), a right answer
+also needs at least one tool call in the episode: without one it is a guess.
 """
 
 import math
@@ -74,7 +75,7 @@ import re
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
     """Return {{"score": 1.0 | 0.0, "format_ok": 0/1, "correct": 0/1}}."""
     answer = extract_answer(solution_str)
-    correct = answer is not None and same_answer(answer, ground_truth)
+    correct = answer is not None and episode_used_a_tool(extra_info) and same_answer(answer, ground_truth)
     return {{"score": float(correct), "format_ok": float(answer is not None), "correct": float(correct)}}
 '''
 
@@ -110,8 +111,8 @@ def closeness(answer, ground_truth):
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
     """Return {{"score", "format_ok", "correct", "closeness"}}; score in [0, 1]."""
     answer = extract_answer(solution_str)
-    if answer is None:
-        return {{"score": 0.0, "format_ok": 0.0, "correct": 0.0, "closeness": 0.0}}
+    if answer is None or not episode_used_a_tool(extra_info):
+        return {{"score": 0.0, "format_ok": float(answer is not None), "correct": 0.0, "closeness": 0.0}}
     if same_answer(answer, ground_truth):
         return {{"score": 1.0, "format_ok": 1.0, "correct": 1.0, "closeness": 1.0}}
     near = closeness(answer, ground_truth)

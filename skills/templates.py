@@ -336,11 +336,12 @@ def _checked(text: str, key: str, old: object, value: object) -> tuple[str, obje
     return text, old, value
 
 
-def render_answer_protocol(template: str, answer: AnswerProtocol) -> str:
+def render_answer_protocol(template: str, answer: AnswerProtocol, tool_gate: bool = False) -> str:
     """Return ``template`` with its ``ANSWER_PROTOCOL_MARK`` line replaced by ``answer`` as Python constants.
 
-    The constants (``ANSWER_PATTERN``, ``COMPARE``, ``TOLERANCE``, ``FINAL``) are written with ``repr``, so
-    any declared pattern becomes a valid literal.
+    The constants (``ANSWER_PATTERN``, ``COMPARE``, ``TOLERANCE``, ``FINAL``, ``TOOL_GATE``) are written with
+    ``repr``, so any declared pattern becomes a valid literal. ``tool_gate`` (the harness's env declares
+    tools): an answer only counts after at least one tool call (``episode_used_a_tool`` in the answer rules).
 
     Raises:
         TemplateError: the template does not hold the mark exactly once.
@@ -354,6 +355,7 @@ def render_answer_protocol(template: str, answer: AnswerProtocol) -> str:
             f"COMPARE = {answer.compare!r}  # exact | integer | number",
             f"TOLERANCE = {answer.tolerance!r}  # largest allowed difference (COMPARE number)",
             f"FINAL = {answer.final!r}  # the answer must end the response",
+            f"TOOL_GATE = {tool_gate!r}  # the env declares tools: an answer counts only after a tool call",
         )
     )
     return template.replace(ANSWER_PROTOCOL_MARK, block)

@@ -193,7 +193,8 @@ def test_confirmed_behaviour_reward_credits_checks_never_counts(tmp_path: Path) 
     assert score(right, full) == pytest.approx(1.25)
     assert score(right, ["edit_draft", "check_draft"]) == pytest.approx(1.15)  # no look first
     assert score(right, ["search_notes", "check_draft", "edit_draft"]) == pytest.approx(1.1)  # checked before
-    assert score(right, []) == 1.0 and score(right, ["search_notes", "search_notes"]) == 1.0  # never acted
+    assert score(right, ["search_notes", "search_notes"]) == 1.0  # never acted
+    assert score(right, []) == 0.0  # no tool call at all: on a harness with tools, a guess
     assert score(wrong, full) == pytest.approx(0.25)  # confirmation never reaches correctness
     assert score(wrong, full * 5) == pytest.approx(0.25)  # and more calls earn nothing more
     assert score("no answer", full) == 0.0

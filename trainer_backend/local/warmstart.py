@@ -6,10 +6,10 @@ the weights under ``$EVOTRAINER_CACHE/warmstart/<hash>.pt`` (default ``~/.cache/
 the data file's bytes, the model shape, the tokenizer, the step count and the seed. Later runs load it in
 well under a second.
 
-For an agentic harness a warm-start response is a whole worked trajectory, observations included
-(a tool call, the environment's observation, then the final answer, each in the harness's own syntax): the observation spans (the manifest's ``observation``
-template) are context, not targets, exactly as in RL with ``mask_observations``, so the warm start never
-teaches the policy to write tool results itself.
+For an agentic harness a warm-start response is a whole worked trajectory, observations included (a
+tool call, the environment's observation, then the final answer, each in the harness's own syntax): the
+observation spans (the manifest's ``observation`` template) are context, not targets, exactly as in RL
+with ``mask_observations``, so the warm start never teaches the policy to write tool results itself.
 """
 
 from __future__ import annotations
