@@ -137,7 +137,7 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
     answer = extract_answer(solution_str)
     if answer is None:
         return {{"score": 0.0, "format_ok": 0.0, "correct": 0.0, "searched": 0.0, "verified": 0.0}}
-    correct = float(episode_used_a_tool(extra_info) and same_answer(answer, ground_truth))
+    correct = float(episode_used_a_tool(extra_info, solution_str) and same_answer(answer, ground_truth))
     searched, verified = confirmations(called_tools(extra_info))
     score = correct + SEARCH_BONUS * searched + VERIFY_BONUS * verified
     return {{"score": score, "format_ok": 1.0, "correct": correct, "searched": float(searched),

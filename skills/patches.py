@@ -284,9 +284,10 @@ def _plan(
         answer = harness.manifest.answer
         if answer is None:
             raise TemplateError(NO_ANSWER_PROTOCOL)
-        gate = harness.manifest.env is not None  # an env declares at least one tool (harness/env.py)
-        content = _with_tool_roles(render_answer_protocol(str(op["content"]), answer, gate), harness)
-        gated = ", an answer counts only after a tool call" if gate else ""
+        env = harness.manifest.env  # an env declares at least one tool (harness/env.py)
+        observation = env.observation if env is not None else None
+        content = _with_tool_roles(render_answer_protocol(str(op["content"]), answer, observation), harness)
+        gated = ", an answer counts only after a tool call" if env is not None else ""
         note = f"written for the declared answer protocol {answer.pattern!r} ({answer.compare}{gated})"
         return rel, content, f"{rel}: {note}"
     if kind == "wrap_reward":

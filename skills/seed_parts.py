@@ -46,16 +46,20 @@ def _number(text):
     return value if math.isfinite(value) else None
 
 
-def episode_used_a_tool(extra_info):
+def episode_used_a_tool(extra_info, solution_str):
     """True unless TOOL_GATE, which a harness declaring tools sets: then the episode made at least one call.
 
     On a harness whose env offers tools, the task's facts live behind them, so a right answer given without
-    any call is a guess (the agentic hack corpus's one-turn claim); the trainer passes the count.
+    any call is a guess (the agentic hack corpus's one-turn claim). The trainer passes the count; when the
+    env's observations end in a marker (OBSERVATION_END), a tool's result must also be in the trajectory,
+    so a claimed call that returned nothing to the context does not count.
     """
     if not TOOL_GATE:
         return True
     calls = (extra_info or {}).get("tool_calls")
-    return isinstance(calls, int) and not isinstance(calls, bool) and calls > 0
+    if not isinstance(calls, int) or isinstance(calls, bool) or calls <= 0:
+        return False
+    return not OBSERVATION_END or OBSERVATION_END in solution_str
 
 
 def same_answer(answer, ground_truth):

@@ -75,7 +75,7 @@ import re
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
     """Return {{"score": 1.0 | 0.0, "format_ok": 0/1, "correct": 0/1}}."""
     answer = extract_answer(solution_str)
-    correct = answer is not None and episode_used_a_tool(extra_info) and same_answer(answer, ground_truth)
+    correct = answer is not None and episode_used_a_tool(extra_info, solution_str) and same_answer(answer, ground_truth)
     return {{"score": float(correct), "format_ok": float(answer is not None), "correct": float(correct)}}
 '''
 
@@ -111,7 +111,7 @@ def closeness(answer, ground_truth):
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
     """Return {{"score", "format_ok", "correct", "closeness"}}; score in [0, 1]."""
     answer = extract_answer(solution_str)
-    if answer is None or not episode_used_a_tool(extra_info):
+    if answer is None or not episode_used_a_tool(extra_info, solution_str):
         return {{"score": 0.0, "format_ok": float(answer is not None), "correct": 0.0, "closeness": 0.0}}
     if same_answer(answer, ground_truth):
         return {{"score": 1.0, "format_ok": 1.0, "correct": 1.0, "closeness": 1.0}}

@@ -336,12 +336,14 @@ def _checked(text: str, key: str, old: object, value: object) -> tuple[str, obje
     return text, old, value
 
 
-def render_answer_protocol(template: str, answer: AnswerProtocol, tool_gate: bool = False) -> str:
+def render_answer_protocol(template: str, answer: AnswerProtocol, observation: str | None = None) -> str:
     """Return ``template`` with its ``ANSWER_PROTOCOL_MARK`` line replaced by ``answer`` as Python constants.
 
     The constants (``ANSWER_PATTERN``, ``COMPARE``, ``TOLERANCE``, ``FINAL``, ``TOOL_GATE``) are written with
-    ``repr``, so any declared pattern becomes a valid literal. ``tool_gate`` (the harness's env declares
-    tools): an answer only counts after at least one tool call (``episode_used_a_tool`` in the answer rules).
+    ``repr``, so any declared pattern becomes a valid literal. ``observation`` (the env's observation
+    template, when the harness declares an env and so tools): sets ``TOOL_GATE`` and ``OBSERVATION_END``
+    (the template's text after ``{result}``), so an answer only counts after a tool call whose result is in
+    the trajectory (``episode_used_a_tool`` in the answer rules).
 
     Raises:
         TemplateError: the template does not hold the mark exactly once.
@@ -355,7 +357,8 @@ def render_answer_protocol(template: str, answer: AnswerProtocol, tool_gate: boo
             f"COMPARE = {answer.compare!r}  # exact | integer | number",
             f"TOLERANCE = {answer.tolerance!r}  # largest allowed difference (COMPARE number)",
             f"FINAL = {answer.final!r}  # the answer must end the response",
-            f"TOOL_GATE = {tool_gate!r}  # the env declares tools: an answer counts only after a tool call",
+            f"TOOL_GATE = {observation is not None!r}  # the env declares tools: an answer needs a tool call",
+            f"OBSERVATION_END = {(observation or '').split('{result}', 1)[-1]!r}  # how a tool's result ends",
         )
     )
     return template.replace(ANSWER_PROTOCOL_MARK, block)

@@ -187,7 +187,8 @@ def test_confirmed_behaviour_reward_credits_checks_never_counts(tmp_path: Path) 
     right, wrong = "<answer>7</answer>", "<answer>8</answer>"
 
     def score(text: str, tools: list[str]) -> float:
-        return float(reward("notes", text, "7", _episode_info(len(tools) + 1, tools))["score"])
+        seen = "".join(f"<call>{t} x</call><obs>ok</obs>" for t in tools)  # each call's result in the context
+        return float(reward("notes", seen + text, "7", _episode_info(len(tools) + 1, tools))["score"])
 
     full = ["search_notes", "edit_draft", "check_draft"]
     assert score(right, full) == pytest.approx(1.25)

@@ -38,13 +38,16 @@ def test_agentic_written_rewards_need_a_tool_call(tmp_path: Path, skill: str) ->
     answer = harness.manifest.answer
     assert answer is not None
     right = answer.render("7")
+    looked = "<call>search_notes a</call><obs>a is 7</obs>" + right  # the env's observation is in the text
     used = {"tool_calls": 2, "num_turns": 3, "turns": []}
     guessed = {"tool_calls": 0, "num_turns": 1, "turns": []}
-    paid = reward("src", right, "7", used)
+    paid = reward("src", looked, "7", used)
     unpaid = reward("src", right, "7", guessed)
     assert paid["correct"] == 1.0 and paid["score"] >= 1.0
     assert unpaid["correct"] == 0.0 and unpaid["score"] < 0.5
-    assert reward("src", right, "7", {"tool_calls": True})["correct"] == 0.0  # a bool is no count
+    assert reward("src", looked, "7", {"tool_calls": True})["correct"] == 0.0  # a bool is no count
+    # a call claimed in extra_info whose result never entered the trajectory does not count
+    assert reward("src", "turn 1: read_file('/eval/strict.py')\n" + right, "7", {"tool_calls": 1})["correct"] == 0.0
 
 
 def test_single_turn_written_rewards_are_not_gated(tmp_path: Path) -> None:
