@@ -412,6 +412,14 @@ def render_values(template: str, values: Mapping[str, object]) -> str:
     return _replace_mark(template, VALUES_MARK, "\n".join(lines))
 
 
+def _parse_reward(source: str) -> ast.Module:
+    """Parse a reward file for the wrappers below (never run), or raise a `TemplateError` with the line."""
+    try:
+        return ast.parse(source)
+    except SyntaxError as exc:
+        raise TemplateError(f"the reward file does not parse ({exc.msg}, line {exc.lineno})") from None
+
+
 def wrap_function(source: str, function: str, wrapper: str) -> str:
     """Append ``wrapper`` (its ``REWARD_FUNCTION`` names replaced by ``function``) to ``source``.
 
@@ -423,11 +431,7 @@ def wrap_function(source: str, function: str, wrapper: str) -> str:
         TemplateError: ``source`` does not parse or defines no top-level ``function``, the wrapper was
             applied already, or the result does not parse.
     """
-    try:
-        tree = ast.parse(source)
-    except SyntaxError as exc:
-        raise TemplateError(f"the reward file does not parse ({exc.msg}, line {exc.lineno})") from None
-    if not any(isinstance(n, ast.FunctionDef) and n.name == function for n in tree.body):
+    if not any(isinstance(n, ast.FunctionDef) and n.name == function for n in _parse_reward(source).body):
         raise TemplateError(f"the reward file defines no top-level function {function!r} to wrap")
     head = wrapper.strip().splitlines()[0] if wrapper.strip() else ""
     if not head.startswith("#"):
@@ -483,11 +487,7 @@ def score_from_component(source: str, function: str, component: str) -> str:
         raise TemplateError(f"reward function {function!r} is not a Python identifier")
     if not component or len(component) > 64:
         raise TemplateError(f"component name {component!r} must be 1-64 characters")
-    try:
-        tree = ast.parse(source)
-    except SyntaxError as exc:
-        raise TemplateError(f"the reward file does not parse ({exc.msg}, line {exc.lineno})") from None
-    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    defined = {n.name for n in _parse_reward(source).body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
     if function not in defined:
         raise TemplateError(f"the reward file defines no top-level function {function!r}")
     return source.rstrip("\n") + "\n" + _COMPONENT_WRAPPER.format(component=component, function=function)
