@@ -11,6 +11,7 @@ score, so a skill learned from a probe (`skills/learned.py`) can match the same 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,18 +53,56 @@ def propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if ctx.mode == "score-only":
         metrics = trigger_metrics(state["report"]["metrics"], harness)
         proposals = propose_score_only(tried, ctx.max_candidates)
-    else:
-        knobs = _knobs(ctx, state, harness)
-        metrics = probe_metrics(state["report"]["metrics"], harness, knobs)
-        proposals = offline_proposals(ctx, harness, knobs, metrics, tried)
-    made = [_materialise(ctx, state, harness, p, k, metrics) for k, p in enumerate(proposals, start=1)]
-    if ctx.mode != "score-only" and made and all(c["status"] == "refused" for c in made):
-        # Every matching skill was refused (its patch did not apply here, e.g. a data mix with no live source
-        # left): a trigger that matches but cannot act explains nothing, so explore in the same iteration.
-        refused = {c["skill"] for c in made if c["skill"]}
-        probes = _probes(ctx, harness, knobs, metrics, tried | refused) if proposals[0].probe is None else []
-        made += [_materialise(ctx, state, harness, p, k, metrics) for k, p in enumerate(probes, start=len(made) + 1)]
+        made = [_materialise(ctx, state, harness, p, k, metrics) for k, p in enumerate(proposals, start=1)]
+        return {"candidates": [*state.get("candidates", []), *made]}
+    knobs = _knobs(ctx, state, harness)
+    metrics = probe_metrics(state["report"]["metrics"], harness, knobs)
+
+    def skills(out: set[str], taken: set[str]) -> list[Proposal]:
+        return _skill_proposals(ctx, harness, metrics, out, taken)
+
+    def probes(out: set[str], _taken: set[str]) -> list[Proposal]:
+        return _probes(ctx, harness, knobs, metrics, out)
+
+    made = _fill(ctx, state, harness, metrics, skills, tried, [])
+    if not any(c["status"] != "refused" for c in made):
+        # No skill matched, or every matching one was refused (its patch did not apply here, e.g. a data mix
+        # with no live source left): a trigger that matches but cannot act explains nothing, so explore.
+        refused = {name for c in made for name in c["skill"].split(",") if name}
+        made = _fill(ctx, state, harness, metrics, probes, tried | refused, made)
     return {"candidates": [*state.get("candidates", []), *made]}
+
+
+Source = Callable[[set[str], set[str]], list[Proposal]]
+
+
+def _fill(
+    ctx: Context,
+    state: State,
+    harness: Harness,
+    metrics: dict[str, Any],
+    source: Source,
+    tried: set[str],
+    made: list[CandidateInfo],
+) -> list[CandidateInfo]:
+    """Materialise `source`'s proposals until `max_candidates` are live or it runs dry.
+
+    A refused proposal (its patch did not apply, or the surface check refused the diff) hands its slot to the
+    next-ranked one: the source is asked again without everything proposed so far and without the factors the
+    live candidates already test, so an unusable top match never pushes a usable one to a later iteration.
+    """
+    made = list(made)
+    out = set(tried)
+    while True:
+        live = [c for c in made if c["status"] != "refused"]
+        need = ctx.max_candidates - len(live)
+        taken = {c["factor"] for c in live}
+        batch = [p for p in source(out, taken) if not {s.name for s in p.skills} & out][:need] if need > 0 else []
+        if not batch:
+            return made
+        for proposal in batch:
+            out |= {s.name for s in proposal.skills}
+            made.append(_materialise(ctx, state, harness, proposal, len(made) + 1, metrics))
 
 
 def probe_metrics(report_metrics: dict[str, Any], harness: Harness, knobs: HarnessKnobs) -> dict[str, Any]:
@@ -102,7 +141,7 @@ def offline_proposals(
     ctx: Context, harness: Harness, knobs: HarnessKnobs, metrics: dict[str, Any], tried: set[str]
 ) -> list[Proposal]:
     """The heuristic policy's proposals: the stored skills whose triggers match; when none does, probes."""
-    return _skill_proposals(ctx, harness, metrics, tried) or _probes(ctx, harness, knobs, metrics, tried)
+    return _skill_proposals(ctx, harness, metrics, tried, set()) or _probes(ctx, harness, knobs, metrics, tried)
 
 
 def probe_info(proposal: Proposal) -> dict[str, Any] | None:
@@ -119,7 +158,9 @@ def probe_info(proposal: Proposal) -> dict[str, Any] | None:
     }
 
 
-def _skill_proposals(ctx: Context, harness: Harness, metrics: dict[str, Any], tried: set[str]) -> list[Proposal]:
+def _skill_proposals(
+    ctx: Context, harness: Harness, metrics: dict[str, Any], tried: set[str], taken: set[str]
+) -> list[Proposal]:
     from skills.patches import skill_fits
     from skills.repository import rank
 
@@ -127,7 +168,7 @@ def _skill_proposals(ctx: Context, harness: Harness, metrics: dict[str, Any], tr
         matches = rank(db, metrics, harness.manifest.domain)
     # e.g. a reward-writing skill needs the manifest's answer protocol: never propose what cannot apply
     fitting = [m for m in matches if skill_fits(m.record.spec, harness) is None]
-    return propose_from_skills(fitting, metrics, tried, ctx.max_candidates)
+    return propose_from_skills(fitting, metrics, tried, ctx.max_candidates, taken_factors=taken)
 
 
 def _probes(

@@ -75,17 +75,23 @@ MIN_WINS_FOR_BUNDLE = 1
 
 
 def propose_from_skills(
-    matches: Sequence[SkillMatch], metrics: Metrics, tried: Iterable[str], max_candidates: int
+    matches: Sequence[SkillMatch],
+    metrics: Metrics,
+    tried: Iterable[str],
+    max_candidates: int,
+    *,
+    taken_factors: Iterable[str] = (),
 ) -> list[Proposal]:
     """Turn matched skills into proposals: best-ranked first, one per factor, skipping skills already tried.
 
-    One proposal per factor keeps the iteration's candidates independent single-factor experiments.
+    One proposal per factor keeps the iteration's candidates independent single-factor experiments;
+    `taken_factors` are factors this iteration's live candidates already test (a refill after a refusal).
     """
     tried_names = set(tried)
     proposals: list[Proposal] = []
-    factors: set[str] = set()
+    factors: set[str] = set(taken_factors)
     fresh = [m for m in interventions(matches) if m.record.spec.name not in tried_names]
-    bundle = _bundle(fresh)
+    bundle = _bundle([m for m in fresh if m.record.spec.factor not in factors])
     if bundle is not None:
         proposals.append(bundle)
     for match in fresh:
