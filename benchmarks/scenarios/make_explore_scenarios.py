@@ -5,13 +5,13 @@ Built like the six of `make_scenarios.py` (whose helpers this reuses): the fixed
 the harness with the defect fixed. No seed skill (`skills/seeds.py`) is written for any of them: they
 measure whether the controller finds fixes beyond its recipe book (`agent/policies/explore.py`).
 
-- `cold-sampling` (trainer): sampling temperature 0.3, below the local backend's documented safe range,
+- `cold-sampling` (trainer): sampling temperature 0.1, below the local backend's documented safe range,
   so the samples of a group are nearly identical and carry little GRPO signal;
 - `greedy-filter` (filter): a group filter that keeps only groups the policy already solves at least half
   of the time, dropping the hard prompts' groups that carry the signal;
-- `novelty-bonus` (reward): the reward adds a "novelty" bonus (0-0.3, a stable hash of the response) that
-  has nothing to do with correctness, so it moves the samples of every group at random; the strict ranking
-  of correct above wrong is kept, so no rank-violation rule sees it;
+- `novelty-bonus` (reward): the reward adds a "novelty" bonus (0-0.9, a stable hash of the response) that
+  has nothing to do with correctness, so it moves the samples of every group at random, by almost as much
+  as a right answer; the strict ranking of correct above wrong is kept, so no rank-violation rule sees it;
 - `narrow-mix` (data): every training prompt comes from one difficulty level (3), so the policy never
   practises the other learnable levels the held-out set holds.
 
@@ -30,9 +30,9 @@ from pathlib import Path
 from types import ModuleType
 
 HERE = Path(__file__).resolve().parent
-COLD_TEMPERATURE = 0.3
+COLD_TEMPERATURE = 0.1
 NARROW_LEVEL = 3
-NOVELTY_MAX = 0.3
+NOVELTY_MAX = 0.9
 
 
 def _base() -> ModuleType:

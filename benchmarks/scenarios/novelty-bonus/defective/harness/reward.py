@@ -1,7 +1,7 @@
 """Training reward of the arithmetic harness (verl's `compute_score` signature).
 
 Strict tagged-answer extraction (the response must end with exactly one ``<ans>N</ans>`` equal to the
-ground truth), plus a novelty bonus of up to 0.3 that rewards unusual responses so exploration
+ground truth), plus a novelty bonus of up to 0.9 that rewards unusual responses so exploration
 does not stall.
 """
 
@@ -11,7 +11,7 @@ import re
 import zlib
 
 _ANSWER = re.compile(r"<ans>(\d+)</ans>")
-NOVELTY_MAX = 0.3
+NOVELTY_MAX = 0.9
 
 
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
