@@ -9,8 +9,12 @@ its group into the update (`kept`). A metric the filter changes is reported over
 the dropped groups' reward spread (`reward_spread_dropped`) and the share of the learning signal the filter
 keeps (`kept_live_ratio`: kept samples in groups with reward variance over all samples in such groups, the
 backtest's definition). Rules: the filter drops most of the signal (`signal.filter_drops_signal`); it keeps
-groups with less reward spread than those it drops (`signal.filter_inverted`). Without `kept` flags the
-metrics are NaN and the report's notes say so.
+groups with less reward spread than those it drops (`signal.filter_inverted`); among the groups that carry
+signal it keeps the ones the policy already does well on and drops the hard ones (`signal.filter_biased`:
+`filter_reward_bias`, the kept live groups' mean reward minus the dropped live groups'; a variance filter
+such as StdGroupFilter is symmetric in the reward level: -0.15 on the demo's fixed harness, against +0.49 for
+a filter that keeps only groups solved at least half of the time). Without `kept` flags the metrics are
+NaN and the report's notes say so.
 
 **Diversity.** Distinct responses per group, from a hash of each response computed while the text was read
 (`features.py`, `response_hash`): `distinct_response_ratio` (mean over groups of distinct / samples),
@@ -35,6 +39,9 @@ KEPT_LIVE_CRITICAL = 0.2
 # The dropped groups' mean reward spread exceeds the kept groups' by more than this: the filter prefers
 # groups with less signal (a std filter keeps the high-spread ones, so its gap is negative).
 INVERTED_SPREAD_GAP = 0.02
+# The kept live groups' mean reward exceeds the dropped live groups' by more than this: the filter selects on
+# how well the policy already does (easy prompts), not on the signal a group carries.
+BIASED_REWARD_GAP = 0.2
 MIN_FILTER_GROUPS = 5  # groups needed on each side (kept, dropped) to compare them
 # Groups whose samples are all the same response: from the demo's oracle harness (60 steps, T = 1.0).
 IDENTICAL_WARNING = 0.50
@@ -43,7 +50,7 @@ EVIDENCE_MAX = 5
 
 
 def group_table(rows: pl.DataFrame) -> pl.DataFrame:
-    """One row per GRPO group, first-seen order: `n`, `std`, `dead`, `kept` (null when not recorded),
+    """One row per GRPO group, first-seen order: `n`, `std`, `mean` (reward), `dead`, `kept` (null when not recorded),
     `distinct` responses, `strict_sum` / `strict_n` (strict-scored samples), and the first rollout's ids."""
     return (
         rows.lazy()
@@ -56,6 +63,7 @@ def group_table(rows: pl.DataFrame) -> pl.DataFrame:
             *(pl.col(c).first() for c in REF_COLUMNS if c not in GROUP_KEYS),
             n=pl.len(),
             std=pl.col("reward").std(ddof=0),
+            mean=pl.col("reward").mean(),
             kept=pl.when(pl.col("kept").is_not_null().any()).then(pl.col("kept").any()),
             distinct=pl.col("response_hash").n_unique(),
             strict_sum=pl.col("strict_score").sum(),
@@ -88,12 +96,16 @@ def diagnose_filter(groups: pl.DataFrame) -> LayerOutput:
     spread_kept, spread_dropped = _mean(kept, "std"), _mean(dropped, "std")
     comparable = kept.height >= MIN_FILTER_GROUPS and dropped.height >= MIN_FILTER_GROUPS
     gap = spread_dropped - spread_kept if comparable else math.nan
+    live_kept, live_dropped = live.filter("kept"), live.filter(~pl.col("kept"))
+    live_comparable = live_kept.height >= MIN_FILTER_GROUPS and live_dropped.height >= MIN_FILTER_GROUPS
+    bias = _mean(live_kept, "mean") - _mean(live_dropped, "mean") if live_comparable else math.nan
     metrics = {
         "kept_group_ratio": kept.height / flagged.height if flagged.height else math.nan,
         "kept_live_ratio": kept_live / live_samples if live_samples else math.nan,
         "reward_spread_after_filter": spread_kept,
         "reward_spread_dropped": spread_dropped,
         "filter_spread_gap": gap,
+        "filter_reward_bias": bias,
         "train_strict_acc": _strict_acc(groups),
         "train_strict_acc_after_filter": _strict_acc(kept),
     }
@@ -121,16 +133,36 @@ def diagnose_filter(groups: pl.DataFrame) -> LayerOutput:
             evidence=refs(dropped.sort("std", descending=True, maintain_order=True), EVIDENCE_MAX),
             numbers={**numbers, "reward_spread_after_filter": spread_kept, "reward_spread_dropped": spread_dropped},
         ),
+        graded(
+            "signal.filter_biased",
+            Layer.SIGNAL,
+            bias,
+            metric="filter_reward_bias",
+            warning=BIASED_REWARD_GAP,
+            what="among the groups with reward variance, the filter keeps those the policy already does well on "
+            "and drops the hard ones",
+            evidence=refs(live_dropped.sort("mean", maintain_order=True), EVIDENCE_MAX),
+            numbers={
+                **numbers,
+                "kept_live_groups": float(live_kept.height),
+                "dropped_live_groups": float(live_dropped.height),
+            },
+        ),
     )
     notes: list[str] = []
     if not flagged.height:
         notes.append(
-            "signal.filter_drops_signal, signal.filter_inverted: not evaluated: the training rollouts carry no "
-            "`kept` flag (the trainer did not record which groups its filter kept)"
+            "signal.filter_drops_signal, signal.filter_inverted, signal.filter_biased: not evaluated: the training "
+            "rollouts carry no `kept` flag (the trainer did not record which groups its filter kept)"
         )
     else:
         if not live_samples:
             notes.append("signal.filter_drops_signal: not evaluated: no training group has reward variance")
+        if not live_comparable:
+            notes.append(
+                f"signal.filter_biased: not evaluated: the filter kept {live_kept.height} and dropped "
+                f"{live_dropped.height} group(s) with reward variance (at least {MIN_FILTER_GROUPS} of each needed)"
+            )
         if not comparable:
             notes.append(
                 f"signal.filter_inverted: not evaluated: the filter kept {kept.height} and dropped {dropped.height} "

@@ -32,7 +32,7 @@ from diagnostics.groups import diagnose_groups
 from diagnostics.schema import MetricRow, ReadProblem, read_metrics
 from diagnostics.score import diagnose_score
 from diagnostics.signal import diagnose_signal
-from diagnostics.sources import diagnose_sources
+from diagnostics.sources import diagnose_coverage, diagnose_sources
 from diagnostics.table import RunTable, read_run_table
 from diagnostics.tool_roles import DEFAULT_ROLES, ToolRoles
 from diagnostics.updates import diagnose_updates
@@ -52,6 +52,8 @@ METRIC_DOCS = {
     "rewarded_wrong_rate": "share of strict-wrong rollouts rewarded like correct ones",
     "dead_group_ratio": "share of GRPO groups whose reward std < 1e-6",
     "dead_source_share": "share of training groups from dead data sources (>= 50% of their groups dead)",
+    "source_mix_gap": "total-variation distance between the training and the held-out rollouts' data-source mix "
+    "(signal.source_mix_gap: > 0.3 warning; NaN when either names no data_source)",
     "source_dead_ratio/<data_source>": "dead-group ratio of one training data source (also source_groups/, "
     "source_reward_mean/, source_strict_acc/, source_truncation_rate/)",
     "reward_spread": "mean within-group reward std",
@@ -83,6 +85,8 @@ METRIC_DOCS = {
     "reward_spread_dropped": "mean within-group reward std of the dropped groups",
     "filter_spread_gap": "reward_spread_dropped - reward_spread_after_filter (signal.filter_inverted: > 0.02 "
     "warning; NaN below 5 kept or 5 dropped groups)",
+    "filter_reward_bias": "mean reward of the kept groups with reward variance - that of the dropped ones (signal."
+    "filter_biased: > 0.2 warning; NaN below 5 of each)",
     "train_strict_acc": "mean strict score of all training rollouts (before the filter)",
     "train_strict_acc_after_filter": "mean strict score of the training rollouts in kept groups",
     "distinct_response_ratio": "mean over training groups of distinct responses / samples",
@@ -147,6 +151,7 @@ def report_from_table(
         diagnose_behaviour(signal_input, table.answer is not None),
         diagnose_agentic(signal_input, roles),
         diagnose_sources(train),
+        diagnose_coverage(train, val),
         diagnose_updates(metric_rows),
     ]
     base = LayerOutput.merge(parts)

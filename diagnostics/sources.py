@@ -20,6 +20,13 @@ Metrics (flat keys of `HealthReport.metrics`, read by skill triggers and the `re
 - `source_groups/<data_source>`, `source_dead_ratio/<data_source>`, `source_reward_mean/<data_source>`,
   `source_strict_acc/<data_source>` (NaN when unscored), `source_truncation_rate/<data_source>`.
 
+Coverage of the held-out set (`diagnose_coverage`): the training rollouts' mix of data sources against the
+held-out (validation) rollouts' mix, as a total-variation distance `source_mix_gap` (0: the same mix, 1: no
+source in common), with `train_source_share/<data_source>` and `heldout_source_share/<data_source>` (shares of
+rollouts). Rule `signal.source_mix_gap`: > `MIX_GAP_WARNING` — training practises other data than the
+held-out set measures (the demo's fixed harness: 0.03; every training prompt from one of its three held-out
+levels: 0.67).
+
 Rollouts without a `data_source` are left out of the per-source table (no source to re-weight).
 """
 
@@ -41,11 +48,16 @@ MIN_SOURCE_GROUPS = 8
 # Warn when this share (or more) of the training groups comes from dead sources.
 DEAD_SOURCE_SHARE_WARNING = 0.3
 
+# The training mix of data sources differs from the held-out mix by more than this (total variation).
+MIX_GAP_WARNING = 0.3
+
 SOURCE_GROUPS = "source_groups/"
 SOURCE_DEAD_RATIO = "source_dead_ratio/"
 SOURCE_REWARD_MEAN = "source_reward_mean/"
 SOURCE_STRICT_ACC = "source_strict_acc/"
 SOURCE_TRUNCATION_RATE = "source_truncation_rate/"
+TRAIN_SOURCE_SHARE = "train_source_share/"
+HELDOUT_SOURCE_SHARE = "heldout_source_share/"
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,3 +181,45 @@ def diagnose_sources(rows: pl.DataFrame) -> LayerOutput:
         numbers={f"dead_ratio/{s.data_source}": s.dead_ratio for s in stats},
     )
     return LayerOutput((finding,), metrics)
+
+
+def source_shares(rows: pl.DataFrame) -> dict[str, float]:
+    """Return `{data_source: share of the rows}` over the rows that name a `data_source` (empty when none do)."""
+    named = rows.lazy().select(source=pl.col("data_source").cast(pl.String)).filter(pl.col("source") != "")
+    counts = named.group_by("source").agg(n=pl.len()).collect()
+    total = int(counts["n"].sum()) if counts.height else 0
+    return {row["source"]: row["n"] / total for row in counts.sort("source").iter_rows(named=True)} if total else {}
+
+
+def diagnose_coverage(train: pl.DataFrame, val: pl.DataFrame) -> LayerOutput:
+    """How far the training mix of data sources is from the held-out mix (see the module docstring)."""
+    trained, heldout = source_shares(train), source_shares(val)
+    gap = (
+        0.5 * sum(abs(trained.get(s, 0.0) - heldout.get(s, 0.0)) for s in {*trained, *heldout})
+        if trained and heldout
+        else math.nan
+    )
+    metrics: dict[str, float] = {"source_mix_gap": gap}
+    metrics.update({TRAIN_SOURCE_SHARE + k: v for k, v in trained.items()})
+    metrics.update({HELDOUT_SOURCE_SHARE + k: v for k, v in heldout.items()})
+    fired = not math.isnan(gap) and gap > MIX_GAP_WARNING
+    untrained = sorted(s for s in heldout if trained.get(s, 0.0) == 0.0)
+    detail = f"; held-out sources never trained on: {', '.join(untrained)}" if untrained else ""
+    finding = Finding(
+        alert_id="signal.source_mix_gap",
+        layer=Layer.SIGNAL,
+        severity=Severity.WARNING if fired else Severity.OK,
+        message=f"the training mix of data sources is {gap:.0%} (total variation) away from the held-out mix{detail}"
+        if not math.isnan(gap)
+        else "source mix gap: no data (training or held-out rollouts name no data_source)",
+        value=gap,
+        threshold=MIX_GAP_WARNING,
+        rule=f"source_mix_gap > {MIX_GAP_WARNING}",
+        numbers={**{f"train/{k}": v for k, v in trained.items()}, **{f"heldout/{k}": v for k, v in heldout.items()}},
+    )
+    notes = (
+        ()
+        if not math.isnan(gap)
+        else ("signal.source_mix_gap: not evaluated: the training or the held-out rollouts name no data_source",)
+    )
+    return LayerOutput((finding,), metrics, notes)

@@ -30,6 +30,7 @@ TEMPLATE_OPS = frozenset(
         "wrap_reward",
         "write_file_if_missing",
         "reweight_sources",
+        "match_heldout_sources",
         "score_from_component",
         "guard",
     }

@@ -40,6 +40,12 @@ over ``current`` and the skill's ``params`` (overridable per call). Operations:
   entry matches a source, no entry is dead (nothing to do), or every weighted entry would be zeroed.
   ``"file": "@data_selection"`` means the file named by the trainer config's ``data_selection`` field. ``X``
   and ``N`` may be ``{{ expressions }}`` over the skill's params;
+- ``{"op": "match_heldout_sources", "file": F, "key": K}``: set the data-selection mapping at ``K`` to the
+  held-out set's mix of data sources (``heldout_source_share/<data_source>``, ``diagnostics/sources.py``):
+  each entry gets the held-out share of the sources it draws (entries as for ``reweight_sources``), times the
+  mapping's total weight; an entry whose sources the held-out set does not hold gets 0. Refused when the
+  metrics hold no held-out mix, no entry draws a held-out source, or the mapping already has that mix
+  (``skills/data_weights.py``);
 - ``{"op": "score_from_component", "file": F, "component": NAME}``: make a dict reward train on one of its
   own components (``skills.templates.score_from_component``: the manifest's reward function is rebound to
   a wrapper that returns ``score = out[NAME]``, every component still logged); ``"file": "@reward"``;
@@ -66,11 +72,12 @@ from typing import Any
 import yaml
 
 from diagnostics.agentic_docs import is_agentic_metric
-from diagnostics.sources import DEAD_SOURCE_AT, MIN_SOURCE_GROUPS, SOURCE_DEAD_RATIO, SOURCE_GROUPS, per_source
+from diagnostics.sources import DEAD_SOURCE_AT, MIN_SOURCE_GROUPS
 from diagnostics.tool_roles import ToolRoles
 from harness.manifest import BackendName, Harness
 from sandboxes import worktree_files
 from skills.context import AGENTIC_CONTEXT
+from skills.data_weights import match_heldout, reweight
 from skills.models import SkillSpec, template_ops
 from skills.templates import (
     TOOL_ROLES_MARK,
@@ -267,18 +274,23 @@ def _plan(
             raise TemplateError(f"{rel} does not exist in the worktree")
         text = writes.get(rel) or current or ""
         key = str(op["key"])
-        try:
-            weights = get_yaml_value(text, key)
-        except KeyError:
-            raise TemplateError(f"{rel} has no key {key!r}") from None
-        if not isinstance(weights, dict):
-            raise TemplateError(f"{rel}: {key!r} holds {weights!r}, not a mapping of weights")
+        weights = _weights(text, rel, key)
         dead_at = render_value(op.get("dead_at", DEAD_SOURCE_AT), variables)
         min_groups = render_value(op.get("min_groups", MIN_SOURCE_GROUPS), variables)
         by_entry = sources_by_entry(worktree, harness.manifest.data.train, harness.manifest.data.select_by)
         new_weights, note = reweight(weights, metrics, dead_at, min_groups, by_entry)
         new_text, _, _ = set_yaml_mapping(text, key, new_weights)
         return rel, new_text, f"{rel}: {key} {note}"
+    if kind == "match_heldout_sources":
+        _only(op, {"op", "file", "key"})
+        source = writes.get(rel) or current
+        if source is None:
+            raise TemplateError(f"{rel} does not exist in the worktree")
+        weights = _weights(source, rel, str(op["key"]))
+        by_entry = sources_by_entry(worktree, harness.manifest.data.train, harness.manifest.data.select_by)
+        new_weights, note = match_heldout(weights, metrics, by_entry)
+        new_text, _, _ = set_yaml_mapping(source, str(op["key"]), new_weights)
+        return rel, new_text, f"{rel}: {op['key']} {note}"
     if kind == "write_reward":
         _only(op, {"op", "file", "content"})
         answer = harness.manifest.answer
@@ -382,69 +394,15 @@ def _read(root: Path, rel: str) -> str | None:
         return None
 
 
-def reweight(
-    weights: Mapping[Any, Any],
-    metrics: Mapping[str, Any],
-    dead_at: object,
-    min_groups: object,
-    by_entry: Mapping[str, set[str]] | None = None,
-) -> tuple[dict[Any, float], str]:
-    """Return the re-weighted ``weights`` (see ``reweight_sources`` above) and a note naming the zeroed entries.
-
-    ``by_entry`` maps an entry (as text) to the data sources it draws; an entry it does not list is taken
-    to be a data source name itself.
-
-    Raises:
-        TemplateError: a bad weight or threshold, no entry matching a source, nothing dead, or all dead.
-    """
-    if not isinstance(dead_at, int | float) or isinstance(dead_at, bool) or not 0 < dead_at <= 1:
-        raise TemplateError(f"dead_at must be a number in (0, 1], got {dead_at!r}")
-    if not isinstance(min_groups, int | float) or isinstance(min_groups, bool) or min_groups < 1:
-        raise TemplateError(f"min_groups must be a number >= 1, got {min_groups!r}")
-    for entry, weight in weights.items():
-        if isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0:
-            raise TemplateError(f"weight of entry {entry!r} must be a number >= 0, got {weight!r}")
-    ratios = _numbers(per_source(metrics, SOURCE_DEAD_RATIO))
-    groups = _numbers(per_source(metrics, SOURCE_GROUPS))
-    if not groups:
-        raise TemplateError(
-            f"the health metrics hold no per-source table ({SOURCE_GROUPS}<data_source>); "
-            "train rollouts must name their data_source"
-        )
-    dead: list[Any] = []
-    seen: dict[Any, str] = {}
-    for entry in weights:
-        named = (by_entry or {}).get(str(entry)) or {str(entry)}
-        matched = [s for s in groups if s in named and groups[s] > 0]
-        n = sum(groups[s] for s in matched)
-        if not matched or any(s not in ratios for s in matched):
-            continue
-        ratio = sum(ratios[s] * groups[s] for s in matched) / n
-        seen[entry] = f"{entry}: {ratio:.0%} dead of {n:.0f} groups"
-        if n >= min_groups and ratio >= dead_at:
-            dead.append(entry)
-    if not seen:
-        raise TemplateError(
-            f"no entry of {list(weights)} matches a data source of the run (sources: {sorted(groups)}); "
-            "entries are values of the manifest's data.select_by field"
-        )
-    if not dead:
-        raise TemplateError(f"no source is dead (dead ratio >= {dead_at} over >= {min_groups} groups): {seen}")
-    total = float(sum(weights.values()))
-    kept = float(sum(w for e, w in weights.items() if e not in dead))
-    if kept <= 0:
-        raise TemplateError(f"every weighted entry is dead ({'; '.join(seen.values())}); no data would be left")
-    new = {e: 0.0 if e in dead else round(float(w) * total / kept, 4) for e, w in weights.items()}
-    zeroed = "; ".join(seen[e] for e in dead)
-    return new, f"{dict(weights)} -> {new} (zeroed {zeroed}; threshold {dead_at})"
-
-
-def _numbers(values: Mapping[str, Any]) -> dict[str, float]:
-    out = {}
-    for k, v in values.items():
-        if isinstance(v, int | float) and not isinstance(v, bool) and v == v:  # v == v drops NaN
-            out[k] = float(v)
-    return out
+def _weights(text: str, rel: str, key: str) -> dict[Any, Any]:
+    """The data-selection mapping at `key` of the YAML `text` (file `rel`)."""
+    try:
+        weights = get_yaml_value(text, key)
+    except KeyError:
+        raise TemplateError(f"{rel} has no key {key!r}") from None
+    if not isinstance(weights, dict):
+        raise TemplateError(f"{rel}: {key!r} holds {weights!r}, not a mapping of weights")
+    return weights
 
 
 def _only(op: Mapping[str, Any], allowed: set[str]) -> None:

@@ -1,8 +1,8 @@
 """propose: the policy picks interventions; each becomes a branch + worktree after the surface and factor checks.
 
-The heuristic policy proposes the stored skills whose triggers match the incumbent's health report; when
-none does (or every one that does is refused: its patch cannot apply here) and held-out accuracy stalled
-or fell, it explores: single-factor probes over the harness's
+The heuristic policy proposes the stored skills whose triggers match the incumbent's health report (a refused
+one hands its slot to the next match); the slots the skills leave free, when held-out accuracy stalled
+or fell, explore: single-factor probes over the harness's
 declared knobs (`agent/knobs.py`, `agent/policies/explore.py`), skipping what case memory says was
 already tried on the same symptoms. Skill triggers read the report's metrics plus the harness's context
 variables, its current settings (``setting/<key>``) and its reward components' agreement with the strict
@@ -65,11 +65,12 @@ def propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         return _probes(ctx, harness, knobs, metrics, out)
 
     made = _fill(ctx, state, harness, metrics, skills, tried, [])
-    if not any(c["status"] != "refused" for c in made):
-        # No skill matched, or every matching one was refused (its patch did not apply here, e.g. a data mix
-        # with no live source left): a trigger that matches but cannot act explains nothing, so explore.
-        refused = {name for c in made for name in c["skill"].split(",") if name}
-        made = _fill(ctx, state, harness, metrics, probes, tried | refused, made)
+    if sum(c["status"] != "refused" for c in made) < ctx.max_candidates:
+        # Fewer matching skills than slots, or some were refused (a patch that did not apply here, e.g. a data
+        # mix with no live source left: a trigger that matches but cannot act explains nothing): the free
+        # slots explore (`_probes` proposes only when held-out accuracy stalled).
+        proposed = {name for c in made for name in c["skill"].split(",") if name}
+        made = _fill(ctx, state, harness, metrics, probes, tried | proposed, made)
     return {"candidates": [*state.get("candidates", []), *made]}
 
 

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 
 from agent.knobs import ComponentEvidence, HarnessKnobs, TrainerKnob
 from agent.policies.heuristic import Metrics, ProbeInfo, Proposal
+from diagnostics.groups import BIASED_REWARD_GAP
+from diagnostics.sources import HELDOUT_SOURCE_SHARE, MIX_GAP_WARNING
 from skills.learned import signature_trigger
 from skills.models import SkillSpec
 from skills.triggers import evaluate, matched_terms
@@ -94,6 +96,11 @@ SYMPTOMS: tuple[Symptom, ...] = (
             "a reward component moves the reward within groups without moving with the strict score"),
     Symptom("dead_sources", "dead_source_share >= 0.3", 1.0, ("data_drop",), (),
             "a share of the batch comes from data sources whose groups are mostly dead"),
+    Symptom("filter_biased", f"filter_reward_bias > {BIASED_REWARD_GAP}", 3.0, ("filter_std",), (),
+            "of the groups that carry signal, the filter keeps those the policy already does well on and drops "
+            "the hard ones"),
+    Symptom("heldout_uncovered", f"source_mix_gap > {MIX_GAP_WARNING}", 3.0, ("data_cover",), (),
+            "training practises another mix of data sources than the held-out set measures"),
 )  # fmt: skip
 SYMPTOM_NAMES = frozenset(s.name for s in SYMPTOMS)
 OUT_OF_RANGE = "out_of_range"
@@ -352,9 +359,40 @@ _ENTRY = re.compile(r"[^a-z0-9]+")
 
 
 def _data(knobs: HarnessKnobs, metrics: Metrics) -> list[_Draft]:
-    """Zero the positive-weight entry whose training groups are most often dead (per-source table)."""
+    """Data-selection probes: zero the positive-weight entry whose training groups are most often dead
+    (per-source table), or set the mix to the held-out set's (when the two mixes differ)."""
+    if knobs.data_file is None:
+        return []
+    return [*_data_drop(knobs, metrics), *_data_cover(metrics)]
+
+
+# Below this total-variation distance between the training and held-out mixes there is nothing to cover.
+MIN_COVER_GAP = 0.05
+
+
+def _data_cover(metrics: Metrics) -> list[_Draft]:
+    gap = metrics.get("source_mix_gap")
+    heldout = [k for k in metrics if k.startswith(HELDOUT_SOURCE_SHARE)]
+    if not heldout or not isinstance(gap, int | float) or not gap > MIN_COVER_GAP:
+        return []
+    return [
+        _Draft(
+            probe_id="data:match-heldout",
+            knob="@data_selection",
+            factor="data",
+            slug="data-match-heldout",
+            ops=[{"op": "match_heldout_sources", "file": "@data_selection", "key": "weights"}],
+            params={},
+            effects=("data_cover",),
+            what=f"set the training mix of data sources to the held-out set's ({gap:.0%} apart now)",
+            why="the policy improves on what it practises, and the held-out set measures another mix",
+        )
+    ]
+
+
+def _data_drop(knobs: HarnessKnobs, metrics: Metrics) -> list[_Draft]:
     weights = knobs.data_weights
-    if knobs.data_file is None or sum(1 for w in weights.values() if w > 0) < 2:
+    if sum(1 for w in weights.values() if w > 0) < 2:
         return []
     ratios = {
         entry: float(v)

@@ -88,3 +88,33 @@ def test_kept_flags_round_trip_through_files_and_a_bad_flag_is_a_problem(tmp_pat
     assert [p.line for p in table.problems] == [len(rows) + 1]
     assert rows[0].to_json()["kept"] is False
     assert "kept" not in Rollout("r", 1, "train", "p", "g", 0, "q", "a", "1", 1.0).to_json()  # old files unchanged
+
+
+def _levelled(keep_easy: bool) -> list[Rollout]:
+    """18 live groups of 4: nine solved 3 of 4 times (easy), nine 1 of 4 (hard); the filter keeps one level."""
+    out = []
+    for g in range(18):
+        easy = g < 9
+        for i in range(4):
+            right = i < 3 if easy else i < 1
+            kept = easy == keep_easy if g % 3 else True  # every third group kept whatever its level
+            out.append(
+                Rollout("r", 1, "train", f"p{g}", f"g{g}", i, "q", f"{g}-{i}", "1", float(right),
+                        strict_score=float(right), kept=kept)
+            )  # fmt: skip
+    return out
+
+
+def test_a_filter_that_keeps_only_the_easy_live_groups_is_biased() -> None:
+    out = diagnose_groups(table_from_rollouts(_levelled(keep_easy=True)))
+    biased = _finding(out, "signal.filter_biased")
+    # kept: 9 easy (0.75) + 3 hard (0.25) -> 0.625; dropped: 6 hard -> 0.25
+    assert out.metrics["filter_reward_bias"] == 0.625 - 0.25
+    assert biased.severity is Severity.WARNING and biased.evidence_rollout_ids
+    assert _finding(out, "signal.filter_drops_signal").severity is Severity.OK  # it keeps 2/3 of the signal
+
+
+def test_a_filter_that_keeps_the_hard_groups_is_not_called_biased() -> None:
+    out = diagnose_groups(table_from_rollouts(_levelled(keep_easy=False)))
+    assert out.metrics["filter_reward_bias"] < 0
+    assert _finding(out, "signal.filter_biased").severity is Severity.OK

@@ -56,11 +56,12 @@ ADDED_METRICS = {
     "reward_rank_agreement", "kept_group_ratio", "kept_live_ratio", "reward_spread_after_filter",
     "reward_spread_dropped", "filter_spread_gap", "train_strict_acc", "train_strict_acc_after_filter",
     "distinct_response_ratio", "identical_group_ratio", "dead_identical_share", "reward_discrete",
-    "update_norm_mean", "update_norm_max", "no_update_share", "ref_distance", "kl_to_ref",
+    "update_norm_mean", "update_norm_max", "no_update_share", "ref_distance", "kl_to_ref", "filter_reward_bias", "source_mix_gap",
 }  # fmt: skip
+ADDED_PREFIXES = ("train_source_share/", "heldout_source_share/")  # per-source tables added with source_mix_gap
 ADDED_ALERTS = {
     "score.misranked_groups", "signal.filter_drops_signal", "signal.filter_inverted", "signal.identical_groups",
-    "signal.no_update",
+    "signal.no_update", "signal.filter_biased", "signal.source_mix_gap",
 }  # fmt: skip
 _NOISE = re.compile(r"-?\d(?:\.\d+)?e-(?:1[3-9]|[2-9]\d)")  # |x| < 1e-12 printed by .2g: float noise
 _ANSWER_RULES = {"behaviour.format_failure", "behaviour.multi_answer"}
@@ -135,7 +136,8 @@ def test_metrics_match_the_old_report(name: str, reports: dict[str, tuple[Case, 
     old = _not_agentic_metrics(GOLDEN[name]["metrics"])
     new = _not_agentic_metrics(reports[name][1].to_json()["metrics"])
     assert set(old) <= set(new), f"metrics missing: {set(old) - set(new)}"
-    assert set(new) - set(old) <= ADDED_METRICS, f"unlisted new metrics: {set(new) - set(old) - ADDED_METRICS}"
+    added = {k for k in set(new) - set(old) if not k.startswith(ADDED_PREFIXES)}
+    assert added <= ADDED_METRICS, f"unlisted new metrics: {added - ADDED_METRICS}"
     if "new_critical_alerts" in old:  # a new critical alert of an added rule counts like any other
         old = {**old, "new_critical_alerts": old["new_critical_alerts"] + len(_added_new_critical(name, reports))}
     if new["reward_hacking"] is None and old["reward_hacking"] == 0.0:  # issue 17: unknown, not a silent 0

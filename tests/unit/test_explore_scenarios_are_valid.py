@@ -118,7 +118,7 @@ def test_novelty_bonus_moves_rewards_at_random_but_keeps_correct_above_wrong() -
     wrong = [f"{a}+{b}={a + b}<ans>{a + b}</ans>" for a in range(3, 9) for b in range(2, 6)]  # truth: 99
     scores = [bad("arithmetic/level2", r, "99") for r in wrong]
     assert len({s["score"] for s in scores}) > 10 and all(s["correct"] == 0 for s in scores)
-    assert max(s["score"] for s in scores) <= 0.3 < 1.0 <= bad("arithmetic/level2", "3+4=7<ans>7</ans>", "7")["score"]
+    assert max(s["score"] for s in scores) <= 0.9 < 1.0 <= bad("arithmetic/level2", "3+4=7<ans>7</ans>", "7")["score"]
     assert all(abs(s["score"] - s["novelty"]) < 1e-12 for s in scores)
     assert "novelty" not in good("arithmetic/level2", wrong[0], "99")
 
@@ -131,3 +131,43 @@ def test_narrow_mix_trains_on_one_level_only() -> None:
     bad, good = weights("defective"), weights("oracle")
     assert [k for k, w in bad.items() if w > 0] == ["arithmetic/level3"]
     assert sum(1 for w in good.values() if w > 0) >= 3
+
+
+def _top_probe(work: Path, metrics: dict[str, Any]) -> Any:
+    harness = load_harness(work)
+    knobs = harness_knobs(harness, "local")
+    props = propose_probes(knobs, probe_metrics(metrics, harness, knobs), tried=(), blocked={}, max_candidates=3)
+    assert props and props[0].probe is not None
+    return harness, props[0]
+
+
+def test_greedy_filter_is_seen_as_biased_and_its_probe_installs_the_std_filter(tmp_path: Path) -> None:
+    # The v0 run of this scenario (seed 0): the filter keeps 65% of the signal, so filter_drops_signal holds
+    # still, but the kept live groups average reward 0.74 against 0.25 for the dropped ones.
+    work = tmp_path / "h"
+    shutil.copytree(SCENARIOS / "greedy-filter" / "defective", work)
+    stalled = {"strict_acc_delta": -0.01, "kept_live_ratio": 0.65, "filter_reward_bias": 0.487,
+               "dead_group_ratio": 0.32, "ppo_kl_max": 0.0016}  # fmt: skip
+    harness, top = _top_probe(work, stalled)
+    assert top.probe.probe_id == "filter:std" and "filter_biased" in top.probe.symptoms
+    apply_skill(top.skill, work, harness)
+    assert _changed(work, SCENARIOS / "greedy-filter" / "defective") == ["harness/filters.py"]
+    fixed = load_function(work, load_harness(work).group_filter)  # type: ignore[arg-type]
+    groups = [[0.0, 0.0, 1.0, 0.0], [1.0, 1.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]]
+    assert fixed(groups, {}) == [True, True, False]  # the hard live group is kept again, as the oracle does
+
+
+def test_narrow_mix_is_seen_as_uncovered_and_its_probe_trains_on_the_held_out_mix(tmp_path: Path) -> None:
+    # The v0 run of this scenario (seed 0): every training rollout from level 3, held-out levels 2-4 alike.
+    work = tmp_path / "h"
+    shutil.copytree(SCENARIOS / "narrow-mix" / "defective", work)
+    third = 1 / 3
+    stalled = {"strict_acc_delta": 0.0, "source_mix_gap": 2 / 3, "train_source_share/arithmetic/level3": 1.0,
+               **{f"heldout_source_share/arithmetic/level{n}": third for n in (2, 3, 4)}}  # fmt: skip
+    harness, top = _top_probe(work, stalled)
+    assert top.probe.probe_id == "data:match-heldout" and "heldout_uncovered" in top.probe.symptoms
+    metrics = probe_metrics(stalled, harness, harness_knobs(harness, "local"))
+    apply_skill(top.skill, work, harness, metrics=metrics)
+    weights = yaml.safe_load((work / "harness" / "data.yaml").read_text())["weights"]
+    assert weights == {"arithmetic/level1": 0.0, "arithmetic/level2": 0.3333, "arithmetic/level3": 0.3333,
+                       "arithmetic/level4": 0.3333, "arithmetic/level5": 0.0}  # fmt: skip
