@@ -57,6 +57,15 @@ def propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         return {"candidates": [*state.get("candidates", []), *made]}
     knobs = _knobs(ctx, state, harness)
     metrics = probe_metrics(state["report"]["metrics"], harness, knobs)
+    return {
+        "candidates": [*state.get("candidates", []), *offline_candidates(ctx, state, harness, knobs, metrics, tried)]
+    }
+
+
+def offline_candidates(
+    ctx: Context, state: State, harness: Harness, knobs: HarnessKnobs, metrics: dict[str, Any], tried: set[str]
+) -> list[CandidateInfo]:
+    """The heuristic policy's candidates of this iteration: matching skills first, probes in the free slots."""
 
     def skills(out: set[str], taken: set[str]) -> list[Proposal]:
         return _skill_proposals(ctx, harness, metrics, out, taken)
@@ -71,7 +80,7 @@ def propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         # slots explore (`_probes` proposes only when held-out accuracy stalled).
         proposed = {name for c in made for name in c["skill"].split(",") if name}
         made = _fill(ctx, state, harness, metrics, probes, tried | proposed, made)
-    return {"candidates": [*state.get("candidates", []), *made]}
+    return made
 
 
 Source = Callable[[set[str], set[str]], list[Proposal]]

@@ -1,4 +1,4 @@
-"""A refused proposal hands its slot to the next-ranked skill in the same iteration.
+"""A refused proposal hands its slot to the next-ranked skill in the same iteration; slots left free explore.
 
 The unstable-optimiser regression (benchmarks/RESULTS.md): iteration 1 matched dense-auxiliary-reward,
 learnable-data-mix and stabilise-policy-updates; the data-mix patch was refused (every source dead) and, with
@@ -101,3 +101,35 @@ def test_refill_stops_when_the_ranked_matches_run_dry(
     made = _fill(ctx, harness, everything, monkeypatch)
     assert made and all(c["status"] == "refused" for c in made)
     assert {c["skill"] for c in made} == everything  # each tried once, then the source ran dry
+
+
+def _offline(ctx: Context, harness: Harness, refuse: set[str], metrics: dict[str, Any],
+             monkeypatch: pytest.MonkeyPatch) -> list[CandidateInfo]:  # fmt: skip
+    def materialise(ctx: Context, state: Any, harness: Harness, p: Proposal, k: int, m: Any) -> CandidateInfo:
+        status = "refused" if {s.name for s in p.skills} & refuse else "proposed"
+        kind = "probe" if p.probe is not None else "skill"
+        return {"skill": ",".join(s.name for s in p.skills), "status": status, "factor": p.factor, "id": kind}  # type: ignore[typeddict-item]
+
+    monkeypatch.setattr(node, "_materialise", materialise)
+    knobs = harness_knobs(harness, "local")
+    return node.offline_candidates(ctx, {}, harness, knobs, node.probe_metrics(metrics, harness, knobs), set())  # type: ignore[arg-type]
+
+
+def test_slots_the_skills_leave_free_explore_when_held_out_accuracy_stalled(
+    setup: tuple[Context, Harness], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx, harness = setup
+    wide = dataclasses.replace(ctx, max_candidates=6)
+    made = _offline(wide, harness, {"learnable-data-mix"}, COLLAPSE, monkeypatch)
+    live = [c for c in made if c["status"] != "refused"]
+    skills = [c for c in live if c["id"] == "skill"]
+    assert skills and len(live) == wide.max_candidates  # every matching skill, then probes
+    assert [c["id"] for c in live] == ["skill"] * len(skills) + ["probe"] * (len(live) - len(skills))
+    assert not {c["skill"] for c in live if c["id"] == "probe"} & {c["skill"] for c in skills}
+
+
+def test_without_a_stall_free_slots_stay_free(setup: tuple[Context, Harness], monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx, harness = setup
+    wide = dataclasses.replace(ctx, max_candidates=6)
+    made = _offline(wide, harness, set(), {**COLLAPSE, "strict_acc_delta": 0.2}, monkeypatch)
+    assert made and all(c["id"] == "skill" for c in made) and len(made) < wide.max_candidates
