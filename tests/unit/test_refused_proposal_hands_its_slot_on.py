@@ -72,7 +72,7 @@ def _fill(ctx: Context, harness: Harness, refuse: set[str], monkeypatch: pytest.
         return node._skill_proposals(ctx, harness, metrics, out, taken)
 
     monkeypatch.setattr(node, "_materialise", materialise)
-    return node._fill(ctx, {}, harness, metrics, skills, set(), [])  # type: ignore[arg-type]
+    return node._fill(ctx, {}, harness, metrics, skills, set(), [])
 
 
 def test_a_refused_top_match_hands_its_slot_to_the_next_ranked_skill(
@@ -112,7 +112,7 @@ def _offline(ctx: Context, harness: Harness, refuse: set[str], metrics: dict[str
 
     monkeypatch.setattr(node, "_materialise", materialise)
     knobs = harness_knobs(harness, "local")
-    return node.offline_candidates(ctx, {}, harness, knobs, node.probe_metrics(metrics, harness, knobs), set())  # type: ignore[arg-type]
+    return node.offline_candidates(ctx, {}, harness, knobs, node.probe_metrics(metrics, harness, knobs), set())
 
 
 def test_slots_the_skills_leave_free_explore_when_held_out_accuracy_stalled(
