@@ -56,7 +56,8 @@ ADDED_METRICS = {
     "reward_rank_agreement", "kept_group_ratio", "kept_live_ratio", "reward_spread_after_filter",
     "reward_spread_dropped", "filter_spread_gap", "train_strict_acc", "train_strict_acc_after_filter",
     "distinct_response_ratio", "identical_group_ratio", "dead_identical_share", "reward_discrete",
-    "update_norm_mean", "update_norm_max", "no_update_share", "ref_distance", "kl_to_ref", "filter_reward_bias", "source_mix_gap",
+    "update_norm_mean", "update_norm_max", "no_update_share", "ref_distance", "kl_to_ref",
+    "filter_reward_bias", "source_mix_gap",
 }  # fmt: skip
 ADDED_PREFIXES = ("train_source_share/", "heldout_source_share/")  # per-source tables added with source_mix_gap
 ADDED_ALERTS = {
