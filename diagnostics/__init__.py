@@ -43,3 +43,12 @@ Adding a metric over the run table
 Rules that need the harness's declared answer protocol (`harness/answers.py`) read the `answers` and
 `answer_ok` features; without a protocol they are not evaluated and the report lists them in `notes`.
 """
+
+import os
+
+# Polars allocates through jemalloc, which by default keeps freed pages for ~10 s before returning them. The
+# run table is built chunk by chunk and the report's aggregations free their scratch at once, so a 10 M-row
+# report held hundreds of MB of already-freed memory (benchmarks/README.md, "Health report at scale"). Return
+# freed pages at once; jemalloc reads this when polars first allocates, so it is set before any layer imports
+# polars (a value the user set wins).
+os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")

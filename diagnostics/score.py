@@ -59,7 +59,7 @@ MISRANKED_GROUP_WARNING = 0.10
 MISRANKED_GROUP_CRITICAL = 0.30
 MIN_MIXED_GROUPS = 5
 EVIDENCE_MAX = 5
-GROUP_KEYS = ("step", "group_id")  # a GRPO group (as diagnostics/signal.py)
+GROUP_KEYS = ("step", "group_key")  # a GRPO group (as diagnostics/signal.py)
 
 
 def trend(series: Sequence[float]) -> tuple[float, float, float]:

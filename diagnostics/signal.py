@@ -17,7 +17,7 @@ import polars as pl
 
 from diagnostics.findings import Finding, Layer, LayerOutput, Severity, graded
 from diagnostics.schema import MetricRow, Rollout
-from diagnostics.table import COMPONENT_PREFIX, aggregate, refs
+from diagnostics.table import COMPONENT_PREFIX, REF_COLUMNS, aggregate, refs
 
 # A group is dead when its reward std is below this: zero GRPO advantage (paper §1, DGR).
 DEAD_STD = 1e-6
@@ -43,7 +43,7 @@ GRPO_EPS = 1e-6
 EVIDENCE_MAX = 5
 
 GroupKey = tuple[int, str]
-GROUP_KEYS = ("step", "group_id")
+GROUP_KEYS = ("step", "group_key")  # a GRPO group (`group_key`: the hash of its group_id, diagnostics/table.py)
 
 
 def group_rollouts(rollouts: Sequence[Rollout]) -> dict[GroupKey, list[Rollout]]:
@@ -55,20 +55,18 @@ def group_rollouts(rollouts: Sequence[Rollout]) -> dict[GroupKey, list[Rollout]]
 
 
 def group_stats(rows: pl.DataFrame) -> pl.DataFrame:
-    """One row per GRPO group, in first-seen order: `step`, `group_id`, `n`, `std` (population), `dead`, and the
-    group's first rollout (`run_id`, `prompt_id`, `sample_index`) for evidence."""
+    """One row per GRPO group, in first-seen order: `step`, `group_key`, `n`, `std` (population), `dead`, and the
+    group's first rollout (`table.REF_COLUMNS`) for evidence."""
     return (
         rows.lazy()
-        .select(*GROUP_KEYS, "reward", "run_id", "prompt_id", "sample_index")
+        .select(*GROUP_KEYS, "reward", *(c for c in REF_COLUMNS if c not in GROUP_KEYS))
         .with_row_index("__first")
         .group_by(*GROUP_KEYS)
         .agg(
             pl.col("__first").first(),
+            *(pl.col(c).first() for c in REF_COLUMNS if c not in GROUP_KEYS),
             n=pl.len(),
             std=pl.col("reward").std(ddof=0),
-            run_id=pl.col("run_id").first(),
-            prompt_id=pl.col("prompt_id").first(),
-            sample_index=pl.col("sample_index").first(),
         )
         .sort("__first")
         .drop("__first")

@@ -76,7 +76,7 @@ def source_stats(rows: pl.DataFrame) -> list[SourceStats]:
 
     A group belongs to the source of its first sample.
     """
-    columns = ("split", "step", "group_id", "data_source", "reward", "strict_score", "truncated")
+    columns = ("split", *GROUP_KEYS, "data_source", "reward", "strict_score", "truncated")
     labelled = (
         rows.lazy().select(columns).filter((pl.col("split") == "train") & (pl.col("data_source").cast(pl.String) != ""))
     )

@@ -13,7 +13,15 @@ non-string scalar (polars' reader does that); numbers, booleans, lists and enume
 
 Columns, one row per rollout, in file order (training and validation rows in `RunTable.train` / `.val`):
 
-- `run_id`, `prompt_id`, `group_id`, `data_source` (Categorical; `data_source` "" when absent);
+- `run_id`, `data_source` (one-byte Enum when the run has at most 255 of them, else Categorical;
+  `data_source` "" when absent);
+- `group_key` (UInt64): a 64-bit hash of the row's `group_id`, the GRPO group with `step` (the strings are
+  not kept: at 10 M rollouts their dictionaries alone were ~300 MB, issue #16; two group ids of one step
+  share a key with probability ~2^-64 per pair);
+- `prompt_id` (Categorical) on validation rows, whose ids the paired evaluation compares prompt by prompt;
+  null on training rows (Null-typed in a chunk without validation rows): `refs` reads a training row's id
+  back from its file through `origin` (`diagnostics/origins.py`), so evidence ids stay the real ones;
+- `origin` (UInt64): the file and line (or row index) the row was read from (`diagnostics/origins.py`);
 - `step`, `sample_index`, `num_turns`, `tool_calls` (Int32; `num_turns` 1, `tool_calls` 0 when absent);
 - `split` (Enum train/val), `stop_reason` (Enum of `StopReason`), `truncated` (the record's flag;
   `is_truncated()` adds stop reason `length`);
@@ -46,7 +54,9 @@ import orjson
 import polars as pl
 
 from diagnostics.features import NEEDS_TEXT, complete_features, native_features
+from diagnostics.findings import rollout_ref
 from diagnostics.lines import file_pieces, line_numbers, line_problem, locate, sequential_lines, whole_file
+from diagnostics.origins import ORIGIN, Source, origins, prompt_ids, register
 from diagnostics.schema import SPLITS, ReadProblem, Rollout, Split, StopReason, rollout_files
 from harness.answers import AnswerProtocol
 
@@ -97,7 +107,7 @@ _KEY = r'"(?:[^"\\]|\\.)*"'
 _VALUE = rf":\s*{_NUMBER}"  # a number in a value position (the texts are polars' serialisation: valid JSON)
 # An object whose values are all numbers, once each value is cut to its colon: its "skeleton".
 _SKELETON_RE = re.compile(rf"^\{{\s*(?:{_KEY}\s*:\s*(?:,\s*{_KEY}\s*:\s*)*)?\}}$")
-_FILE, _LINE, _RULE, _BAD = "__file", "__line", "__broken", "__bad"
+_FILE, _LINE, _PATH, _RULE, _BAD = "__file", "__line", "__path", "__broken", "__bad"
 _SHRUNK = ("step", "sample_index", "num_turns", "tool_calls", "length")
 _FEW_LABELS = ("run_id", "data_source")
 _CHECKED = (*REQUIRED, "stop_reason", "reward_components", "num_turns", "tool_calls", "response_tokens")
@@ -135,20 +145,22 @@ def is_truncated() -> pl.Expr:
     return pl.col("truncated") | (pl.col("stop_reason") == StopReason.LENGTH.value)
 
 
-def ref() -> pl.Expr:
-    """The evidence id of each row, `run_id/step/prompt_id/sample_index` (as `findings.rollout_ref`)."""
-    return pl.concat_str(
-        pl.col("run_id").cast(pl.String), pl.col("step"), pl.col("prompt_id").cast(pl.String), pl.col("sample_index"),
-        separator="/",
-    )  # fmt: skip
-
-
-REF_COLUMNS = ("run_id", "step", "prompt_id", "sample_index")
+REF_COLUMNS = ("run_id", "step", "prompt_id", "sample_index", ORIGIN)  # what `refs` reads
 
 
 def refs(rows: pl.DataFrame, limit: int) -> list[str]:
-    """Evidence ids of the first `limit` rows of `rows`."""
-    return rows.head(limit).select(ref()).to_series().to_list()
+    """Evidence ids (`run_id/step/prompt_id/sample_index`, as `findings.rollout_ref`) of the first `limit` rows
+    of `rows`; a training row's `prompt_id` is read back from its file (`origins.prompt_ids`)."""
+    head = rows.head(limit).select(REF_COLUMNS)
+    ids = head["prompt_id"].cast(pl.String).to_list()
+    unnamed = head.filter(pl.col("prompt_id").is_null())
+    if unnamed.height:
+        resolved = iter(prompt_ids(unnamed))
+        ids = [pid if pid is not None else next(resolved) for pid in ids]
+    return [
+        rollout_ref(str(run), int(step), pid, int(sample))
+        for (run, step, sample), pid in zip(head.select("run_id", "step", "sample_index").rows(), ids, strict=True)
+    ]
 
 
 def aggregate(rows: pl.DataFrame, *exprs: pl.Expr) -> tuple[Any, ...]:
@@ -183,8 +195,8 @@ def read_table(paths: Sequence[Path], answer: AnswerProtocol | None = None) -> R
         if is_val.any():
             val.append(part.filter(is_val))
             part = part.filter(~is_val)
-        if part.height:
-            train.append(part)
+        if part.height:  # a chunk's training rows never hold ids (`_finish`): no column of nulls for them
+            train.append(part.with_columns(pl.Series("prompt_id", [None] * part.height, dtype=pl.Null)))
         del part
     order = {str(p): i for i, p in enumerate(paths)}
     problems.sort(key=lambda p: (order.get(p.path, -1), p.line))
@@ -193,18 +205,22 @@ def read_table(paths: Sequence[Path], answer: AnswerProtocol | None = None) -> R
 
 def table_from_rollouts(rollouts: Iterable[Rollout], answer: AnswerProtocol | None = None) -> pl.DataFrame:
     """The run table of typed records, through the same parser as files (for tests and small consumers)."""
-    data = b"".join(orjson.dumps(r.to_json()) + b"\n" for r in rollouts)
-    if not data:
+    lines = tuple(orjson.dumps(r.to_json()) for r in rollouts)
+    if not lines:
         return empty_table()
+    data = b"".join(line + b"\n" for line in lines)
     problems: list[ReadProblem] = []
-    frame = _chunk(data, [(Path("<rollouts>"), 1, len(data))], answer, problems)
+    source = register(Source("<rollouts>", texts=lines))
+    frame = _chunk(data, [(Path("<rollouts>"), 1, len(data))], answer, problems, [source])
     assert not problems, problems
     return frame
 
 
 def empty_table() -> pl.DataFrame:
     """A table with every fixed column and no rows."""
-    return _finish(_project(pl.DataFrame(schema=READ_SCHEMA).lazy(), None), None)
+    return _finish(_project(pl.DataFrame(schema=READ_SCHEMA).lazy(), None), None).with_columns(
+        pl.Series(ORIGIN, [], dtype=pl.UInt64)
+    )
 
 
 # --- reading --------------------------------------------------------------------------------------------------
@@ -272,22 +288,40 @@ def _take(
 def _chunk_files(paths: list[Path], answer: AnswerProtocol | None, problems: list[ReadProblem]) -> pl.DataFrame:
     """Whole files scanned by path; their bytes are read only to locate a bad line, or to read around one."""
     try:
-        frame: pl.DataFrame | None = _project(pl.scan_ndjson(paths, schema=READ_SCHEMA), answer)
+        scan = pl.scan_ndjson(paths, schema=READ_SCHEMA, include_file_paths=_PATH)
+        frame: pl.DataFrame | None = _project(scan, answer)
     except pl.exceptions.PolarsError:
         frame = None
     if frame is not None and not (frame[_RULE].any() or _bad_components(frame["reward_components"]).any()):
-        return _finish(frame.drop(_RULE, _BAD), answer)
+        return _finish(_with_row_origins(frame).drop(_RULE, _BAD), answer)
     located = locate(paths, frame.height) if frame is not None else None
     if frame is None or located is None:
         return _concat([_chunk(*whole_file(path), answer, problems) for path in paths])
     spans = [(path, 1, 0) for path in paths]
-    return _finish(_drop_bad(_with_lines(frame, *located), spans, problems), answer)
+    return _finish(_drop_bad(_with_lines(frame.drop(_PATH), *located), spans, problems), answer)
+
+
+def _with_row_origins(frame: pl.DataFrame) -> pl.DataFrame:
+    """`origin` of rows scanned from whole files: the file and the row's index among its non-blank lines (the
+    scan keeps file order and skips blank lines, so row k of a file is its k-th non-blank line)."""
+    files = frame.group_by(_PATH, maintain_order=True).len()
+    counts = files["len"].to_numpy()
+    ids = np.array([register(Source(path, by_index=True)) for path in files[_PATH].to_list()], dtype=np.uint64)
+    starts = np.repeat(np.cumsum(counts) - counts, counts)
+    index = np.arange(frame.height, dtype=np.uint64) - starts.astype(np.uint64)
+    return frame.drop(_PATH).with_columns(origins(np.repeat(ids, counts), index))
 
 
 def _chunk(
-    data: bytes, spans: Sequence[tuple[Path, int, int]], answer: AnswerProtocol | None, problems: list[ReadProblem]
+    data: bytes,
+    spans: Sequence[tuple[Path, int, int]],
+    answer: AnswerProtocol | None,
+    problems: list[ReadProblem],
+    sources: Sequence[int] | None = None,
 ) -> pl.DataFrame:
-    """Parse whole lines (bytes) straight into table columns; report each bad line with its file and line."""
+    """Parse whole lines (bytes) straight into table columns; report each bad line with its file and line.
+
+    `sources` are the spans' registered origins (`origins.register`; by default each span's file, by line)."""
     try:
         frame: pl.DataFrame | None = _project(pl.scan_ndjson(data, schema=READ_SCHEMA), answer)
     except pl.exceptions.PolarsError:
@@ -300,7 +334,7 @@ def _chunk(
             frame = _with_lines(frame, span_of, lines)
         else:
             frame = _project(_parse_tolerantly(data, span_of, lines, spans, problems).lazy(), answer)
-    return _finish(_drop_bad(frame, spans, problems), answer)
+    return _finish(_drop_bad(frame, spans, problems, sources), answer)
 
 
 def _read(data: bytes) -> pl.DataFrame | None:
@@ -374,7 +408,7 @@ def _project(lf: pl.LazyFrame, answer: AnswerProtocol | None) -> pl.DataFrame:
     that `complete_features` and the component reader still need (only on the rows that need it)."""
     rule = pl.any_horizontal(bad for bad, _ in _RULES)
     needs = pl.col(NEEDS_TEXT)
-    passthrough = [c for c in (_FILE, _LINE) if c in lf.collect_schema()]
+    passthrough = [c for c in (_FILE, _LINE, _PATH) if c in lf.collect_schema()]
     broken = pl.col(_RULE)
     return (
         lf.with_columns(*native_features(answer), rule.alias(_RULE))
@@ -383,8 +417,8 @@ def _project(lf: pl.LazyFrame, answer: AnswerProtocol | None) -> pl.DataFrame:
             pl.col("run_id").cast(pl.Categorical),
             pl.col("step").cast(pl.Int32, strict=False),
             pl.col("split").cast(SPLIT_DTYPE, strict=False),
-            pl.col("prompt_id").cast(pl.Categorical),
-            pl.col("group_id").cast(pl.Categorical),
+            pl.when(pl.col("split") == "val").then(pl.col("prompt_id")).alias("prompt_id"),  # see `_finish`
+            pl.col("group_id").hash().alias("group_key"),
             pl.col("sample_index").cast(pl.Int32, strict=False),
             "reward",
             "strict_score",
@@ -429,8 +463,14 @@ def _turns() -> pl.Expr:
     )
 
 
-def _drop_bad(frame: pl.DataFrame, spans: Sequence[tuple[Path, int, int]], problems: list[ReadProblem]) -> pl.DataFrame:
-    """Report and drop the rows that broke a rule (with the chunk's file and line of each)."""
+def _drop_bad(
+    frame: pl.DataFrame,
+    spans: Sequence[tuple[Path, int, int]],
+    problems: list[ReadProblem],
+    sources: Sequence[int] | None = None,
+) -> pl.DataFrame:
+    """Report and drop the rows that broke a rule (with the chunk's file and line of each); the others get their
+    `origin` (span file and line)."""
     bad_components = _bad_components(frame["reward_components"])
     broken = frame[_RULE] | bad_components
     if broken.any():
@@ -444,7 +484,10 @@ def _drop_bad(frame: pl.DataFrame, spans: Sequence[tuple[Path, int, int]], probl
         for span, line, rule, split, stop in bad.select(_FILE, _LINE, index, "split", "stop_reason").iter_rows():
             message = _RULES[rule][1].format(splits=SPLITS, split=split, stop_reason=stop)
             problems.append(ReadProblem(str(spans[span][0]), line, message))
-    return frame.filter(~broken).drop(_FILE, _LINE, _RULE, _BAD)
+    kept = frame.filter(~broken)
+    ids = np.array(sources if sources is not None else [register(Source(str(p))) for p, *_ in spans], dtype=np.uint64)
+    origin = origins(ids[kept[_FILE].to_numpy()], kept[_LINE].to_numpy())
+    return kept.drop(_FILE, _LINE, _RULE, _BAD).with_columns(origin)
 
 
 def _finish(frame: pl.DataFrame, answer: AnswerProtocol | None) -> pl.DataFrame:
@@ -457,7 +500,9 @@ def _finish(frame: pl.DataFrame, answer: AnswerProtocol | None) -> pl.DataFrame:
     turns = frame["turns"]
     if turns.null_count() == turns.len():  # no trajectory in this chunk: a Null column costs no memory
         frame = frame.with_columns(pl.Series("turns", [None] * frame.height, dtype=pl.Null))
-    frame = frame.drop("reward_components", NEEDS_TEXT, "response", "response_tokens")
+    ids = frame["prompt_id"]  # validation rows' ids, as Categorical; none of a training-only chunk's is kept
+    prompt = ids.cast(pl.Categorical) if ids.null_count() < ids.len() else pl.Series("prompt_id", [None] * ids.len())
+    frame = frame.drop("reward_components", NEEDS_TEXT, "response", "response_tokens").with_columns(prompt)
     # the smallest integer type that holds this chunk's values (chunks are widened to agree when concatenated)
     frame = frame.with_columns(frame[name].shrink_dtype() for name in _SHRUNK)
     return frame if components is None else pl.concat([frame, components], how="horizontal")
