@@ -17,10 +17,13 @@ Adding a metric over the run table
    rows) and returning a `LayerOutput`; add it to the layer's `diagnose_*` list. Agentic metrics (turns,
    tools, trajectories) go in `agentic.py`, with their meaning and rule in its `AGENTIC_METRIC_DOCS`.
 2. Read columns by the names in `table.py`'s docstring. Aggregate with polars expressions
-   (`rows.select(pl.col("reward").mean().alias("mean"))`, `rows.group_by(*signal.GROUP_KEYS)`); take row
-   subsets with `table.where(rows, predicate, *columns)`, which keeps only the columns you name (a run table
-   can hold ten million rows: never `rows.filter(...)` the whole table), and evidence with
-   `table.refs(subset, EVIDENCE_MAX)` (`run_id/step/prompt_id/sample_index`). Agentic episodes carry
+   (`rows.select(pl.col("reward").mean().alias("mean"))`; per GRPO group with `table.per_group`, or
+   `table.group_batches` and `rows.group_by(*table.GROUP_KEYS)` per batch: batches of whole steps, so the
+   aggregation's scratch memory follows a batch, not the table); take row subsets with
+   `table.where(rows, predicate, *columns)`, which keeps only the columns you name (a run table can hold
+   ten million rows: never `rows.filter(...)` the whole table), and evidence with
+   `table.refs(subset, EVIDENCE_MAX)` (`run_id/step/prompt_id/sample_index`; a training row's prompt id is
+   read back from its file) or `table.refs_where(rows, predicate, EVIDENCE_MAX)`. Agentic episodes carry
    `turns`, a list of `{tool, success, policy_tokens, observation_tokens, call}` per row (`call`: a hash of
    the tool and its arguments; the column is Null-typed when no row of a chunk has a trajectory):
    `pl.col("turns").list.eval(pl.element().struct.field("success"))`; per-episode features (roles, first
@@ -46,9 +49,10 @@ Rules that need the harness's declared answer protocol (`harness/answers.py`) re
 
 import os
 
-# Polars allocates through jemalloc, which by default keeps freed pages for ~10 s before returning them. The
-# run table is built chunk by chunk and the report's aggregations free their scratch at once, so a 10 M-row
-# report held hundreds of MB of already-freed memory (benchmarks/README.md, "Health report at scale"). Return
-# freed pages at once; jemalloc reads this when polars first allocates, so it is set before any layer imports
+# Polars allocates through jemalloc, which by default keeps freed pages for ~10 s before returning them, and
+# purges an arena only when that arena is used again. The run table is built chunk by chunk on several
+# threads and the report's aggregations free their scratch at once, so a 10 M-row report held ~100-300 MB of
+# already-freed memory (benchmarks/README.md, "Health report at scale"). Return freed pages at once, from a
+# background thread; jemalloc reads this when polars first allocates, so it is set before any layer imports
 # polars (a value the user set wins).
-os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
+os.environ.setdefault("_RJEM_MALLOC_CONF", "background_thread:true,dirty_decay_ms:0,muzzy_decay_ms:0")

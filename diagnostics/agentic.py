@@ -33,8 +33,8 @@ from diagnostics.agentic_docs import (
 )
 from diagnostics.findings import Layer, LayerOutput, graded
 from diagnostics.schema import StopReason
-from diagnostics.score import GROUP_KEYS, REWARDED_WRONG_RELATIVE, ROUNDING_SLACK, STRICT_CORRECT
-from diagnostics.table import refs
+from diagnostics.score import REWARDED_WRONG_RELATIVE, ROUNDING_SLACK, STRICT_CORRECT
+from diagnostics.table import GROUP_KEYS, refs
 from diagnostics.tool_roles import DEFAULT_ROLES, ActMode, ToolRole, ToolRoles
 from diagnostics.trajectories import Trajectories, is_agentic, trajectories
 

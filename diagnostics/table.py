@@ -25,12 +25,15 @@ Columns, one row per rollout, in file order (training and validation rows in `Ru
 - `step`, `sample_index`, `num_turns`, `tool_calls` (Int32; `num_turns` 1, `tool_calls` 0 when absent);
 - `split` (Enum train/val), `stop_reason` (Enum of `StopReason`), `truncated` (the record's flag;
   `is_truncated()` adds stop reason `length`);
-- `reward`, `strict_score`, `mean_logprob` (Float64; the last two null when not computed);
+- `reward`, `strict_score`, `mean_logprob` (Float64; the last two null when not computed; `reward` and
+  `strict_score` are Int8 in a chunk whose values are all integers in [-64, 63]: the same numbers, an eighth
+  of the memory, and the same aggregates; chunks of both kinds concatenate to Float64);
 - `turns`: List(Struct(tool, success, policy_tokens, observation_tokens, call)), the trajectory without its
   text: `call` is a 32-bit hash of the turn's tool and arguments (null without a call), so repeated calls can
   be told apart from new ones without keeping the arguments (Null-typed in a chunk where no row has a
   trajectory, so single-turn runs pay nothing for it);
-- `component/<name>` (Float64): one per reward component seen in the run, null where a row lacks it;
+- `component/<name>` (Float64, or Int8 as `reward`): one per reward component seen in the run, null where a
+  row lacks it;
 - `kept` (Boolean): the group filter kept the rollout's group for the update (null where not recorded);
 - `length`, `empty`, `bigram_rep`, `degenerate`, `answers`, `answer_ok`, `response_hash`: text features
   (`features.py`).
@@ -109,6 +112,7 @@ _VALUE = rf":\s*{_NUMBER}"  # a number in a value position (the texts are polars
 _SKELETON_RE = re.compile(rf"^\{{\s*(?:{_KEY}\s*:\s*(?:,\s*{_KEY}\s*:\s*)*)?\}}$")
 _FILE, _LINE, _PATH, _RULE, _BAD = "__file", "__line", "__path", "__broken", "__bad"
 _SHRUNK = ("step", "sample_index", "num_turns", "tool_calls", "length")
+_SCORES = ("reward", "strict_score")  # with the components: Int8 in a chunk where they are small integers
 _FEW_LABELS = ("run_id", "data_source")
 _CHECKED = (*REQUIRED, "stop_reason", "reward_components", "num_turns", "tool_calls", "response_tokens")
 
@@ -163,6 +167,50 @@ def refs(rows: pl.DataFrame, limit: int) -> list[str]:
     ]
 
 
+GROUP_KEYS = ("step", "group_key")  # a GRPO group: its step and the hash of its group_id
+GROUP_BATCH_ROWS = 1 << 20  # rows per batch of a per-group aggregation (`group_batches`)
+
+
+def group_batches(rows: pl.DataFrame) -> Iterator[tuple[int, pl.DataFrame]]:
+    """`(offset, batch)`: `rows` cut into zero-copy slices of whole steps of about `GROUP_BATCH_ROWS` rows
+    (`offset`: the slice's first row in `rows`).
+
+    A group never spans two steps, so aggregating each batch per group gives every group of the table, with
+    the aggregation's scratch memory (hash tables, group lists: ~50 bytes a row) sized by one batch instead
+    of the whole table (issue #16). Rows not sorted by step come as one batch.
+    """
+    n = rows.height
+    steps = rows["step"]
+    if n <= GROUP_BATCH_ROWS or not steps.is_sorted():
+        yield 0, rows
+        return
+    start = 0
+    while start < n:
+        end = min(start + GROUP_BATCH_ROWS, n)
+        if end < n:  # to the end of the step the batch's last row belongs to
+            end = int(steps.search_sorted(steps[end - 1], side="right"))
+        yield start, rows.slice(start, end - start)
+        start = end
+
+
+def per_group(rows: pl.DataFrame, columns: Sequence[str], *aggs: pl.Expr) -> pl.DataFrame:
+    """One row per GRPO group, in first-seen order: `GROUP_KEYS`, the aggregations `aggs` (over `columns`), and
+    the `REF_COLUMNS` of the group's first row (for evidence), aggregated batch by batch (`group_batches`)."""
+    first = "__first"
+    parts = [
+        batch.lazy()
+        .select(*GROUP_KEYS, *columns)
+        .with_row_index(first, offset=offset)
+        .group_by(*GROUP_KEYS)
+        .agg(pl.col(first).first(), *aggs)
+        .collect()
+        for offset, batch in group_batches(rows)
+    ]
+    groups = pl.concat(parts).sort(first)
+    ids = rows.select(c for c in REF_COLUMNS if c not in GROUP_KEYS).gather(groups[first])
+    return pl.concat([groups.drop(first), ids], how="horizontal")
+
+
 def aggregate(rows: pl.DataFrame, *exprs: pl.Expr) -> tuple[Any, ...]:
     """One row of aggregates over `rows`, computed lazily: only the columns the expressions read are touched."""
     return rows.lazy().select(*exprs).collect().row(0)
@@ -171,6 +219,11 @@ def aggregate(rows: pl.DataFrame, *exprs: pl.Expr) -> tuple[Any, ...]:
 def where(rows: pl.DataFrame, predicate: pl.Expr | str, *columns: str) -> pl.DataFrame:
     """The rows matching `predicate`, with the evidence columns and `columns` only (no copy of the others)."""
     return rows.lazy().filter(predicate).select(*REF_COLUMNS, *columns).collect()
+
+
+def refs_where(rows: pl.DataFrame, predicate: pl.Expr, limit: int) -> list[str]:
+    """Evidence ids of the first `limit` rows matching `predicate` (only those rows are kept)."""
+    return refs(rows.lazy().filter(predicate).select(REF_COLUMNS).head(limit).collect(), limit)
 
 
 def _concat(parts: Sequence[pl.DataFrame]) -> pl.DataFrame:
@@ -505,7 +558,21 @@ def _finish(frame: pl.DataFrame, answer: AnswerProtocol | None) -> pl.DataFrame:
     frame = frame.drop("reward_components", NEEDS_TEXT, "response", "response_tokens").with_columns(prompt)
     # the smallest integer type that holds this chunk's values (chunks are widened to agree when concatenated)
     frame = frame.with_columns(frame[name].shrink_dtype() for name in _SHRUNK)
-    return frame if components is None else pl.concat([frame, components], how="horizontal")
+    frame = frame if components is None else pl.concat([frame, components], how="horizontal")
+    scores = [c for c in frame.columns if c in _SCORES or c.startswith(COMPONENT_PREFIX)]
+    return frame.with_columns(_small_integers(frame[c]) for c in scores)
+
+
+def _small_integers(values: pl.Series) -> pl.Series:
+    """A Float64 column whose values are all integers in [-64, 63] (0/1 rewards, counts) as Int8: the same
+    numbers in an eighth of the memory. Polars sums them as Int64 and takes means, spreads and comparisons in
+    Float64, so every aggregate is the same number; a difference of two still fits in Int8."""
+    known = values.drop_nulls()
+    if values.dtype != pl.Float64 or not known.len():
+        return values
+    if not ((known == known.round(0)) & known.is_between(-64, 63)).all():  # NaN is never equal to itself
+        return values
+    return values.cast(pl.Int8)
 
 
 def _narrow_labels(frame: pl.DataFrame) -> pl.DataFrame:
