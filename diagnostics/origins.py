@@ -5,8 +5,8 @@ were ~300 MB, kept by polars for the life of the process). Each row instead carr
 source it was read from (a registered file, or the texts of `table.table_from_rollouts`) in the high 32 bits
 and its place there in the low 32, either its line number or, for files polars scanned whole, its index among
 the file's non-blank lines (polars skips blank lines). `prompt_ids(rows)` reads the lines back, each source
-once, and checks that the line still holds the row (same step and sample index): a file rewritten since it
-was read yields `?` rather than another rollout's id.
+once, and checks that the line still holds the row (same step, sample index and group key): a file
+rewritten since it was read yields `?` rather than another rollout's id.
 
 The registry is process-wide and append-only: one small entry per file read (a path and a flag), never per row.
 """
@@ -59,8 +59,8 @@ def origins(source_ids: np.ndarray, places: np.ndarray) -> pl.Series:
 
 
 def prompt_ids(rows: pl.DataFrame) -> list[str]:
-    """The `prompt_id` of each row (`origin`, `step`, `sample_index`), read back from its source."""
-    wanted = rows.select(ORIGIN, "step", "sample_index").rows()
+    """The `prompt_id` of each row (`origin`, `step`, `sample_index`, `group_key`), read back from its source."""
+    wanted = rows.select(ORIGIN, "step", "sample_index", "group_key").rows()
     by_source: dict[int, list[int]] = {}
     for origin, *_ in wanted:
         by_source.setdefault(int(origin) >> 32, []).append(int(origin) & 0xFFFFFFFF)
@@ -69,8 +69,8 @@ def prompt_ids(rows: pl.DataFrame) -> list[str]:
         for place, text in zip(places, _lines(_SOURCES[source_id], places), strict=True):
             lines[(source_id, place)] = text
     out = []
-    for origin, step, sample in wanted:
-        out.append(_prompt_id(lines[(int(origin) >> 32, int(origin) & 0xFFFFFFFF)], step, sample))
+    for origin, step, sample, group in wanted:
+        out.append(_prompt_id(lines[(int(origin) >> 32, int(origin) & 0xFFFFFFFF)], step, sample, group))
     return out
 
 
@@ -90,12 +90,19 @@ def _lines(source: Source, places: Sequence[int]) -> list[bytes]:
     return [bytes(data[starts[p - 1] : ends[p - 1]]) if 0 < p <= len(ends) else b"" for p in places]
 
 
-def _prompt_id(text: bytes, step: object, sample_index: object) -> str:
+def _prompt_id(text: bytes, step: object, sample_index: object, group_key: object) -> str:
     try:
         row = orjson.loads(text)
     except orjson.JSONDecodeError:
         return UNRESOLVED
     if not isinstance(row, dict) or row.get("step") != step or row.get("sample_index") != sample_index:
         return UNRESOLVED
-    prompt = row.get("prompt_id")
-    return prompt if isinstance(prompt, str) else orjson.dumps(prompt).decode() if prompt is not None else UNRESOLVED
+    group, prompt = _text(row.get("group_id")), _text(row.get("prompt_id"))
+    if group is None or prompt is None or pl.Series([group]).hash()[0] != group_key:  # as table._project keys it
+        return UNRESOLVED
+    return prompt
+
+
+def _text(value: object) -> str | None:
+    """A string field as the table reads it: a string, or the JSON text of another scalar."""
+    return value if isinstance(value, str) else orjson.dumps(value).decode() if value is not None else None

@@ -149,7 +149,7 @@ def is_truncated() -> pl.Expr:
     return pl.col("truncated") | (pl.col("stop_reason") == StopReason.LENGTH.value)
 
 
-REF_COLUMNS = ("run_id", "step", "prompt_id", "sample_index", ORIGIN)  # what `refs` reads
+REF_COLUMNS = ("run_id", "step", "prompt_id", "sample_index", ORIGIN, "group_key")  # what `refs` reads
 
 
 def refs(rows: pl.DataFrame, limit: int) -> list[str]:
