@@ -221,18 +221,15 @@ def diagnose_components(rows: pl.DataFrame) -> LayerOutput:
 
 def grpo_advantages(rows: pl.DataFrame) -> pl.Series:
     """Per-rollout GRPO advantage `(r - mean_g) / (std_g + eps)` over each `(step, group_id)` group."""
-    return rows.lazy().select(_advantage().alias("advantage")).collect().to_series()
-
-
-def _advantage() -> pl.Expr:
     reward = pl.col("reward")
-    return (reward - reward.mean().over(GROUP_KEYS)) / (reward.std(ddof=0).over(GROUP_KEYS) + GRPO_EPS)
+    adv = (reward - reward.mean().over(GROUP_KEYS)) / (reward.std(ddof=0).over(GROUP_KEYS) + GRPO_EPS)
+    return rows.lazy().select(adv.alias("advantage")).collect().to_series()
 
 
 def diagnose_advantages(rows: pl.DataFrame, metric_rows: Sequence[MetricRow]) -> LayerOutput:
     """Advantage health: share of zero-advantage samples, trainer-reported extremes, dead training."""
     zero = sum(  # batches of whole steps (`table.group_batches`): a group's advantages are in one batch
-        int(aggregate(batch, (_advantage().abs() < GRPO_EPS).sum())[0]) for _, batch in group_batches(rows)
+        int((grpo_advantages(batch).abs() < GRPO_EPS).sum()) for _, batch in group_batches(rows)
     )
     zero_share = zero / rows.height if rows.height else math.nan
     metrics: dict[str, float] = {"advantage_zero_share": zero_share}
