@@ -17,13 +17,13 @@ Adding a metric over the run table
    rows) and returning a `LayerOutput`; add it to the layer's `diagnose_*` list. Agentic metrics (turns,
    tools, trajectories) go in `agentic.py`, with their meaning and rule in its `AGENTIC_METRIC_DOCS`.
 2. Read columns by the names in `table.py`'s docstring. Aggregate with polars expressions
-   (`rows.select(pl.col("reward").mean().alias("mean"))`; per GRPO group with `table.per_group`, or
-   `table.group_batches` and `rows.group_by(*table.GROUP_KEYS)` per batch: batches of whole steps, so the
+   (`rows.select(pl.col("reward").mean().alias("mean"))`; per GRPO group with `query.per_group`, or
+   `query.group_batches` and `rows.group_by(*query.GROUP_KEYS)` per batch: batches of whole steps, so the
    aggregation's scratch memory follows a batch, not the table); take row subsets with
-   `table.where(rows, predicate, *columns)`, which keeps only the columns you name (a run table can hold
+   `query.where(rows, predicate, *columns)`, which keeps only the columns you name (a run table can hold
    ten million rows: never `rows.filter(...)` the whole table), and evidence with
-   `table.refs(subset, EVIDENCE_MAX)` (`run_id/step/prompt_id/sample_index`; a training row's prompt id is
-   read back from its file) or `table.refs_where(rows, predicate, EVIDENCE_MAX)`. Agentic episodes carry
+   `query.refs(subset, EVIDENCE_MAX)` (`run_id/step/prompt_id/sample_index`; a training row's prompt id is
+   read back from its file) or `query.refs_where(rows, predicate, EVIDENCE_MAX)`. Agentic episodes carry
    `turns`, a list of `{tool, success, policy_tokens, observation_tokens, call}` per row (`call`: a hash of
    the tool and its arguments; the column is Null-typed when no row of a chunk has a trajectory):
    `pl.col("turns").list.eval(pl.element().struct.field("success"))`; per-episode features (roles, first

@@ -32,9 +32,9 @@ from diagnostics.agentic_docs import (
     TRAJECTORY_MARK,
 )
 from diagnostics.findings import Layer, LayerOutput, graded
+from diagnostics.query import GROUP_KEYS, refs
 from diagnostics.schema import StopReason
 from diagnostics.score import REWARDED_WRONG_RELATIVE, ROUNDING_SLACK, STRICT_CORRECT
-from diagnostics.table import GROUP_KEYS, refs
 from diagnostics.tool_roles import DEFAULT_ROLES, ActMode, ToolRole, ToolRoles
 from diagnostics.trajectories import Trajectories, is_agentic, trajectories
 

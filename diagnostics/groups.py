@@ -26,8 +26,8 @@ import math
 import polars as pl
 
 from diagnostics.findings import Layer, LayerOutput, graded
+from diagnostics.query import per_group, refs
 from diagnostics.signal import DEAD_STD
-from diagnostics.table import per_group, refs
 
 # The filter keeps less than this share of the samples that carry a learning signal (the backtest's bar).
 KEPT_LIVE_WARNING = 0.5

@@ -30,8 +30,8 @@ import numpy as np
 import polars as pl
 
 from diagnostics.findings import Finding, Layer, LayerOutput, Severity, graded
+from diagnostics.query import GROUP_KEYS, aggregate, group_batches, refs, refs_where
 from diagnostics.schema import MetricRow
-from diagnostics.table import GROUP_KEYS, aggregate, group_batches, refs, refs_where
 
 TRAIN_REWARD_METRIC = "critic/score/mean"  # verl's per-step reward before KL (verl.md §7)
 # Reward-hacking alarm (paper §6.3 rule 4): training reward rose by more than this ...
@@ -74,7 +74,7 @@ def trend(series: Sequence[float]) -> tuple[float, float, float]:
 def per_step_mean(rows: pl.DataFrame, strict: bool) -> list[tuple[int, float]]:
     """Return `[(step, mean)]` of rewards (or of strict scores, skipping rollouts without one), by step."""
     column = "strict_score" if strict else "reward"
-    means = pl.concat(  # batches of whole steps (`table.group_batches`): each step's mean is in one batch
+    means = pl.concat(  # batches of whole steps (`query.group_batches`): each step's mean is in one batch
         batch.lazy().select("step", column).drop_nulls(column).collect().group_by("step").agg(pl.col(column).mean())
         for _, batch in group_batches(rows)
     ).sort("step")
@@ -293,7 +293,7 @@ def rank_agreement(rows: pl.DataFrame) -> pl.DataFrame:
     """Per mixed group (both strict-right and strict-wrong samples, every sample strict-scored): `step`,
     `group_id`, `pairs`, `violations`, `ties` (as `rank_violations`) and `misranked` (some wrong sample
     rewarded at least as much as some right one), in first-seen order (aggregated batch by batch of whole
-    steps, `table.group_batches`)."""
+    steps, `query.group_batches`)."""
     parts = [_rank_agreement(batch, offset) for offset, batch in group_batches(rows)]
     return pl.concat(parts).sort("__order").drop("__order")
 

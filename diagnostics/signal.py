@@ -16,8 +16,9 @@ import numpy as np
 import polars as pl
 
 from diagnostics.findings import Finding, Layer, LayerOutput, Severity, graded
+from diagnostics.query import GROUP_KEYS, aggregate, group_batches, per_group, refs
 from diagnostics.schema import MetricRow, Rollout
-from diagnostics.table import COMPONENT_PREFIX, GROUP_KEYS, aggregate, group_batches, per_group, refs
+from diagnostics.table import COMPONENT_PREFIX
 
 # A group is dead when its reward std is below this: zero GRPO advantage (paper §1, DGR).
 DEAD_STD = 1e-6
@@ -55,7 +56,7 @@ def group_rollouts(rollouts: Sequence[Rollout]) -> dict[GroupKey, list[Rollout]]
 
 def group_stats(rows: pl.DataFrame) -> pl.DataFrame:
     """One row per GRPO group, in first-seen order: `step`, `group_key`, `n`, `std` (population), `dead`, and the
-    group's first rollout (`table.REF_COLUMNS`) for evidence."""
+    group's first rollout (`query.REF_COLUMNS`) for evidence."""
     groups = per_group(rows, ["reward"], pl.len().alias("n"), pl.col("reward").std(ddof=0).alias("std"))
     return groups.with_columns(dead=pl.col("std") < DEAD_STD)
 
@@ -76,7 +77,7 @@ def _dead_after_filter(metric_rows: Sequence[MetricRow], rows: pl.DataFrame) -> 
         return None
     kept = pl.col("kept")
     ratio = (pl.col("dead") & pl.col("kept")).sum() / pl.max_horizontal(pl.col("kept").sum(), 1)
-    per_step = pl.concat(  # batches of whole steps (`table.group_batches`): each step's ratio is in one batch
+    per_step = pl.concat(  # batches of whole steps (`query.group_batches`): each step's ratio is in one batch
         batch.lazy()
         .filter(kept.is_not_null())
         .group_by(*GROUP_KEYS)
@@ -228,7 +229,7 @@ def grpo_advantages(rows: pl.DataFrame) -> pl.Series:
 
 def diagnose_advantages(rows: pl.DataFrame, metric_rows: Sequence[MetricRow]) -> LayerOutput:
     """Advantage health: share of zero-advantage samples, trainer-reported extremes, dead training."""
-    zero = sum(  # batches of whole steps (`table.group_batches`): a group's advantages are in one batch
+    zero = sum(  # batches of whole steps (`query.group_batches`): a group's advantages are in one batch
         int((grpo_advantages(batch).abs() < GRPO_EPS).sum()) for _, batch in group_batches(rows)
     )
     zero_share = zero / rows.height if rows.height else math.nan

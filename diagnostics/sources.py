@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import polars as pl
 
 from diagnostics.findings import Finding, Layer, LayerOutput, Severity
+from diagnostics.query import GROUP_KEYS, group_batches
 from diagnostics.signal import DEAD_STD
-from diagnostics.table import GROUP_KEYS, group_batches
 
 # A source is dead when >= this share of its groups have zero reward std (paper §6.1 critical level, per source).
 DEAD_SOURCE_AT = 0.5
@@ -76,7 +76,7 @@ def source_stats(rows: pl.DataFrame) -> list[SourceStats]:
     """Return per-source stats over the training rows that name a `data_source`, sorted by source.
 
     A group belongs to the source of its first sample. Aggregated batch by batch of whole steps
-    (`table.group_batches`); every per-source number is a sum, so the batches' sums add up.
+    (`query.group_batches`); every per-source number is a sum, so the batches' sums add up.
     """
     sums = ("groups", "dead", "n", "reward_sum", "strict_sum", "strict_n", "truncated")
     parts = [_source_sums(batch) for _, batch in group_batches(rows)]

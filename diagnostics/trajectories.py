@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from diagnostics.query import REF_COLUMNS
 from diagnostics.schema import StopReason
 from diagnostics.score import STRICT_CORRECT
-from diagnostics.table import REF_COLUMNS
 from diagnostics.tool_roles import DEFAULT_ROLES, NO_CALL, ROLE_CODE, ActMode, ToolRole, ToolRoles
 
 

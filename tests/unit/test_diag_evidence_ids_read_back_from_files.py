@@ -8,8 +8,9 @@ from pathlib import Path
 
 import polars as pl
 
+from diagnostics.query import refs
 from diagnostics.schema import Rollout, write_rollouts
-from diagnostics.table import read_run_table, refs, table_from_rollouts
+from diagnostics.table import read_run_table, table_from_rollouts
 
 
 def _rows(step: int, split: str = "train") -> list[Rollout]:

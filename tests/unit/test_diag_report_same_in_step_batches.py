@@ -1,4 +1,4 @@
-"""Issue #16: the per-group aggregations run over batches of whole steps (`table.group_batches`) to bound their
+"""Issue #16: the per-group aggregations run over batches of whole steps (`query.group_batches`) to bound their
 scratch memory on big runs; the report must not change with the batch size.
 
 Every golden case (`diag_golden_runs.py`: together they fire every alert, with kept flags, strict scores,
@@ -19,10 +19,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from diag_golden_runs import Case, build_cases
 
+from diagnostics import query
 from diagnostics import table as table_module
 from diagnostics.findings import HealthReport
+from diagnostics.query import group_batches
 from diagnostics.report import build_report
-from diagnostics.table import group_batches
 from harness.answers import AnswerProtocol
 
 
@@ -43,7 +44,7 @@ def test_every_golden_report_is_the_same_in_small_step_batches(
     cases: dict[str, Case], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     whole = {name: _report(case) for name, case in cases.items()}
-    monkeypatch.setattr(table_module, "GROUP_BATCH_ROWS", 8)
+    monkeypatch.setattr(query, "GROUP_BATCH_ROWS", 8)
     batched_somewhere = False
     for name, case in cases.items():
         rows = table_module.read_run_table(case.run_dir).train
@@ -60,7 +61,7 @@ def test_every_golden_report_is_the_same_in_small_step_batches(
 
 
 def test_batches_are_zero_copy_slices_of_whole_steps_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(table_module, "GROUP_BATCH_ROWS", 5)
+    monkeypatch.setattr(query, "GROUP_BATCH_ROWS", 5)
     rows = pl.DataFrame({"step": [1, 1, 1, 2, 2, 3, 3, 3, 3, 3, 3, 4, 5, 5]})
     batches = list(group_batches(rows))
     assert [(offset, batch["step"].to_list()) for offset, batch in batches] == [

@@ -10,9 +10,10 @@ import orjson
 import pytest
 
 from diagnostics import table as table_module
+from diagnostics.query import refs
 from diagnostics.report import build_report
 from diagnostics.schema import Rollout, write_rollouts
-from diagnostics.table import read_run_table, refs
+from diagnostics.table import read_run_table
 
 
 def _rows(step: int, n: int) -> list[Rollout]:
