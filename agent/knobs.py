@@ -131,7 +131,7 @@ def component_evidence(rows: pl.DataFrame) -> tuple[ComponentEvidence, ...]:
     """Per reward component of the training rows: agreement with the strict score and within-group share."""
     import polars as pl
 
-    from diagnostics.signal import GROUP_KEYS
+    from diagnostics.query import GROUP_KEYS
     from diagnostics.table import COMPONENT_PREFIX
 
     names = [c for c in rows.columns if c.startswith(COMPONENT_PREFIX)]

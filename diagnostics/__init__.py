@@ -17,10 +17,13 @@ Adding a metric over the run table
    rows) and returning a `LayerOutput`; add it to the layer's `diagnose_*` list. Agentic metrics (turns,
    tools, trajectories) go in `agentic.py`, with their meaning and rule in its `AGENTIC_METRIC_DOCS`.
 2. Read columns by the names in `table.py`'s docstring. Aggregate with polars expressions
-   (`rows.select(pl.col("reward").mean().alias("mean"))`, `rows.group_by(*signal.GROUP_KEYS)`); take row
-   subsets with `table.where(rows, predicate, *columns)`, which keeps only the columns you name (a run table
-   can hold ten million rows: never `rows.filter(...)` the whole table), and evidence with
-   `table.refs(subset, EVIDENCE_MAX)` (`run_id/step/prompt_id/sample_index`). Agentic episodes carry
+   (`rows.select(pl.col("reward").mean().alias("mean"))`; per GRPO group with `query.per_group`, or
+   `query.group_batches` and `rows.group_by(*query.GROUP_KEYS)` per batch: batches of whole steps, so the
+   aggregation's scratch memory follows a batch, not the table); take row subsets with
+   `query.where(rows, predicate, *columns)`, which keeps only the columns you name (a run table can hold
+   ten million rows: never `rows.filter(...)` the whole table), and evidence with
+   `query.refs(subset, EVIDENCE_MAX)` (`run_id/step/prompt_id/sample_index`; a training row's prompt id is
+   read back from its file) or `query.refs_where(rows, predicate, EVIDENCE_MAX)`. Agentic episodes carry
    `turns`, a list of `{tool, success, policy_tokens, observation_tokens, call}` per row (`call`: a hash of
    the tool and its arguments; the column is Null-typed when no row of a chunk has a trajectory):
    `pl.col("turns").list.eval(pl.element().struct.field("success"))`; per-episode features (roles, first
@@ -43,3 +46,14 @@ Adding a metric over the run table
 Rules that need the harness's declared answer protocol (`harness/answers.py`) read the `answers` and
 `answer_ok` features; without a protocol they are not evaluated and the report lists them in `notes`.
 """
+
+import os
+
+# Polars allocates through jemalloc, which by default keeps freed pages for ~10 s before returning them, and
+# purges an arena only when that arena is used again. The run table is built chunk by chunk on several
+# threads and the report's aggregations free their scratch at once, so a 10 M-row report held ~100-300 MB of
+# already-freed memory (benchmarks/README.md, "Health report at scale"). Return freed pages after 250 ms,
+# from a background thread (at 0 ms the pages a chunk frees and the next one takes back cost ~4x the system
+# time for ~40 MB less at 10 M rows); jemalloc reads this when polars first allocates, so it is set before
+# any layer imports polars (a value the user set wins).
+os.environ.setdefault("_RJEM_MALLOC_CONF", "background_thread:true,dirty_decay_ms:250,muzzy_decay_ms:0")

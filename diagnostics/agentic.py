@@ -32,9 +32,9 @@ from diagnostics.agentic_docs import (
     TRAJECTORY_MARK,
 )
 from diagnostics.findings import Layer, LayerOutput, graded
+from diagnostics.query import GROUP_KEYS, refs
 from diagnostics.schema import StopReason
 from diagnostics.score import REWARDED_WRONG_RELATIVE, ROUNDING_SLACK, STRICT_CORRECT
-from diagnostics.table import refs
 from diagnostics.tool_roles import DEFAULT_ROLES, ActMode, ToolRole, ToolRoles
 from diagnostics.trajectories import Trajectories, is_agentic, trajectories
 
@@ -321,8 +321,8 @@ def _caps(t: Trajectories) -> LayerOutput:
         _rate(successes.filter(pl.col("num_turns") >= cap).height, successes.height) if not math.isnan(cap)
         else math.nan
     )  # fmt: skip
-    solved = f.filter(ok).select("step", "group_id").unique()
-    m["cut_solvable_rate"] = _rate(turn_cut.join(solved, on=["step", "group_id"]).height, turn_cut.height)
+    solved = f.filter(ok).select(*GROUP_KEYS).unique()
+    m["cut_solvable_rate"] = _rate(turn_cut.join(solved, on=list(GROUP_KEYS)).height, turn_cut.height)
     m["cut_progress_rate"] = math.nan
     if t.has_turns and turn_cut.height:
         seen = turn_cut.filter(pl.col("n_turns_seen") > 0)

@@ -23,9 +23,9 @@ from diagnostics.features import (
     repetition,
 )
 from diagnostics.findings import Finding, Layer, LayerOutput, graded
+from diagnostics.query import aggregate, is_truncated, refs, where
 from diagnostics.schema import StopReason
 from diagnostics.score import HACK_STRICT_FLAT, STRICT_CORRECT, per_step_mean, trend
-from diagnostics.table import aggregate, is_truncated, refs, where
 
 __all__ = [
     "BIGRAM_MIN",

@@ -30,8 +30,8 @@ import math
 import polars as pl
 
 from diagnostics.findings import Layer, LayerOutput, graded
-from diagnostics.signal import DEAD_STD, GROUP_KEYS
-from diagnostics.table import REF_COLUMNS, refs
+from diagnostics.query import per_group, refs
+from diagnostics.signal import DEAD_STD
 
 # The filter keeps less than this share of the samples that carry a learning signal (the backtest's bar).
 KEPT_LIVE_WARNING = 0.5
@@ -50,30 +50,21 @@ EVIDENCE_MAX = 5
 
 
 def group_table(rows: pl.DataFrame) -> pl.DataFrame:
-    """One row per GRPO group, first-seen order: `n`, `std`, `mean` (reward), `dead`, `kept` (null when not recorded),
-    `distinct` responses, `strict_sum` / `strict_n` (strict-scored samples), and the first rollout's ids."""
-    return (
-        rows.lazy()
-        .select(*GROUP_KEYS, *(c for c in REF_COLUMNS if c not in GROUP_KEYS), "reward", "kept", "response_hash",
-                "strict_score")
-        .with_row_index("__first")
-        .group_by(*GROUP_KEYS)
-        .agg(
-            pl.col("__first").first(),
-            *(pl.col(c).first() for c in REF_COLUMNS if c not in GROUP_KEYS),
-            n=pl.len(),
-            std=pl.col("reward").std(ddof=0),
-            mean=pl.col("reward").mean(),
-            kept=pl.when(pl.col("kept").is_not_null().any()).then(pl.col("kept").any()),
-            distinct=pl.col("response_hash").n_unique(),
-            strict_sum=pl.col("strict_score").sum(),
-            strict_n=pl.col("strict_score").is_not_null().sum(),
-        )
-        .sort("__first")
-        .drop("__first")
-        .with_columns(dead=pl.col("std") < DEAD_STD)
-        .collect()
-    )  # fmt: skip
+    """One row per GRPO group, first-seen order: `n`, `std`, `mean` (reward), `dead`, `kept` (null when not
+    recorded), `distinct` responses, `strict_sum` / `strict_n` (strict-scored samples), and the first rollout's ids."""
+    strict = pl.col("strict_score")
+    groups = per_group(
+        rows,
+        ["reward", "kept", "response_hash", "strict_score"],
+        pl.len().alias("n"),
+        pl.col("reward").std(ddof=0).alias("std"),
+        pl.col("reward").mean().alias("mean"),
+        pl.when(pl.col("kept").is_not_null().any()).then(pl.col("kept").any()).alias("kept"),
+        pl.col("response_hash").n_unique().alias("distinct"),
+        strict.sum().alias("strict_sum"),
+        strict.is_not_null().sum().alias("strict_n"),
+    )
+    return groups.with_columns(dead=pl.col("std") < DEAD_STD)
 
 
 def _mean(frame: pl.DataFrame, column: str) -> float:

@@ -30,8 +30,8 @@ import numpy as np
 import polars as pl
 
 from diagnostics.findings import Finding, Layer, LayerOutput, Severity, graded
+from diagnostics.query import GROUP_KEYS, aggregate, group_batches, refs, refs_where
 from diagnostics.schema import MetricRow
-from diagnostics.table import refs, where
 
 TRAIN_REWARD_METRIC = "critic/score/mean"  # verl's per-step reward before KL (verl.md §7)
 # Reward-hacking alarm (paper §6.3 rule 4): training reward rose by more than this ...
@@ -59,7 +59,6 @@ MISRANKED_GROUP_WARNING = 0.10
 MISRANKED_GROUP_CRITICAL = 0.30
 MIN_MIXED_GROUPS = 5
 EVIDENCE_MAX = 5
-GROUP_KEYS = ("step", "group_id")  # a GRPO group (as diagnostics/signal.py)
 
 
 def trend(series: Sequence[float]) -> tuple[float, float, float]:
@@ -75,8 +74,10 @@ def trend(series: Sequence[float]) -> tuple[float, float, float]:
 def per_step_mean(rows: pl.DataFrame, strict: bool) -> list[tuple[int, float]]:
     """Return `[(step, mean)]` of rewards (or of strict scores, skipping rollouts without one), by step."""
     column = "strict_score" if strict else "reward"
-    scored = rows.lazy().select("step", column).drop_nulls(column).collect()
-    means = scored.group_by("step").agg(pl.col(column).mean()).sort("step")
+    means = pl.concat(  # batches of whole steps (`query.group_batches`): each step's mean is in one batch
+        batch.lazy().select("step", column).drop_nulls(column).collect().group_by("step").agg(pl.col(column).mean())
+        for _, batch in group_batches(rows)
+    ).sort("step")
     return [(int(step), float(value)) for step, value in means.iter_rows()]
 
 
@@ -198,31 +199,34 @@ def diagnose_hacking(metric_rows: Sequence[MetricRow], train: pl.DataFrame, val:
     return LayerOutput(tuple(findings), metrics, tuple(notes))
 
 
-def _strict(rows: pl.DataFrame, right: bool) -> pl.DataFrame:
-    strict = pl.col("strict_score")
-    return where(rows, strict >= STRICT_CORRECT if right else strict < STRICT_CORRECT, "reward")
+RIGHT = pl.col("strict_score") >= STRICT_CORRECT
+WRONG = pl.col("strict_score") < STRICT_CORRECT
 
 
 def diagnose_rewarded_wrong(train: pl.DataFrame, val: pl.DataFrame) -> LayerOutput:
     """Share of strict-wrong rollouts that the training reward paid like correct ones (lenient reward)."""
     parts = (train, val)  # evidence lists training rollouts first
     reward = pl.col("reward")
-    right = [_strict(rows, right=True) for rows in parts]
-    wrong = [_strict(rows, right=False) for rows in parts]
-    n_right = sum(r.height for r in right)
-    n_wrong = sum(w.height for w in wrong)
+    counts = [
+        aggregate(rows, RIGHT.sum().alias("n_right"), reward.filter(RIGHT).sum().alias("right_sum"),
+                  WRONG.sum().alias("n_wrong"), reward.filter(WRONG).max().alias("wrong_max"))
+        for rows in parts
+    ]  # fmt: skip
+    n_right = sum(int(c[0]) for c in counts)
+    n_wrong = sum(int(c[2]) for c in counts)
     if n_right:
-        ref = sum(float(r["reward"].sum()) for r in right) / n_right
+        ref = sum(float(c[1]) for c in counts) / n_right
     else:
-        tops = [float(w["reward"].max()) for w in wrong if w.height]  # type: ignore[arg-type]
+        tops = [float(c[3]) for c in counts if c[3] is not None]
         ref = max(tops) if tops else math.nan
+    evidence: list[str] = []
     if not n_wrong or math.isnan(ref) or ref <= 0:
-        rate, paid = math.nan, []
+        rate = math.nan
     else:
-        floor = REWARDED_WRONG_RELATIVE * ref * (1 - ROUNDING_SLACK)
-        paid = [w.filter(reward >= floor) for w in wrong]
-        rate = sum(p.height for p in paid) / n_wrong
-    evidence = [x for p in paid for x in refs(p, EVIDENCE_MAX)][:EVIDENCE_MAX]
+        paid = WRONG & (reward >= REWARDED_WRONG_RELATIVE * ref * (1 - ROUNDING_SLACK))
+        rate = sum(int(aggregate(rows, paid.sum())[0]) for rows in parts) / n_wrong
+        for rows in parts:
+            evidence += refs_where(rows, paid, EVIDENCE_MAX - len(evidence))
     finding = graded(
         "score.rewarded_wrong",
         Layer.SCORE,
@@ -244,16 +248,18 @@ def diagnose_unrewarded_correct(train: pl.DataFrame) -> LayerOutput:
     answers 0, so the policy is pushed away from them and whole levels look unlearnable. The reference is
     the highest reward observed: a correct answer paid below half of it counts as unrewarded.
     """
-    right = _strict(train, right=True)
-    top_value = (
-        train.lazy().filter(pl.col("strict_score").is_not_null()).select(pl.col("reward").max()).collect().item()
+    reward = pl.col("reward")
+    n_right, top_value = aggregate(
+        train, RIGHT.sum().alias("n_right"), reward.filter(pl.col("strict_score").is_not_null()).max().alias("top")
     )
     top = math.nan if top_value is None else float(top_value)
-    if not right.height or math.isnan(top) or top <= 0:
-        rate, unpaid = math.nan, right.clear()
+    evidence: list[str] = []
+    if not n_right or math.isnan(top) or top <= 0:
+        rate = math.nan
     else:
-        unpaid = right.filter(pl.col("reward") < REWARDED_WRONG_RELATIVE * top)
-        rate = unpaid.height / right.height
+        unpaid = RIGHT & (reward < REWARDED_WRONG_RELATIVE * top)
+        rate = int(aggregate(train, unpaid.sum())[0]) / n_right
+        evidence = refs_where(train, unpaid, EVIDENCE_MAX)
     finding = graded(
         "score.unrewarded_correct",
         Layer.SCORE,
@@ -262,8 +268,8 @@ def diagnose_unrewarded_correct(train: pl.DataFrame) -> LayerOutput:
         warning=UNREWARDED_CORRECT_WARNING,
         critical=UNREWARDED_CORRECT_CRITICAL,
         what="strict-correct responses the reward pays like wrong ones (format gate or reward false negatives)",
-        evidence=refs(unpaid, EVIDENCE_MAX),
-        numbers={"num_right": float(right.height), "top_reward": top},
+        evidence=evidence,
+        numbers={"num_right": float(n_right), "top_reward": top},
     )
     return LayerOutput((finding,), {"unrewarded_correct_rate": rate})
 
@@ -286,12 +292,18 @@ def rank_violations(strict: np.ndarray, rewards: np.ndarray) -> tuple[int, int, 
 def rank_agreement(rows: pl.DataFrame) -> pl.DataFrame:
     """Per mixed group (both strict-right and strict-wrong samples, every sample strict-scored): `step`,
     `group_id`, `pairs`, `violations`, `ties` (as `rank_violations`) and `misranked` (some wrong sample
-    rewarded at least as much as some right one), in first-seen order."""
+    rewarded at least as much as some right one), in first-seen order (aggregated batch by batch of whole
+    steps, `query.group_batches`)."""
+    parts = [_rank_agreement(batch, offset) for offset, batch in group_batches(rows)]
+    return pl.concat(parts).sort("__order").drop("__order")
+
+
+def _rank_agreement(rows: pl.DataFrame, offset: int) -> pl.DataFrame:
     strict = pl.col("strict_score")
     scored = (
         rows.lazy()
         .select(*GROUP_KEYS, "reward", "strict_score")
-        .with_row_index("__order")
+        .with_row_index("__order", offset=offset)
         .filter(strict.null_count().over(GROUP_KEYS) == 0)
         .with_columns(right=strict >= STRICT_CORRECT)
     )
@@ -308,8 +320,6 @@ def rank_agreement(rows: pl.DataFrame) -> pl.DataFrame:
             ties=(diff == 0).sum(),
             misranked=(diff >= 0).any(),
         )
-        .sort("__order")
-        .drop("__order")
         .collect()
     )
 

@@ -16,8 +16,9 @@ import numpy as np
 import polars as pl
 
 from diagnostics.findings import Finding, Layer, LayerOutput, Severity, graded
+from diagnostics.query import GROUP_KEYS, aggregate, group_batches, per_group, refs
 from diagnostics.schema import MetricRow, Rollout
-from diagnostics.table import COMPONENT_PREFIX, aggregate, refs
+from diagnostics.table import COMPONENT_PREFIX
 
 # A group is dead when its reward std is below this: zero GRPO advantage (paper §1, DGR).
 DEAD_STD = 1e-6
@@ -43,7 +44,6 @@ GRPO_EPS = 1e-6
 EVIDENCE_MAX = 5
 
 GroupKey = tuple[int, str]
-GROUP_KEYS = ("step", "group_id")
 
 
 def group_rollouts(rollouts: Sequence[Rollout]) -> dict[GroupKey, list[Rollout]]:
@@ -55,26 +55,10 @@ def group_rollouts(rollouts: Sequence[Rollout]) -> dict[GroupKey, list[Rollout]]
 
 
 def group_stats(rows: pl.DataFrame) -> pl.DataFrame:
-    """One row per GRPO group, in first-seen order: `step`, `group_id`, `n`, `std` (population), `dead`, and the
-    group's first rollout (`run_id`, `prompt_id`, `sample_index`) for evidence."""
-    return (
-        rows.lazy()
-        .select(*GROUP_KEYS, "reward", "run_id", "prompt_id", "sample_index")
-        .with_row_index("__first")
-        .group_by(*GROUP_KEYS)
-        .agg(
-            pl.col("__first").first(),
-            n=pl.len(),
-            std=pl.col("reward").std(ddof=0),
-            run_id=pl.col("run_id").first(),
-            prompt_id=pl.col("prompt_id").first(),
-            sample_index=pl.col("sample_index").first(),
-        )
-        .sort("__first")
-        .drop("__first")
-        .with_columns(dead=pl.col("std") < DEAD_STD)
-        .collect()
-    )
+    """One row per GRPO group, in first-seen order: `step`, `group_key`, `n`, `std` (population), `dead`, and the
+    group's first rollout (`query.REF_COLUMNS`) for evidence."""
+    groups = per_group(rows, ["reward"], pl.len().alias("n"), pl.col("reward").std(ddof=0).alias("std"))
+    return groups.with_columns(dead=pl.col("std") < DEAD_STD)
 
 
 # Trainer metric: the dead share among the groups a group filter let through to the update. When a run
@@ -92,16 +76,16 @@ def _dead_after_filter(metric_rows: Sequence[MetricRow], rows: pl.DataFrame) -> 
     if "kept" not in rows.columns or not rows.height:
         return None
     kept = pl.col("kept")
-    per_group = (
-        rows.lazy()
+    ratio = (pl.col("dead") & pl.col("kept")).sum() / pl.max_horizontal(pl.col("kept").sum(), 1)
+    per_step = pl.concat(  # batches of whole steps (`query.group_batches`): each step's ratio is in one batch
+        batch.lazy()
         .filter(kept.is_not_null())
         .group_by(*GROUP_KEYS)
         .agg(kept=kept.any(), dead=pl.col("reward").std(ddof=0) < DEAD_STD)
-    )
-    per_step = (
-        per_group.group_by("step")
-        .agg(ratio=(pl.col("dead") & pl.col("kept")).sum() / pl.max_horizontal(pl.col("kept").sum(), 1))
+        .group_by("step")
+        .agg(ratio=ratio)
         .collect()
+        for _, batch in group_batches(rows)
     )
     return float(per_step["ratio"].mean()) if per_step.height else None  # type: ignore[arg-type]
 
@@ -245,8 +229,10 @@ def grpo_advantages(rows: pl.DataFrame) -> pl.Series:
 
 def diagnose_advantages(rows: pl.DataFrame, metric_rows: Sequence[MetricRow]) -> LayerOutput:
     """Advantage health: share of zero-advantage samples, trainer-reported extremes, dead training."""
-    adv = grpo_advantages(rows)
-    zero_share = float((adv.abs() < GRPO_EPS).mean()) if adv.len() else math.nan  # type: ignore[arg-type]
+    zero = sum(  # batches of whole steps (`query.group_batches`): a group's advantages are in one batch
+        int((grpo_advantages(batch).abs() < GRPO_EPS).sum()) for _, batch in group_batches(rows)
+    )
+    zero_share = zero / rows.height if rows.height else math.nan
     metrics: dict[str, float] = {"advantage_zero_share": zero_share}
     extremes = [
         abs(row.data[key])

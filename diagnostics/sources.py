@@ -39,7 +39,8 @@ from dataclasses import dataclass
 import polars as pl
 
 from diagnostics.findings import Finding, Layer, LayerOutput, Severity
-from diagnostics.signal import DEAD_STD, GROUP_KEYS
+from diagnostics.query import GROUP_KEYS, group_batches
+from diagnostics.signal import DEAD_STD
 
 # A source is dead when >= this share of its groups have zero reward std (paper §6.1 critical level, per source).
 DEAD_SOURCE_AT = 0.5
@@ -86,9 +87,29 @@ class SourceStats:
 def source_stats(rows: pl.DataFrame) -> list[SourceStats]:
     """Return per-source stats over the training rows that name a `data_source`, sorted by source.
 
-    A group belongs to the source of its first sample.
+    A group belongs to the source of its first sample. Aggregated batch by batch of whole steps
+    (`query.group_batches`); every per-source number is a sum, so the batches' sums add up.
     """
-    columns = ("split", "step", "group_id", "data_source", "reward", "strict_score", "truncated")
+    sums = ("groups", "dead", "n", "reward_sum", "strict_sum", "strict_n", "truncated")
+    parts = [_source_sums(batch) for _, batch in group_batches(rows)]
+    table = pl.concat(parts).group_by("source").agg(pl.col(sums).sum())
+    return [
+        SourceStats(
+            data_source=row["source"],
+            num_groups=row["groups"],
+            dead_groups=int(row["dead"]),
+            num_rollouts=row["n"],
+            reward_mean=row["reward_sum"] / row["n"],
+            strict_acc=row["strict_sum"] / row["strict_n"] if row["strict_n"] else math.nan,
+            truncation_rate=row["truncated"] / row["n"],
+        )
+        for row in table.sort("source").iter_rows(named=True)
+    ]
+
+
+def _source_sums(rows: pl.DataFrame) -> pl.DataFrame:
+    """Per source of `rows`: groups, dead groups, rollouts, and the sums of reward, strict score, truncation."""
+    columns = ("split", *GROUP_KEYS, "data_source", "reward", "strict_score", "truncated")
     labelled = (
         rows.lazy().select(columns).filter((pl.col("split") == "train") & (pl.col("data_source").cast(pl.String) != ""))
     )
@@ -102,7 +123,7 @@ def source_stats(rows: pl.DataFrame) -> list[SourceStats]:
         strict_n=strict.count(),
         truncated=pl.col("truncated").sum(),
     )
-    table = (
+    return (
         groups.group_by("source")
         .agg(
             pl.len().alias("groups"),
@@ -111,18 +132,6 @@ def source_stats(rows: pl.DataFrame) -> list[SourceStats]:
         )
         .collect()
     )
-    return [
-        SourceStats(
-            data_source=row["source"],
-            num_groups=row["groups"],
-            dead_groups=int(row["dead"]),
-            num_rollouts=row["n"],
-            reward_mean=row["reward_sum"] / row["n"],
-            strict_acc=row["strict_sum"] / row["strict_n"] if row["strict_n"] else math.nan,
-            truncation_rate=row["truncated"] / row["n"],
-        )
-        for row in table.sort("source").iter_rows(named=True)
-    ]
 
 
 def source_metrics(stats: Sequence[SourceStats]) -> dict[str, float]:

@@ -13,16 +13,27 @@ non-string scalar (polars' reader does that); numbers, booleans, lists and enume
 
 Columns, one row per rollout, in file order (training and validation rows in `RunTable.train` / `.val`):
 
-- `run_id`, `prompt_id`, `group_id`, `data_source` (Categorical; `data_source` "" when absent);
+- `run_id`, `data_source` (one-byte Enum when the run has at most 255 of them, else Categorical;
+  `data_source` "" when absent);
+- `group_key` (UInt64): a 64-bit hash of the row's `group_id`, the GRPO group with `step` (the strings are
+  not kept: at 10 M rollouts their dictionaries alone were ~300 MB, issue #16; two group ids of one step
+  share a key with probability ~2^-64 per pair);
+- `prompt_id` (Categorical) on validation rows, whose ids the paired evaluation compares prompt by prompt;
+  null on training rows (Null-typed in a chunk without validation rows): `query.refs` reads a training row's id
+  back from its file through `origin` (`diagnostics/origins.py`), so evidence ids stay the real ones;
+- `origin` (UInt64): the file and line (or row index) the row was read from (`diagnostics/origins.py`);
 - `step`, `sample_index`, `num_turns`, `tool_calls` (Int32; `num_turns` 1, `tool_calls` 0 when absent);
 - `split` (Enum train/val), `stop_reason` (Enum of `StopReason`), `truncated` (the record's flag;
-  `is_truncated()` adds stop reason `length`);
-- `reward`, `strict_score`, `mean_logprob` (Float64; the last two null when not computed);
+  `query.is_truncated()` adds stop reason `length`);
+- `reward`, `strict_score`, `mean_logprob` (Float64; the last two null when not computed; `reward` and
+  `strict_score` are Int8 in a chunk whose values are all integers in [-64, 63]: the same numbers, an eighth
+  of the memory, and the same aggregates; chunks of both kinds concatenate to Float64);
 - `turns`: List(Struct(tool, success, policy_tokens, observation_tokens, call)), the trajectory without its
   text: `call` is a 32-bit hash of the turn's tool and arguments (null without a call), so repeated calls can
   be told apart from new ones without keeping the arguments (Null-typed in a chunk where no row has a
   trajectory, so single-turn runs pay nothing for it);
-- `component/<name>` (Float64): one per reward component seen in the run, null where a row lacks it;
+- `component/<name>` (Float64, or Int8 as `reward`): one per reward component seen in the run, null where a
+  row lacks it;
 - `kept` (Boolean): the group filter kept the rollout's group for the update (null where not recorded);
 - `length`, `empty`, `bigram_rep`, `degenerate`, `answers`, `answer_ok`, `response_hash`: text features
   (`features.py`).
@@ -39,7 +50,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import orjson
@@ -47,6 +58,7 @@ import polars as pl
 
 from diagnostics.features import NEEDS_TEXT, complete_features, native_features
 from diagnostics.lines import file_pieces, line_numbers, line_problem, locate, sequential_lines, whole_file
+from diagnostics.origins import ORIGIN, Source, origins, register
 from diagnostics.schema import SPLITS, ReadProblem, Rollout, Split, StopReason, rollout_files
 from harness.answers import AnswerProtocol
 
@@ -97,8 +109,9 @@ _KEY = r'"(?:[^"\\]|\\.)*"'
 _VALUE = rf":\s*{_NUMBER}"  # a number in a value position (the texts are polars' serialisation: valid JSON)
 # An object whose values are all numbers, once each value is cut to its colon: its "skeleton".
 _SKELETON_RE = re.compile(rf"^\{{\s*(?:{_KEY}\s*:\s*(?:,\s*{_KEY}\s*:\s*)*)?\}}$")
-_FILE, _LINE, _RULE, _BAD = "__file", "__line", "__broken", "__bad"
+_FILE, _LINE, _PATH, _RULE, _BAD = "__file", "__line", "__path", "__broken", "__bad"
 _SHRUNK = ("step", "sample_index", "num_turns", "tool_calls", "length")
+_SCORES = ("reward", "strict_score")  # with the components: Int8 in a chunk where they are small integers
 _FEW_LABELS = ("run_id", "data_source")
 _CHECKED = (*REQUIRED, "stop_reason", "reward_components", "num_turns", "tool_calls", "response_tokens")
 
@@ -130,37 +143,6 @@ class RunTable:
         return _concat([self.train, self.val])
 
 
-def is_truncated() -> pl.Expr:
-    """True where the response hit the length cap (the flag, or stop reason `length`)."""
-    return pl.col("truncated") | (pl.col("stop_reason") == StopReason.LENGTH.value)
-
-
-def ref() -> pl.Expr:
-    """The evidence id of each row, `run_id/step/prompt_id/sample_index` (as `findings.rollout_ref`)."""
-    return pl.concat_str(
-        pl.col("run_id").cast(pl.String), pl.col("step"), pl.col("prompt_id").cast(pl.String), pl.col("sample_index"),
-        separator="/",
-    )  # fmt: skip
-
-
-REF_COLUMNS = ("run_id", "step", "prompt_id", "sample_index")
-
-
-def refs(rows: pl.DataFrame, limit: int) -> list[str]:
-    """Evidence ids of the first `limit` rows of `rows`."""
-    return rows.head(limit).select(ref()).to_series().to_list()
-
-
-def aggregate(rows: pl.DataFrame, *exprs: pl.Expr) -> tuple[Any, ...]:
-    """One row of aggregates over `rows`, computed lazily: only the columns the expressions read are touched."""
-    return rows.lazy().select(*exprs).collect().row(0)
-
-
-def where(rows: pl.DataFrame, predicate: pl.Expr | str, *columns: str) -> pl.DataFrame:
-    """The rows matching `predicate`, with the evidence columns and `columns` only (no copy of the others)."""
-    return rows.lazy().filter(predicate).select(*REF_COLUMNS, *columns).collect()
-
-
 def _concat(parts: Sequence[pl.DataFrame]) -> pl.DataFrame:
     """Concatenate table chunks: components one chunk lacks are null there; `turns` is Null-typed until some
     chunk holds a trajectory."""
@@ -183,8 +165,8 @@ def read_table(paths: Sequence[Path], answer: AnswerProtocol | None = None) -> R
         if is_val.any():
             val.append(part.filter(is_val))
             part = part.filter(~is_val)
-        if part.height:
-            train.append(part)
+        if part.height:  # a chunk's training rows never hold ids (`_finish`): no column of nulls for them
+            train.append(part.with_columns(pl.Series("prompt_id", [None] * part.height, dtype=pl.Null)))
         del part
     order = {str(p): i for i, p in enumerate(paths)}
     problems.sort(key=lambda p: (order.get(p.path, -1), p.line))
@@ -193,18 +175,22 @@ def read_table(paths: Sequence[Path], answer: AnswerProtocol | None = None) -> R
 
 def table_from_rollouts(rollouts: Iterable[Rollout], answer: AnswerProtocol | None = None) -> pl.DataFrame:
     """The run table of typed records, through the same parser as files (for tests and small consumers)."""
-    data = b"".join(orjson.dumps(r.to_json()) + b"\n" for r in rollouts)
-    if not data:
+    lines = tuple(orjson.dumps(r.to_json()) for r in rollouts)
+    if not lines:
         return empty_table()
+    data = b"".join(line + b"\n" for line in lines)
     problems: list[ReadProblem] = []
-    frame = _chunk(data, [(Path("<rollouts>"), 1, len(data))], answer, problems)
+    source = register(Source("<rollouts>", texts=lines))
+    frame = _chunk(data, [(Path("<rollouts>"), 1, len(data))], answer, problems, [source])
     assert not problems, problems
     return frame
 
 
 def empty_table() -> pl.DataFrame:
     """A table with every fixed column and no rows."""
-    return _finish(_project(pl.DataFrame(schema=READ_SCHEMA).lazy(), None), None)
+    return _finish(_project(pl.DataFrame(schema=READ_SCHEMA).lazy(), None), None).with_columns(
+        pl.Series(ORIGIN, [], dtype=pl.UInt64)
+    )
 
 
 # --- reading --------------------------------------------------------------------------------------------------
@@ -272,22 +258,40 @@ def _take(
 def _chunk_files(paths: list[Path], answer: AnswerProtocol | None, problems: list[ReadProblem]) -> pl.DataFrame:
     """Whole files scanned by path; their bytes are read only to locate a bad line, or to read around one."""
     try:
-        frame: pl.DataFrame | None = _project(pl.scan_ndjson(paths, schema=READ_SCHEMA), answer)
+        scan = pl.scan_ndjson(paths, schema=READ_SCHEMA, include_file_paths=_PATH)
+        frame: pl.DataFrame | None = _project(scan, answer)
     except pl.exceptions.PolarsError:
         frame = None
     if frame is not None and not (frame[_RULE].any() or _bad_components(frame["reward_components"]).any()):
-        return _finish(frame.drop(_RULE, _BAD), answer)
+        return _finish(_with_row_origins(frame).drop(_RULE, _BAD), answer)
     located = locate(paths, frame.height) if frame is not None else None
     if frame is None or located is None:
         return _concat([_chunk(*whole_file(path), answer, problems) for path in paths])
     spans = [(path, 1, 0) for path in paths]
-    return _finish(_drop_bad(_with_lines(frame, *located), spans, problems), answer)
+    return _finish(_drop_bad(_with_lines(frame.drop(_PATH), *located), spans, problems), answer)
+
+
+def _with_row_origins(frame: pl.DataFrame) -> pl.DataFrame:
+    """`origin` of rows scanned from whole files: the file and the row's index among its non-blank lines (the
+    scan keeps file order and skips blank lines, so row k of a file is its k-th non-blank line)."""
+    files = frame.group_by(_PATH, maintain_order=True).len()
+    counts = files["len"].to_numpy()
+    ids = np.array([register(Source(path, by_index=True)) for path in files[_PATH].to_list()], dtype=np.uint64)
+    starts = np.repeat(np.cumsum(counts) - counts, counts)
+    index = np.arange(frame.height, dtype=np.uint64) - starts.astype(np.uint64)
+    return frame.drop(_PATH).with_columns(origins(np.repeat(ids, counts), index))
 
 
 def _chunk(
-    data: bytes, spans: Sequence[tuple[Path, int, int]], answer: AnswerProtocol | None, problems: list[ReadProblem]
+    data: bytes,
+    spans: Sequence[tuple[Path, int, int]],
+    answer: AnswerProtocol | None,
+    problems: list[ReadProblem],
+    sources: Sequence[int] | None = None,
 ) -> pl.DataFrame:
-    """Parse whole lines (bytes) straight into table columns; report each bad line with its file and line."""
+    """Parse whole lines (bytes) straight into table columns; report each bad line with its file and line.
+
+    `sources` are the spans' registered origins (`origins.register`; by default each span's file, by line)."""
     try:
         frame: pl.DataFrame | None = _project(pl.scan_ndjson(data, schema=READ_SCHEMA), answer)
     except pl.exceptions.PolarsError:
@@ -300,7 +304,7 @@ def _chunk(
             frame = _with_lines(frame, span_of, lines)
         else:
             frame = _project(_parse_tolerantly(data, span_of, lines, spans, problems).lazy(), answer)
-    return _finish(_drop_bad(frame, spans, problems), answer)
+    return _finish(_drop_bad(frame, spans, problems, sources), answer)
 
 
 def _read(data: bytes) -> pl.DataFrame | None:
@@ -374,7 +378,7 @@ def _project(lf: pl.LazyFrame, answer: AnswerProtocol | None) -> pl.DataFrame:
     that `complete_features` and the component reader still need (only on the rows that need it)."""
     rule = pl.any_horizontal(bad for bad, _ in _RULES)
     needs = pl.col(NEEDS_TEXT)
-    passthrough = [c for c in (_FILE, _LINE) if c in lf.collect_schema()]
+    passthrough = [c for c in (_FILE, _LINE, _PATH) if c in lf.collect_schema()]
     broken = pl.col(_RULE)
     return (
         lf.with_columns(*native_features(answer), rule.alias(_RULE))
@@ -383,8 +387,8 @@ def _project(lf: pl.LazyFrame, answer: AnswerProtocol | None) -> pl.DataFrame:
             pl.col("run_id").cast(pl.Categorical),
             pl.col("step").cast(pl.Int32, strict=False),
             pl.col("split").cast(SPLIT_DTYPE, strict=False),
-            pl.col("prompt_id").cast(pl.Categorical),
-            pl.col("group_id").cast(pl.Categorical),
+            pl.when(pl.col("split") == "val").then(pl.col("prompt_id")).alias("prompt_id"),  # see `_finish`
+            pl.col("group_id").hash().alias("group_key"),
             pl.col("sample_index").cast(pl.Int32, strict=False),
             "reward",
             "strict_score",
@@ -429,8 +433,14 @@ def _turns() -> pl.Expr:
     )
 
 
-def _drop_bad(frame: pl.DataFrame, spans: Sequence[tuple[Path, int, int]], problems: list[ReadProblem]) -> pl.DataFrame:
-    """Report and drop the rows that broke a rule (with the chunk's file and line of each)."""
+def _drop_bad(
+    frame: pl.DataFrame,
+    spans: Sequence[tuple[Path, int, int]],
+    problems: list[ReadProblem],
+    sources: Sequence[int] | None = None,
+) -> pl.DataFrame:
+    """Report and drop the rows that broke a rule (with the chunk's file and line of each); the others get their
+    `origin` (span file and line)."""
     bad_components = _bad_components(frame["reward_components"])
     broken = frame[_RULE] | bad_components
     if broken.any():
@@ -444,7 +454,10 @@ def _drop_bad(frame: pl.DataFrame, spans: Sequence[tuple[Path, int, int]], probl
         for span, line, rule, split, stop in bad.select(_FILE, _LINE, index, "split", "stop_reason").iter_rows():
             message = _RULES[rule][1].format(splits=SPLITS, split=split, stop_reason=stop)
             problems.append(ReadProblem(str(spans[span][0]), line, message))
-    return frame.filter(~broken).drop(_FILE, _LINE, _RULE, _BAD)
+    kept = frame.filter(~broken)
+    ids = np.array(sources if sources is not None else [register(Source(str(p))) for p, *_ in spans], dtype=np.uint64)
+    origin = origins(ids[kept[_FILE].to_numpy()], kept[_LINE].to_numpy())
+    return kept.drop(_FILE, _LINE, _RULE, _BAD).with_columns(origin)
 
 
 def _finish(frame: pl.DataFrame, answer: AnswerProtocol | None) -> pl.DataFrame:
@@ -457,10 +470,26 @@ def _finish(frame: pl.DataFrame, answer: AnswerProtocol | None) -> pl.DataFrame:
     turns = frame["turns"]
     if turns.null_count() == turns.len():  # no trajectory in this chunk: a Null column costs no memory
         frame = frame.with_columns(pl.Series("turns", [None] * frame.height, dtype=pl.Null))
-    frame = frame.drop("reward_components", NEEDS_TEXT, "response", "response_tokens")
+    ids = frame["prompt_id"]  # validation rows' ids, as Categorical; none of a training-only chunk's is kept
+    prompt = ids.cast(pl.Categorical) if ids.null_count() < ids.len() else pl.Series("prompt_id", [None] * ids.len())
+    frame = frame.drop("reward_components", NEEDS_TEXT, "response", "response_tokens").with_columns(prompt)
     # the smallest integer type that holds this chunk's values (chunks are widened to agree when concatenated)
     frame = frame.with_columns(frame[name].shrink_dtype() for name in _SHRUNK)
-    return frame if components is None else pl.concat([frame, components], how="horizontal")
+    frame = frame if components is None else pl.concat([frame, components], how="horizontal")
+    scores = [c for c in frame.columns if c in _SCORES or c.startswith(COMPONENT_PREFIX)]
+    return frame.with_columns(_small_integers(frame[c]) for c in scores)
+
+
+def _small_integers(values: pl.Series) -> pl.Series:
+    """A Float64 column whose values are all integers in [-64, 63] (0/1 rewards, counts) as Int8: the same
+    numbers in an eighth of the memory. Polars sums them as Int64 and takes means, spreads and comparisons in
+    Float64, so every aggregate is the same number; a difference of two still fits in Int8."""
+    known = values.drop_nulls()
+    if values.dtype != pl.Float64 or not known.len():
+        return values
+    if not ((known == known.round(0)) & known.is_between(-64, 63)).all():  # NaN is never equal to itself
+        return values
+    return values.cast(pl.Int8)
 
 
 def _narrow_labels(frame: pl.DataFrame) -> pl.DataFrame:

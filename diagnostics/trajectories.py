@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from diagnostics.query import REF_COLUMNS
 from diagnostics.schema import StopReason
 from diagnostics.score import STRICT_CORRECT
 from diagnostics.tool_roles import DEFAULT_ROLES, NO_CALL, ROLE_CODE, ActMode, ToolRole, ToolRoles
@@ -23,7 +24,7 @@ from diagnostics.tool_roles import DEFAULT_ROLES, NO_CALL, ROLE_CODE, ActMode, T
 class Trajectories:
     """Per-episode features of a run's rows, the per-tool call table and how the harness acts.
 
-    `frame` has one row per rollout (in table order) with the evidence columns, `step`, `group_id`,
+    `frame` has one row per rollout (in table order) with the evidence columns, `step`, `group_key`,
     `reward`, `strict_score`, `num_turns`, `tool_calls`, `stop_reason`, `truncated`, `success`, and, where
     the row carries its turns (null otherwise): `n_turns_seen`, `n_act`, `first_act` (0-based turn index),
     `search_first` (a search before the first action), `verified` (a verify after the last action),
@@ -62,7 +63,7 @@ def is_agentic(rows: pl.DataFrame) -> bool:
     return bool(rows.lazy().select(test.any()).collect().item())
 
 
-_BASE = ("step", "group_id", "reward", "strict_score", "num_turns", "tool_calls", "stop_reason", "truncated")
+_BASE = ("step", "group_key", "reward", "strict_score", "num_turns", "tool_calls", "stop_reason", "truncated")
 
 
 def tool_table(rows: pl.DataFrame, roles: ToolRoles) -> pl.DataFrame:
@@ -97,7 +98,7 @@ def trajectories(rows: pl.DataFrame, roles: ToolRoles = DEFAULT_ROLES) -> Trajec
     tools = tool_table(rows, roles)
     mode = roles.act_mode(tools["tool"].to_list())
     has_turns = rows.schema["turns"] != pl.Null
-    base = rows.lazy().select("run_id", "prompt_id", "sample_index", *_BASE).with_columns(success=success())
+    base = rows.lazy().select(*REF_COLUMNS, *(c for c in _BASE if c not in REF_COLUMNS)).with_columns(success=success())
     if has_turns:
         codes = {t: ROLE_CODE[ToolRole(r)] for t, r in tools.select("tool", "role").iter_rows()}
         base = _with_features(base.with_row_index(_ROW), rows, codes, mode).drop(_ROW)
