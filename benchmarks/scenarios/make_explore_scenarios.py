@@ -9,9 +9,11 @@ measure whether the controller finds fixes beyond its recipe book (`agent/polici
   so the samples of a group are nearly identical and carry little GRPO signal;
 - `greedy-filter` (filter): a group filter that keeps only groups the policy already solves at least half
   of the time, dropping the hard prompts' groups that carry the signal;
-- `novelty-bonus` (reward): the reward adds a "novelty" bonus (0-0.9, a stable hash of the response) that
-  has nothing to do with correctness, so it moves the samples of every group at random, by almost as much
-  as a right answer; the strict ranking of correct above wrong is kept, so no rank-violation rule sees it;
+- `shortcut-bonus` (reward): the reward adds a bonus of 0.9 for an answer given without working, so the
+  policy learns to skip the intermediate steps multi-step prompts need; a right answer still earns more
+  than a wrong one in the same form, and a wrong shortcut (0.9) less than a right worked answer (1.0), so
+  no rank-violation or paid-wrong rule sees it. (Its first form, a 0-0.9 "novelty" bonus from a hash of the
+  response, cost nothing measurable: oracle - static +0.02 at the 160-step budget.)
 - `narrow-mix` (data): every training prompt comes from one difficulty level (3), so the policy never
   practises the other learnable levels the held-out set holds.
 
@@ -32,7 +34,7 @@ from types import ModuleType
 HERE = Path(__file__).resolve().parent
 COLD_TEMPERATURE = 0.1
 NARROW_LEVEL = 3
-NOVELTY_MAX = 0.9
+SHORTCUT_BONUS = 0.9
 
 
 def _base() -> ModuleType:
@@ -79,36 +81,36 @@ def greedy_filter(root: Path) -> None:
     (root / "harness" / "filters.py").write_text(GREEDY_FILTER)
 
 
-NOVELTY_REWARD = f'''"""Training reward of the arithmetic harness (verl's `compute_score` signature).
+SHORTCUT_REWARD = f'''"""Training reward of the arithmetic harness (verl's `compute_score` signature).
 
 Strict tagged-answer extraction (the response must end with exactly one ``<ans>N</ans>`` equal to the
-ground truth), plus a novelty bonus of up to {NOVELTY_MAX} that rewards unusual responses so exploration
-does not stall.
+ground truth), plus a bonus of {SHORTCUT_BONUS} for a direct answer (no working before the tag), to keep
+responses to the point.
 """
 
 from __future__ import annotations
 
 import re
-import zlib
 
 _ANSWER = re.compile(r"<ans>(\\d+)</ans>")
-NOVELTY_MAX = {NOVELTY_MAX}
+SHORTCUT_BONUS = {SHORTCUT_BONUS}
 
 
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
-    """Return correctness plus the novelty bonus (components `correct`, `formatted`, `novelty`)."""
+    """Return correctness plus the direct-answer bonus (components `correct`, `formatted`, `direct`)."""
     text = solution_str.strip()
     found = _ANSWER.findall(text)
     formatted = len(found) == 1 and text.endswith("</ans>")
     correct = float(formatted and int(found[0]) == int(str(ground_truth)))
-    novelty = NOVELTY_MAX * (zlib.crc32(text.encode()) % 1000) / 999
-    return {{"score": correct + novelty, "correct": correct, "formatted": float(formatted), "novelty": novelty}}
+    direct = float(formatted and "=" not in text.split("<ans>", 1)[0])
+    return {{"score": correct + SHORTCUT_BONUS * direct, "correct": correct, "formatted": float(formatted),
+            "direct": direct}}
 '''
 
 
-def novelty_bonus(root: Path) -> None:
-    """A reward component unrelated to correctness that varies within every group."""
-    (root / "harness" / "reward.py").write_text(NOVELTY_REWARD)
+def shortcut_bonus(root: Path) -> None:
+    """A reward component that pays skipping the working, unrelated to (and against) correctness."""
+    (root / "harness" / "reward.py").write_text(SHORTCUT_REWARD)
 
 
 def narrow_mix(root: Path) -> None:
@@ -144,13 +146,13 @@ def scenarios() -> tuple[tuple[object, Callable[[Path], None]], ...]:
         ),
         (
             scenario(
-                "novelty-bonus", "reward",
-                f"the reward adds a novelty bonus (0-{NOVELTY_MAX}, a hash of the response) unrelated to correctness",
-                "a reward component that moves rewards within every group but does not move with the strict "
-                "score; all-wrong groups get random advantages",
+                "shortcut-bonus", "reward",
+                f"the reward adds a bonus of {SHORTCUT_BONUS} for an answer without working",
+                "a reward component that moves rewards within groups against the strict score: the policy drops "
+                "the working multi-step prompts need, while right still ranks above wrong in the same form",
                 "the fixed harness's strict reward (no bonus)", None,
             ),
-            novelty_bonus,
+            shortcut_bonus,
         ),
         (
             scenario(

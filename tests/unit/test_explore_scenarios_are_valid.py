@@ -29,7 +29,7 @@ from trainer_backend.local.config import LocalTrainerConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "benchmarks" / "scenarios"
-NAMES = ["cold-sampling", "greedy-filter", "narrow-mix", "novelty-bonus"]
+NAMES = ["cold-sampling", "greedy-filter", "narrow-mix", "shortcut-bonus"]
 FILES = {"trainer": "harness/trainer.yaml", "filter": "harness/filters.py", "reward": "harness/reward.py",
          "data": "harness/data.yaml"}  # fmt: skip
 
@@ -111,16 +111,16 @@ def test_greedy_filter_drops_live_groups_the_oracle_keeps() -> None:
     assert good(groups, {}) == [True, True, False]
 
 
-def test_novelty_bonus_moves_rewards_at_random_but_keeps_correct_above_wrong() -> None:
-    folder = SCENARIOS / "novelty-bonus"
+def test_shortcut_bonus_pays_skipping_the_working_but_keeps_right_above_wrong() -> None:
+    folder = SCENARIOS / "shortcut-bonus"
     bad = load_function(folder / "defective", load_harness(folder / "defective").reward)
     good = load_function(folder / "oracle", load_harness(folder / "oracle").reward)
-    wrong = [f"{a}+{b}={a + b}<ans>{a + b}</ans>" for a in range(3, 9) for b in range(2, 6)]  # truth: 99
-    scores = [bad("arithmetic/level2", r, "99") for r in wrong]
-    assert len({s["score"] for s in scores}) > 10 and all(s["correct"] == 0 for s in scores)
-    assert max(s["score"] for s in scores) <= 0.9 < 1.0 <= bad("arithmetic/level2", "3+4=7<ans>7</ans>", "7")["score"]
-    assert all(abs(s["score"] - s["novelty"]) < 1e-12 for s in scores)
-    assert "novelty" not in good("arithmetic/level2", wrong[0], "99")
+    worked, direct = "6*2=12;8+12=20<ans>20</ans>", "<ans>20</ans>"
+    right_worked, right_direct = bad("arithmetic/level3", worked, "20"), bad("arithmetic/level3", direct, "20")
+    wrong_worked, wrong_direct = bad("arithmetic/level3", worked, "21"), bad("arithmetic/level3", direct, "21")
+    assert right_direct["score"] > right_worked["score"] > wrong_direct["score"] > wrong_worked["score"] == 0.0
+    assert right_direct["direct"] == 1.0 and right_worked["direct"] == 0.0
+    assert "direct" not in good("arithmetic/level3", direct, "20")
 
 
 def test_narrow_mix_trains_on_one_level_only() -> None:
