@@ -1,9 +1,9 @@
 """propose: the policy picks interventions; each becomes a branch + worktree after the surface and factor checks.
 
 The heuristic policy proposes the stored skills whose triggers match the incumbent's health report (a refused
-one hands its slot to the next match); the slots the skills leave free, when held-out accuracy stalled
-or fell, explore: single-factor probes over the harness's
-declared knobs (`agent/knobs.py`, `agent/policies/explore.py`), skipping what case memory says was
+one hands its slot to the next match); the slots the skills leave free explore when held-out accuracy stalled
+or fell (without a stall, only to move a setting back into its documented range): single-factor probes over
+the harness's declared knobs (`agent/knobs.py`, `agent/policies/explore.py`), skipping what case memory says was
 already tried on the same symptoms. Skill triggers read the report's metrics plus the harness's context
 variables, its current settings (``setting/<key>``) and its reward components' agreement with the strict
 score, so a skill learned from a probe (`skills/learned.py`) can match the same signature elsewhere.
@@ -77,7 +77,7 @@ def offline_candidates(
     if sum(c["status"] != "refused" for c in made) < ctx.max_candidates:
         # Fewer matching skills than slots, or some were refused (a patch that did not apply here, e.g. a data
         # mix with no live source left: a trigger that matches but cannot act explains nothing): the free
-        # slots explore (`_probes` proposes only when held-out accuracy stalled).
+        # slots explore (`_probes`: when held-out accuracy stalled, or for a setting out of its range).
         proposed = {name for c in made for name in c["skill"].split(",") if name}
         made = _fill(ctx, state, harness, metrics, probes, tried | proposed, made)
     return made
@@ -184,16 +184,16 @@ def _skill_proposals(
 def _probes(
     ctx: Context, harness: Harness, knobs: HarnessKnobs, metrics: dict[str, Any], tried: set[str]
 ) -> list[Proposal]:
-    """Exploration probes when held-out accuracy stalled and no skill matched (none otherwise)."""
-    from agent.policies.explore import case_key, propose_probes, stalled
+    """Exploration probes when held-out accuracy stalled; without a stall only those for a setting outside its
+    documented range (`explore.UNPROMPTED`)."""
+    from agent.policies.explore import UNPROMPTED, case_key, propose_probes, stalled
     from store.repository import tried_interventions
 
-    if not stalled(metrics):
-        return []
+    only = None if stalled(metrics) else UNPROMPTED
     with ledger.db(ledger.store_url(ctx)) as db:
         tried_before = tried_interventions(db, harness.manifest.domain)
     blocked = {case_key(i, k): o or "" for i, k, o in tried_before}
-    return propose_probes(knobs, metrics, tried=tried, blocked=blocked, max_candidates=ctx.max_candidates)
+    return propose_probes(knobs, metrics, tried=tried, blocked=blocked, max_candidates=ctx.max_candidates, only=only)
 
 
 def _materialise(
