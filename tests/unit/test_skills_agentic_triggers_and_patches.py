@@ -16,7 +16,13 @@ import agentic_episodes as E
 from agentic_harness import EFFICIENCY, PAYS_CALLS, make_agentic_harness
 
 from agent.cli import app
-from diagnostics.agentic import CUT_PROGRESS_SHARE, CUT_SUCCESS_WARNING, CUT_WARNING, diagnose_agentic
+from diagnostics.agentic import (
+    CUT_PROGRESS_SHARE,
+    CUT_SUCCESS_WARNING,
+    CUT_WARNING,
+    ECHO_TRAP_WARNING,
+    diagnose_agentic,
+)
 from diagnostics.agentic_docs import TRAJECTORY_MARK
 from diagnostics.findings import Severity
 from diagnostics.schema import write_rollouts
@@ -97,13 +103,16 @@ def test_a_cap_that_binds_on_successes_raises_the_turn_budget_though_few_episode
 
 def test_the_turn_budget_trigger_uses_the_cap_rules_thresholds() -> None:
     trigger = SEEDS["raise-turn-budget"].trigger
-    assert f"success_at_cap_rate > {CUT_SUCCESS_WARNING}" in trigger
-    assert f"max_turns_rate > {CUT_WARNING}" in trigger and f"cut_progress_rate >= {CUT_PROGRESS_SHARE}" in trigger
-    # at the thresholds nothing fires; a cut share above the bar needs work in progress, not a loop
-    edge = {"success_at_cap_rate": CUT_SUCCESS_WARNING, "max_turns_rate": 0.9, "cut_progress_rate": 0.0}
-    assert not evaluate(trigger, edge)
-    assert evaluate(trigger, {**edge, "cut_progress_rate": CUT_PROGRESS_SHARE})
-    assert not evaluate(trigger, {**edge, "max_turns_rate": CUT_WARNING, "cut_progress_rate": 1.0})
+    assert f"success_at_cap_rate > {CUT_SUCCESS_WARNING}" in trigger and f"max_turns_rate > {CUT_WARNING}" in trigger
+    assert f"cut_progress_rate >= {CUT_PROGRESS_SHARE}" in trigger
+    assert f"echo_trap_rate < {ECHO_TRAP_WARNING}" in trigger
+    # either cap rule fires it, only on work in progress and without an echo trap; at the thresholds nothing does
+    bound = {"success_at_cap_rate": 0.5, "max_turns_rate": 0.05, "cut_progress_rate": 1.0, "echo_trap_rate": 0.0}
+    assert evaluate(trigger, bound)
+    assert evaluate(trigger, {**bound, "success_at_cap_rate": 0.0, "max_turns_rate": 0.5})
+    assert not evaluate(trigger, {**bound, "success_at_cap_rate": CUT_SUCCESS_WARNING, "max_turns_rate": CUT_WARNING})
+    assert not evaluate(trigger, {**bound, "cut_progress_rate": CUT_PROGRESS_SHARE - 0.01})
+    assert not evaluate(trigger, {**bound, "echo_trap_rate": ECHO_TRAP_WARNING})
 
 
 def test_single_turn_metrics_match_no_agentic_skill() -> None:
