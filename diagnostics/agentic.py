@@ -79,6 +79,13 @@ CUT_WARNING = 0.15
 # Successful episodes that used every turn the cap allows: the cap binds on successes (paper §7 soft-truncation
 # backtest: 15 turns cut 6-18 successes). EvoTrainer's threshold.
 CUT_SUCCESS_WARNING = 0.20
+# Episodes cut at the turn cap are work in progress (no failed and no repeated call, so no loop) when at least
+# this share of them are (cut_progress_rate). With cut_rate above CUT_WARNING, that says the cap, not a loop,
+# ends them. EvoTrainer's threshold. The `raise-turn-budget` seed skill's trigger reads the rules as they are
+# written here: cut_progress_rate >= CUT_PROGRESS_SHARE, echo_trap_rate < ECHO_TRAP_WARNING, and either the
+# cut_successes alert (success_at_cap_rate > CUT_SUCCESS_WARNING) or episode_cut on the turn cap
+# (max_turns_rate > CUT_WARNING).
+CUT_PROGRESS_SHARE = 0.50
 # Paper §9: a reward that pays a behaviour count gets hacked; as rewarded_wrong (score layer) for trajectories.
 PAID_WITHOUT_SUCCESS_WARNING = 0.10
 PAID_WITHOUT_SUCCESS_CRITICAL = 0.30

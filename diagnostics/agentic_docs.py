@@ -76,7 +76,8 @@ _AGENTIC_DOCS: dict[str, tuple[str, str]] = {  # metric -> (meaning, rule that g
     "success_at_cap_rate": ("successful episodes that used every turn the cap allows", "agentic.cut_successes > 0.2"),
     "cut_solvable_rate": ("episodes cut at the turn cap whose GRPO group has a success", "agentic.cut_successes"),
     "cut_progress_rate": ("episodes cut at the turn cap with no failed and no repeated call (work in progress, "
-                          "not a loop)", "agentic.cut_successes"),
+                          "not a loop); >= 0.5 (CUT_PROGRESS_SHARE) with max_turns_rate > 0.15: the cap, not a "
+                          "loop, ends them", "agentic.episode_cut"),
     "reward_mean_success": ("mean reward of successful episodes (the scale the trajectory-filter skill's pay floor "
                             "reads)", "agentic.paid_without_success"),
     "reward_mean_failed": ("mean reward of unsuccessful episodes", "agentic.paid_without_success"),

@@ -16,9 +16,14 @@ agentic harness. `skills.patches.skill_fits` keeps them off harnesses without an
    not know it sees an unpaid episode, and the trigger waits for a mark-aware filter (``filter_drops_marked``)
    so the skill is never a no-op. A marked episode in a kept group still counts as unpaid (a group filter
    cannot drop single episodes); marks are counted in the report (``marked_rate``).
-2. ``raise-turn-budget`` (trainer): the turn cap cuts work that would succeed: many episodes stop at
-   ``max_turns`` while successes use every turn allowed, or the cut episodes are work in progress (no failed,
-   no repeated call; not an echo trap) → double ``max_turns`` (§7 soft-truncation backtest, §10).
+2. ``raise-turn-budget`` (trainer): the turn cap cuts work that would succeed. Its trigger is the agentic
+   layer's own rules with their thresholds (`diagnostics/agentic.py`): the cut episodes are work in progress
+   (no failed, no repeated call: ``cut_progress_rate``) and the ``agentic.echo_trap`` alert is quiet (a longer
+   cap only lengthens loops), and either the ``agentic.cut_successes`` alert fires (successes use every turn
+   the cap allows, ``success_at_cap_rate``), whatever share of all episodes the cap cuts, or
+   ``agentic.episode_cut`` fires on the turn cap (``max_turns_rate``) → double ``max_turns`` (§7
+   soft-truncation backtest, §10). A cap that binds on successes cuts the longer ones even when they are few
+   of the batch (a level that needs one turn more than the cap allows is dead however small its share).
 3. ``confirmed-behaviour-reward`` (reward): the reward pays a count of actions (tool spam: unsuccessful
    episodes earn more the more they call), or the policy stops checking its work → replace it with the strict
    answer reward plus confirmation terms: +0.1 when a search precedes the first action, +0.15 when a verify
@@ -39,7 +44,15 @@ never marked and earns no confirmation term. Pure data.
 
 from __future__ import annotations
 
-from diagnostics.agentic import ABANDON_MAX_TURNS, ACT_THEN_VERIFY_WARNING, CUT_WARNING, REWARD_CORR_WARNING
+from diagnostics.agentic import (
+    ABANDON_MAX_TURNS,
+    ACT_THEN_VERIFY_WARNING,
+    CUT_PROGRESS_SHARE,
+    CUT_SUCCESS_WARNING,
+    CUT_WARNING,
+    ECHO_TRAP_WARNING,
+    REWARD_CORR_WARNING,
+)
 from diagnostics.agentic_docs import TRAJECTORY_MARK
 from skills.models import SkillSpec
 from skills.seed_parts import ANSWER_RULES, PAPER, ops
@@ -178,7 +191,8 @@ AGENTIC_SKILLS: tuple[SkillSpec, ...] = (
     SkillSpec(
         name="raise-turn-budget",
         domain="swe",
-        trigger=f"max_turns_rate > {CUT_WARNING} and (success_at_cap_rate > 0.2 or cut_progress_rate >= 0.5)",
+        trigger=f"cut_progress_rate >= {CUT_PROGRESS_SHARE} and echo_trap_rate < {ECHO_TRAP_WARNING} "
+        f"and (success_at_cap_rate > {CUT_SUCCESS_WARNING} or max_turns_rate > {CUT_WARNING})",
         factor="trainer",
         patch_kind="template",
         patch=ops(

@@ -34,7 +34,7 @@ ROOT = HERE.parents[1]
 DEMO = ROOT / "examples" / "lookup-agent"  # defective agentic example: source of two defects
 ORACLE = ROOT / "examples" / "lookup-agent-oracle"  # fixed agentic example: the base of every scenario
 NAME = "lookup-agent"  # the manifest name of both forms (the oracle's name would give the fixed form away)
-TOOL_CALL_CREDIT = 0.2  # tool-spam: reward per tool call written, uncapped
+TOOL_CALL_CREDIT = 0.5  # tool-spam: reward per tool call written, uncapped; above the 0.4 of a right answer
 
 
 def _load_base_generator():  # type: ignore[no-untyped-def]
@@ -147,7 +147,7 @@ SCENARIOS: tuple[tuple[object, Callable[[Path], None]], ...] = (
             "max_turns: 3, while a level-3 episode needs 4 turns (three lookups, then the answer)",
             "every level-3 episode stops at the turn cap (stop reason max_turns) before its answer: successes "
             "cut, level-3 groups dead",
-            "max_turns: 6", None,
+            "max_turns: 6", "raise-turn-budget",
         ),
         turn_budget,
     ),
@@ -158,20 +158,21 @@ SCENARIOS: tuple[tuple[object, Callable[[Path], None]], ...] = (
             "had written them",
             "the loss covers observation tokens (rollout/observation_token_share of the trained tokens > 0): the "
             "policy is pushed to predict unknowable values, its own turns get a diluted, noisy signal",
-            "mask_observations: true", None,
+            "mask_observations: true",
+            None,  # no seed skill reads the trainer's masking switch or the trained observation share
         ),
         observations_trained,
     ),
     (
         Scenario(
             "tool-spam", "reward",
-            f"the reward pays {TOOL_CALL_CREDIT} per tool call, uncapped, and 0.4 for a right answer: calling until "
-            "the turn cap outearns answering",
+            f"the reward pays {TOOL_CALL_CREDIT} per tool call, uncapped, and 0.4 for a right answer: a call earns "
+            "more than a right answer, so calling until the turn cap outearns answering",
             "tool calls per episode climb to the turn cap, stop reason max_turns dominates, the reward pays "
             "trajectories without success; held-out strict accuracy falls",
             "pay a right answer after a lookup, never a count of calls "
             "(examples/lookup-agent-oracle/harness/reward.py)",
-            None,
+            "confirmed-behaviour-reward",
         ),
         tool_spam,
     ),

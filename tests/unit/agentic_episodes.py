@@ -142,6 +142,25 @@ def cut_successes() -> list[Rollout]:
     return rows
 
 
+def few_cut_successes() -> list[Rollout]:
+    """A turn cap of 4 that binds on successes but cuts few episodes (the lookup task's `turn-budget`).
+
+    Eight groups solve in exactly 4 turns (three calls, then the answer); one group in nine needs a fourth
+    call and is cut mid-work: 8 of 72 episodes stop at the cap (below the 0.15 truncation bar), and every
+    success used every turn the cap allows.
+    """
+    rows = []
+    solve = [("search_code", f"q={k}", True) for k in range(3)]
+    for g in range(9):
+        for i in range(8):
+            if g < 8:
+                rows.append(episode(0, g, i, solve, reward=1.0, strict=1.0))
+            else:
+                work = [("search_code", f"q={k}", True) for k in range(4)]
+                rows.append(episode(0, g, i, work, reward=0.0, strict=0.0, answer=False))
+    return rows
+
+
 def failing_edits() -> list[Rollout]:
     """The edit tool fails on 3 of every 8 calls (poor edit format), 32 edit calls in all."""
     rows = []

@@ -105,6 +105,9 @@ def test_efficiency_reward_pays_a_one_turn_guess_over_a_looked_up_right_answer()
 def test_tool_credit_pays_calling_to_the_turn_cap_over_answering_right() -> None:
     defective = SCENARIOS / "tool-spam" / "defective"
     assert _score(defective, SPAM) > _score(defective, RIGHT) > _score(defective, GUESS) == 0.0
+    # a call earns more than a right answer: at the cap, one more call beats answering in the last turn
+    five_then_right = SPAM.rsplit("<call>", 1)[0] + "3+5=8<ans>8</ans>"
+    assert _score(defective, SPAM) > _score(defective, five_then_right) > _score(defective, RIGHT)
 
 
 def test_turn_budget_cuts_level_three_only_in_the_defective_form() -> None:
@@ -116,3 +119,18 @@ def test_turn_budget_cuts_level_three_only_in_the_defective_form() -> None:
 def test_observation_mask_is_off_only_in_the_defective_form() -> None:
     assert _trainer(SCENARIOS / "observations-trained" / "defective").mask_observations is False
     assert _trainer(SCENARIOS / "observations-trained" / "oracle").mask_observations is True
+
+
+def test_each_named_seed_skill_exists_and_fits_the_scenarios_factor() -> None:
+    from skills.seeds import SEED_SKILLS
+
+    seeds = {s.name: s for s in SEED_SKILLS}
+    named = {}
+    for name in NAMES:
+        meta = json.loads((SCENARIOS / name / "scenario.json").read_text())
+        if meta["seed_skill"] is not None:
+            assert meta["seed_skill"] in seeds, (name, meta["seed_skill"])
+            assert seeds[meta["seed_skill"]].factor in (meta["factor"], "guard"), name  # a guard refuses the defect
+            named[name] = meta["seed_skill"]
+    assert named == {"one-turn-collapse": "never-reward-brevity", "turn-budget": "raise-turn-budget",
+                     "tool-spam": "confirmed-behaviour-reward"}  # fmt: skip

@@ -16,8 +16,15 @@ import agentic_episodes as E
 from agentic_harness import EFFICIENCY, PAYS_CALLS, make_agentic_harness
 
 from agent.cli import app
-from diagnostics.agentic import diagnose_agentic
+from diagnostics.agentic import (
+    CUT_PROGRESS_SHARE,
+    CUT_SUCCESS_WARNING,
+    CUT_WARNING,
+    ECHO_TRAP_WARNING,
+    diagnose_agentic,
+)
 from diagnostics.agentic_docs import TRAJECTORY_MARK
+from diagnostics.findings import Severity
 from diagnostics.schema import write_rollouts
 from diagnostics.table import table_from_rollouts
 from harness.calls import load_function, validate_reward
@@ -78,6 +85,34 @@ def test_an_echo_trap_does_not_raise_the_turn_budget() -> None:
     """Both stop at the cap; only work in progress (not a loop) or successes at the cap mean the cap binds."""
     loop = _metrics(E.echo_trap())
     assert loop["max_turns_rate"] > 0.15 and not evaluate(SEEDS["raise-turn-budget"].trigger, loop)
+
+
+def test_a_cap_that_binds_on_successes_raises_the_turn_budget_though_few_episodes_are_cut() -> None:
+    """The trigger reads the evidence the cut_successes alert reads, not the share of episodes cut.
+
+    The lookup task's turn-budget scenario: its run cut 11% of the episodes (below the 0.15 truncation bar)
+    while every success used every turn the cap allows; the level the cap cuts earns nothing at all.
+    """
+    few = _metrics(E.few_cut_successes())
+    assert few["max_turns_rate"] == pytest.approx(8 / 72) and few["max_turns_rate"] < 0.15
+    assert few["success_at_cap_rate"] == 1.0 and few["cut_progress_rate"] == 1.0
+    alerts = {f.alert_id: f.severity for f in diagnose_agentic(table_from_rollouts(E.few_cut_successes())).findings}
+    assert alerts["agentic.cut_successes"] is Severity.WARNING
+    assert evaluate(SEEDS["raise-turn-budget"].trigger, few)
+
+
+def test_the_turn_budget_trigger_uses_the_cap_rules_thresholds() -> None:
+    trigger = SEEDS["raise-turn-budget"].trigger
+    assert f"success_at_cap_rate > {CUT_SUCCESS_WARNING}" in trigger and f"max_turns_rate > {CUT_WARNING}" in trigger
+    assert f"cut_progress_rate >= {CUT_PROGRESS_SHARE}" in trigger
+    assert f"echo_trap_rate < {ECHO_TRAP_WARNING}" in trigger
+    # either cap rule fires it, only on work in progress and without an echo trap; at the thresholds nothing does
+    bound = {"success_at_cap_rate": 0.5, "max_turns_rate": 0.05, "cut_progress_rate": 1.0, "echo_trap_rate": 0.0}
+    assert evaluate(trigger, bound)
+    assert evaluate(trigger, {**bound, "success_at_cap_rate": 0.0, "max_turns_rate": 0.5})
+    assert not evaluate(trigger, {**bound, "success_at_cap_rate": CUT_SUCCESS_WARNING, "max_turns_rate": CUT_WARNING})
+    assert not evaluate(trigger, {**bound, "cut_progress_rate": CUT_PROGRESS_SHARE - 0.01})
+    assert not evaluate(trigger, {**bound, "echo_trap_rate": ECHO_TRAP_WARNING})
 
 
 def test_single_turn_metrics_match_no_agentic_skill() -> None:
