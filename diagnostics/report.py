@@ -95,6 +95,8 @@ METRIC_DOCS = {
     "dead_identical_share": "of the dead groups, the share that are identical (high: a collapsed sampler; low: a "
     "reward too coarse to tell different responses apart)",
     "reward_discrete": "1 when the training reward takes at most 8 distinct values (rounded to 1e-6), else 0",
+    "dead_solved_share": "of the dead groups, the share whose samples the strict evaluator all scores right (solved "
+    "prompts; a new critical signal.dead_groups that is not critical without them does not block a candidate)",
     # The update the trainer applied (diagnostics/updates.py, from metrics.jsonl).
     "update_norm_mean": "mean L2 norm of the per-step parameter change (actor/update_norm)",
     "update_norm_max": "largest per-step parameter change",

@@ -22,6 +22,8 @@ from diagnostics.table import COMPONENT_PREFIX
 
 # A group is dead when its reward std is below this: zero GRPO advantage (paper §1, DGR).
 DEAD_STD = 1e-6
+# `signal.dead_groups`' number: its graded ratio without the solved dead groups (every sample strict-right).
+DEAD_UNSOLVED = "dead_unsolved_ratio"
 # Paper §6.1: dead > 50% CRITICAL, dead > 30% WARNING; spread < 0.05 WARNING.
 DEAD_WARNING = 0.30
 DEAD_CRITICAL = 0.50
@@ -55,9 +57,16 @@ def group_rollouts(rollouts: Sequence[Rollout]) -> dict[GroupKey, list[Rollout]]
 
 
 def group_stats(rows: pl.DataFrame) -> pl.DataFrame:
-    """One row per GRPO group, in first-seen order: `step`, `group_key`, `n`, `std` (population), `dead`, and the
-    group's first rollout (`query.REF_COLUMNS`) for evidence."""
-    groups = per_group(rows, ["reward"], pl.len().alias("n"), pl.col("reward").std(ddof=0).alias("std"))
+    """One row per GRPO group, in first-seen order: `step`, `group_key`, `n`, `std` (population), `dead`, `solved`
+    (every sample strict-scored right), and the group's first rollout (`query.REF_COLUMNS`) for evidence."""
+    strict = pl.col("strict_score")
+    groups = per_group(
+        rows,
+        ["reward", "strict_score"],
+        pl.len().alias("n"),
+        pl.col("reward").std(ddof=0).alias("std"),
+        ((strict.count() == pl.len()) & (strict.min() >= 1)).alias("solved"),
+    )
     return groups.with_columns(dead=pl.col("std") < DEAD_STD)
 
 
@@ -109,6 +118,7 @@ def diagnose_dead_groups(rows: pl.DataFrame, metric_rows: Sequence[MetricRow] = 
     first_ratio = float(by_step["dead"][0]) if n else math.nan
     last_ratio = float(by_step["dead"][-1]) if n else math.nan
     dead_count = float(groups["dead"].sum()) if n else 0.0
+    solved_dead = float((groups["dead"] & groups["solved"].fill_null(False)).sum()) if n else 0.0
     metrics = {
         "num_groups": float(n),
         "dead_group_ratio": ratio,
@@ -118,10 +128,14 @@ def diagnose_dead_groups(rows: pl.DataFrame, metric_rows: Sequence[MetricRow] = 
         "reward_distinct_values": float(counts.height),
         "reward_top_value_share": top_share,
         "reward_discrete": float(0 < counts.height <= DISCRETE_MAX_LEVELS) if rows.height else math.nan,
+        "dead_solved_share": solved_dead / dead_count if dead_count else math.nan,
     }
     numbers = {"num_groups": float(n), "dead_groups": dead_count}
     after_filter = _dead_after_filter(metric_rows, rows)
     graded_ratio = ratio if after_filter is None else after_filter
+    # The graded ratio without the dead groups every sample of which the evaluator scores right (solved prompts:
+    # progress, not a missing signal); the candidate gate reads it (`stats.classify_outcome`).
+    unsolved = graded_ratio * (1 - solved_dead / dead_count) if dead_count else graded_ratio
     if after_filter is not None:
         metrics["dead_group_ratio_after_filter"] = after_filter
         numbers = {**numbers, "dead_group_ratio_raw": ratio}
@@ -135,7 +149,7 @@ def diagnose_dead_groups(rows: pl.DataFrame, metric_rows: Sequence[MetricRow] = 
             critical=DEAD_CRITICAL,
             what="dead groups (reward std 0 within the group: zero GRPO advantage)",
             evidence=dead_refs,
-            numbers=numbers,
+            numbers={**numbers, DEAD_UNSOLVED: unsolved},
         ),
         graded(
             "signal.low_spread",

@@ -18,6 +18,7 @@ from scipy import stats as sps
 
 from diagnostics.agentic_docs import AGENTIC_HACK_ALERT_IDS
 from diagnostics.findings import Finding, Severity, new_alerts
+from diagnostics.signal import DEAD_CRITICAL, DEAD_UNSOLVED
 
 OutcomeClass = Literal["improvement", "regression", "mixed", "insufficient"]
 CI_LEVEL = 0.95
@@ -115,6 +116,12 @@ def paired_bootstrap(
     )
 
 
+def _dead_by_success(finding: Finding) -> bool:
+    """A critical dead-group alert that is not critical once the solved dead groups are left out."""
+    unsolved = finding.numbers.get(DEAD_UNSOLVED, math.nan)
+    return finding.alert_id == "signal.dead_groups" and unsolved == unsolved and unsolved <= DEAD_CRITICAL
+
+
 def classify_outcome(
     comparison: PairedComparison,
     alerts_new: Sequence[Finding],
@@ -131,6 +138,11 @@ def classify_outcome(
     - CI entirely below 0 -> "regression";
     - CI entirely above 0 with a new critical alert or any hack alert the parent did not have -> "mixed";
     - CI entirely above 0 otherwise -> "improvement".
+
+    A new critical `signal.dead_groups` that would not be critical without the groups the strict evaluator
+    scores all right (`dead_unsolved_ratio`) does not count: prompts the policy now solves every time are
+    progress, not a lost learning signal (the agentic tool-spam repair: 0.910 -> 0.980 with 0.569 dead groups,
+    nearly all of them solved, was "mixed").
     """
     if comparison.n < MIN_PAIRS or math.isnan(comparison.ci_low) or math.isnan(comparison.ci_high):
         return "insufficient"
@@ -139,7 +151,7 @@ def classify_outcome(
     if comparison.ci_high < 0:
         return "regression"
     if comparison.ci_low > 0:
-        critical = new_alerts(alerts_new, alerts_parent, Severity.CRITICAL)
+        critical = [f for f in new_alerts(alerts_new, alerts_parent, Severity.CRITICAL) if not _dead_by_success(f)]
         hacks = [f for f in new_alerts(alerts_new, alerts_parent, Severity.WARNING) if f.alert_id in HACK_ALERT_IDS]
         return "mixed" if critical or hacks else "improvement"
     return "insufficient"
