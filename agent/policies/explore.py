@@ -12,7 +12,10 @@ ranked by the abnormal health metrics they address:
 - a trainer setting outside its documented safe range is a symptom of its own (`out_of_range`), addressed
   by moving it back to its documented default;
 - a probe's score is the sum of the weights of the abnormal symptoms it addresses; probes with no support
-  are offered only when no probe has any.
+  are offered only when no probe has any;
+- probes supported by a symptom that names their knob (`PINPOINTING`: the filter's kept groups, the data mix
+  against the held-out set, a reward component; or `out_of_range`) rank first, and are the only ones
+  proposed while held-out accuracy has not stalled (`UNPROMPTED`).
 
 Case memory: `blocked` maps `case_key(probe_id, symptom_key)` to the outcome of an earlier try; the same
 probe on the same symptom signature is never retried, a larger magnitude of the same move is tried after
@@ -103,12 +106,19 @@ SYMPTOMS: tuple[Symptom, ...] = (
             "training practises another mix of data sources than the held-out set measures"),
 )  # fmt: skip
 SYMPTOM_NAMES = frozenset(s.name for s in SYMPTOMS)
+# Symptoms whose evidence names one knob (the filter's kept groups, the data mix against the held-out set, one
+# reward component against the strict score), not a general state of training: the probes they support rank
+# above any probe supported by general symptoms only (however many), and are proposed without a stall too
+# (`UNPROMPTED`). On greedy-filter seed 1 the temperature and group-size probes (no diversity, low spread, dead
+# groups: 4.0) outranked the std-filter probe (filter_biased: 3.0) and the filter was never changed.
+PINPOINTING = frozenset({"filter_drops_signal", "filter_keeps_dead", "filter_biased", "heldout_uncovered",
+                         "component_dominates"})  # fmt: skip
 OUT_OF_RANGE = "out_of_range"
 OUT_OF_RANGE_WEIGHT = 3.0
 # A setting outside the range its backend documents is a misconfiguration whether or not held-out accuracy
 # stalled yet (the cold-sampling scenario gained +0.03 in its first 40 steps at temperature 0.1, then fell
-# 0.13 behind the oracle): its probe is proposed without a stall.
-UNPROMPTED = frozenset({OUT_OF_RANGE})
+# 0.13 behind the oracle): its probe is proposed without a stall, and ranks like a pinpointing symptom's.
+UNPROMPTED = frozenset({OUT_OF_RANGE, *PINPOINTING})
 
 # The minimal group filter a filter probe installs: drop only groups without reward variance.
 KEEP_LIVE_FILTER = '''"""Group filter: keep every group whose rewards vary; drop only zero-variance ("dead") groups.
@@ -153,6 +163,11 @@ class _Draft:
     @property
     def score(self) -> float:
         return sum(a.symptom.weight for a in self.support)
+
+    @property
+    def pinpointed(self) -> float:
+        """The weight of the support that names this probe's knob (`PINPOINTING`, `OUT_OF_RANGE`)."""
+        return sum(a.symptom.weight for a in self.support if a.symptom.name in UNPROMPTED)
 
 
 def stalled(metrics: Metrics) -> bool:
@@ -227,7 +242,7 @@ def propose_probes(
         best = chosen.get(draft.knob)
         if best is None or draft.score > best.score:
             chosen[draft.knob] = draft
-    ranked = sorted(chosen.values(), key=lambda d: -d.score)  # stable: declaration order breaks ties
+    ranked = sorted(chosen.values(), key=lambda d: (-d.pinpointed, -d.score))  # stable: declaration order breaks ties
     supported = [d for d in ranked if d.score > 0]
     picked = (supported or ranked)[:max_candidates]
     return [_proposal(d, found, signature, metrics) for d in picked]

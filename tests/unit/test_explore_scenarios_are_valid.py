@@ -19,7 +19,7 @@ import yaml
 
 from agent.knobs import harness_knobs
 from agent.nodes.propose import probe_metrics
-from agent.policies.explore import propose_probes
+from agent.policies.explore import UNPROMPTED, propose_probes
 from harness.calls import load_function
 from harness.manifest import load_harness
 from skills.patches import apply_skill
@@ -171,3 +171,19 @@ def test_narrow_mix_is_seen_as_uncovered_and_its_probe_trains_on_the_held_out_mi
     weights = yaml.safe_load((work / "harness" / "data.yaml").read_text())["weights"]
     assert weights == {"arithmetic/level1": 0.0, "arithmetic/level2": 0.3333, "arithmetic/level3": 0.3333,
                        "arithmetic/level4": 0.3333, "arithmetic/level5": 0.0}  # fmt: skip
+
+
+def test_a_symptom_that_names_the_filter_outranks_general_ones_and_needs_no_stall(tmp_path: Path) -> None:
+    # greedy-filter seed 1, iteration 2: no diversity, low spread and dead groups (4.0 of general support for the
+    # temperature and group-size probes) beside filter_biased (3.0 for the std filter).
+    work = tmp_path / "h"
+    shutil.copytree(SCENARIOS / "greedy-filter" / "defective", work)
+    noisy = {"strict_acc_delta": 0.0, "filter_reward_bias": 0.45, "identical_group_ratio": 0.6,
+             "reward_spread": 0.05, "dead_group_ratio": 0.35, "wrong_mean_logprob": -0.05}  # fmt: skip
+    _, top = _top_probe(work, noisy)
+    assert top.probe.probe_id == "filter:std"
+    harness = load_harness(work)
+    knobs = harness_knobs(harness, "local")
+    calm = probe_metrics({**noisy, "strict_acc_delta": 0.08}, harness, knobs)  # held-out still rising
+    props = propose_probes(knobs, calm, tried=(), blocked={}, max_candidates=3, only=UNPROMPTED)
+    assert [p.probe.probe_id for p in props] == ["filter:std"]
