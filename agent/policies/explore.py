@@ -249,10 +249,14 @@ def propose_probes(
 
 
 def _ladder_allows(draft: _Draft, signature: str, blocked: Mapping[str, str]) -> bool:
-    """The same probe on the same signature is never retried; a regressed move is not pushed further; a larger
-    magnitude needs the smaller one tried with thin evidence first."""
-    if case_key(draft.probe_id, signature) in blocked:
-        return False
+    """The same probe on the same signature is not retried, except a move without magnitudes (a filter, data or
+    reward probe) whose evidence was thin ("insufficient": the session's `MAX_TRIES` still bounds it); a
+    regressed move is not pushed further; a larger magnitude needs the smaller one tried with thin evidence
+    first. (greedy-filter seed 1: the std-filter probe's pilot gained +0.057 but its replicate tied, so it was
+    pruned, and the filter stayed biased for the rest of the session.)"""
+    earlier = blocked.get(case_key(draft.probe_id, signature))
+    if earlier is not None:
+        return earlier == "insufficient" and (draft.factor != "trainer" or draft.probe_id.endswith(":default"))
     if draft.factor != "trainer" or draft.probe_id.endswith(":default"):
         return True
     stem, magnitude = draft.probe_id.rsplit(":", 1)

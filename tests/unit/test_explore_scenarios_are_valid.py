@@ -19,7 +19,7 @@ import yaml
 
 from agent.knobs import harness_knobs
 from agent.nodes.propose import probe_metrics
-from agent.policies.explore import UNPROMPTED, propose_probes
+from agent.policies.explore import UNPROMPTED, case_key, propose_probes
 from harness.calls import load_function
 from harness.manifest import load_harness
 from skills.patches import apply_skill
@@ -187,3 +187,19 @@ def test_a_symptom_that_names_the_filter_outranks_general_ones_and_needs_no_stal
     calm = probe_metrics({**noisy, "strict_acc_delta": 0.08}, harness, knobs)  # held-out still rising
     props = propose_probes(knobs, calm, tried=(), blocked={}, max_candidates=3, only=UNPROMPTED)
     assert [p.probe.probe_id for p in props] == ["filter:std"]
+
+
+def test_a_filter_probe_with_thin_evidence_is_tried_again_and_a_regressed_one_is_not(tmp_path: Path) -> None:
+    work = tmp_path / "h"
+    shutil.copytree(SCENARIOS / "greedy-filter" / "defective", work)
+    harness = load_harness(work)
+    knobs = harness_knobs(harness, "local")
+    metrics = probe_metrics({"strict_acc_delta": 0.0, "filter_reward_bias": 0.45}, harness, knobs)
+    key = case_key("filter:std", "filter_biased")
+
+    def first(outcome: str) -> str:
+        props = propose_probes(knobs, metrics, tried=(), blocked={key: outcome}, max_candidates=3)
+        return props[0].probe.probe_id if props and props[0].probe else ""
+
+    assert first("insufficient") == "filter:std"  # a pilot that could not tell is not evidence against it
+    assert first("regression") != "filter:std" and first("mixed") != "filter:std"
