@@ -254,9 +254,9 @@ def _ladder_allows(draft: _Draft, signature: str, blocked: Mapping[str, str]) ->
     regressed move is not pushed further; a larger magnitude needs the smaller one tried with thin evidence
     first. (greedy-filter seed 1: the std-filter probe's pilot gained +0.057 but its replicate tied, so it was
     pruned, and the filter stayed biased for the rest of the session.)"""
-    earlier = blocked.get(case_key(draft.probe_id, signature))
-    if earlier is not None:
-        return earlier == "insufficient" and (draft.factor != "trainer" or draft.probe_id.endswith(":default"))
+    before = blocked.get(case_key(draft.probe_id, signature))
+    if before is not None:
+        return before == "insufficient" and (draft.factor != "trainer" or draft.probe_id.endswith(":default"))
     if draft.factor != "trainer" or draft.probe_id.endswith(":default"):
         return True
     stem, magnitude = draft.probe_id.rsplit(":", 1)
