@@ -2,7 +2,8 @@
 
 The heuristic policy proposes the stored skills whose triggers match the incumbent's health report (a refused
 one hands its slot to the next match); the slots the skills leave free explore when held-out accuracy stalled
-or fell (without a stall, only to move a setting back into its documented range): single-factor probes over
+or fell (without a stall, only where a symptom names the knob: a setting outside its documented range, a
+biased filter, a training mix far from the held-out one, a misaligned reward component): single-factor probes over
 the harness's declared knobs (`agent/knobs.py`, `agent/policies/explore.py`), skipping what case memory says was
 already tried on the same symptoms. Skill triggers read the report's metrics plus the harness's context
 variables, its current settings (``setting/<key>``) and its reward components' agreement with the strict
@@ -77,7 +78,7 @@ def offline_candidates(
     if sum(c["status"] != "refused" for c in made) < ctx.max_candidates:
         # Fewer matching skills than slots, or some were refused (a patch that did not apply here, e.g. a data
         # mix with no live source left: a trigger that matches but cannot act explains nothing): the free
-        # slots explore (`_probes`: when held-out accuracy stalled, or for a setting out of its range).
+        # slots explore (`_probes`: when held-out accuracy stalled, or where a symptom names the knob).
         proposed = {name for c in made for name in c["skill"].split(",") if name}
         made = _fill(ctx, state, harness, metrics, probes, tried | proposed, made)
     return made
@@ -184,8 +185,8 @@ def _skill_proposals(
 def _probes(
     ctx: Context, harness: Harness, knobs: HarnessKnobs, metrics: dict[str, Any], tried: set[str]
 ) -> list[Proposal]:
-    """Exploration probes when held-out accuracy stalled; without a stall only those for a setting outside its
-    documented range (`explore.UNPROMPTED`)."""
+    """Exploration probes when held-out accuracy stalled; without a stall only those a symptom that names their
+    knob supports (`explore.UNPROMPTED`)."""
     from agent.policies.explore import UNPROMPTED, case_key, propose_probes, stalled
     from store.repository import tried_interventions
 

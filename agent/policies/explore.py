@@ -18,8 +18,9 @@ ranked by the abnormal health metrics they address:
   proposed while held-out accuracy has not stalled (`UNPROMPTED`).
 
 Case memory: `blocked` maps `case_key(probe_id, symptom_key)` to the outcome of an earlier try; the same
-probe on the same symptom signature is never retried, a larger magnitude of the same move is tried after
-thin evidence, and a move that regressed is not pushed further (the other direction may still be tried).
+probe on the same symptom signature is not retried (except a filter, data or reward probe whose evidence was
+thin), a larger magnitude of the same move is tried after thin evidence, and a move that regressed is not
+pushed further (the other direction may still be tried).
 
 A probe becomes a `Proposal` carrying an ad-hoc `SkillSpec` (its template patch, applied by
 `skills.patches.apply_skill` like any skill) and a `ProbeInfo` (its id, symptom signature and the trigger a
@@ -494,7 +495,9 @@ def _proposal(draft: _Draft, found: Sequence[Abnormal], signature: str, metrics:
     hypothesis = (
         f"If we {draft.what}, held-out strict accuracy rises, because {draft.why}. Evidence: {evidence}; {stall}."
     )
-    trigger = signature_trigger([STALL, *(a.symptom.predicate for a in support)])  # fails here, not when saved
+    # A probe a symptom that names its knob supports is proposed without a stall too, so what it learns is too.
+    needs_stall = [] if draft.pinpointed else [STALL]
+    trigger = signature_trigger([*needs_stall, *(a.symptom.predicate for a in support)])  # fails here, not when saved
     symptoms = ", ".join(a.symptom.name for a in draft.support) or "a stall"
     spec = SkillSpec(
         name=_name(draft),

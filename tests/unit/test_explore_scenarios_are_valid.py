@@ -166,6 +166,8 @@ def test_narrow_mix_is_seen_as_uncovered_and_its_probe_trains_on_the_held_out_mi
                **{f"heldout_source_share/arithmetic/level{n}": third for n in (2, 3, 4)}}  # fmt: skip
     harness, top = _top_probe(work, stalled)
     assert top.probe.probe_id == "data:match-heldout" and "heldout_uncovered" in top.probe.symptoms
+    # proposed without a stall too (the symptom names the knob), so the skill it would teach needs none either
+    assert "source_mix_gap > 0.3" in top.probe.learned_trigger and "strict_acc_delta" not in top.probe.learned_trigger
     metrics = probe_metrics(stalled, harness, harness_knobs(harness, "local"))
     apply_skill(top.skill, work, harness, metrics=metrics)
     weights = yaml.safe_load((work / "harness" / "data.yaml").read_text())["weights"]
