@@ -400,7 +400,7 @@ MIN_COVER_GAP = 0.05
 
 def _data_cover(metrics: Metrics) -> list[_Draft]:
     gap = metrics.get("source_mix_gap")
-    heldout = [k for k in metrics if k.startswith(HELDOUT_SOURCE_SHARE)]
+    heldout = any(k.startswith(HELDOUT_SOURCE_SHARE) for k in metrics)
     if not heldout or not isinstance(gap, int | float) or not gap > MIN_COVER_GAP:
         return []
     return [
