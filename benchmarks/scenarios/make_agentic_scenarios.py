@@ -3,9 +3,10 @@
 Every scenario is the fixed agentic harness (`examples/lookup-agent-oracle`) with exactly ONE realistic
 defect injected into one editable file; its `oracle/` folder is that fixed harness. Two defects are taken
 from the defective example (`examples/lookup-agent`: its efficiency reward and its `max_turns`), so a change
-to the example flows into the scenarios on the next generation; two are written here (observation tokens
-trained on, a reward that pays tool calls). Defective files carry neutral comments: the controller must find
-each defect from evidence (turn counts, stop reasons, tool-call rates), not from a note.
+to the example flows into the scenarios on the next generation; two are written here (a per-turn token
+budget too small for the longer answer turns, a reward that pays tool calls). Defective files carry neutral
+comments: the controller must find each defect from evidence (turn counts, stop reasons, tool-call rates),
+not from a note.
 
 The helpers (`Scenario`, `_sub_once`, `_set_yaml`, `_neutral_docstring`) come from `make_scenarios.py`, the
 arithmetic scenarios' generator; this file only adds the agentic scenarios, and writes the same layout::
@@ -35,6 +36,9 @@ DEMO = ROOT / "examples" / "lookup-agent"  # defective agentic example: source o
 ORACLE = ROOT / "examples" / "lookup-agent-oracle"  # fixed agentic example: the base of every scenario
 NAME = "lookup-agent"  # the manifest name of both forms (the oracle's name would give the fixed form away)
 TOOL_CALL_CREDIT = 0.5  # tool-spam: reward per tool call written, uncapped; above the 0.4 of a right answer
+# turn-token-cap: tokens one turn may generate. A call turn is 10 (`<call>lookup h</call>`), an answer turn with
+# a two-digit sum 11 or more (`6+4=10<ans>10</ans>` and EOS), every level-3 answer turn 11 to 14.
+TURN_TOKEN_CAP = 10
 
 
 def _load_base_generator():  # type: ignore[no-untyped-def]
@@ -85,9 +89,9 @@ def turn_budget(root: Path) -> None:
     _set_yaml(root / "harness" / "trainer.yaml", "max_turns", _demo_value("harness/trainer.yaml", "max_turns"), "")
 
 
-def observations_trained(root: Path) -> None:
-    """Observation tokens are trained on: the policy's loss includes the tool results it only reads."""
-    _set_yaml(root / "harness" / "trainer.yaml", "mask_observations", "false", "")
+def turn_token_cap(root: Path) -> None:
+    """A per-turn token budget that fits a call but not a long answer turn (a sum and its answer)."""
+    _set_yaml(root / "harness" / "trainer.yaml", "max_turn_tokens", str(TURN_TOKEN_CAP), "")
 
 
 TOOL_SPAM_REWARD = f'''"""Training reward of the lookup task (verl's `compute_score` signature).
@@ -153,15 +157,15 @@ SCENARIOS: tuple[tuple[object, Callable[[Path], None]], ...] = (
     ),
     (
         Scenario(
-            "observations-trained", "trainer",
-            "mask_observations: false: the tool results (random table values) are trained on as if the policy "
-            "had written them",
-            "the loss covers observation tokens (rollout/observation_token_share of the trained tokens > 0): the "
-            "policy is pushed to predict unknowable values, its own turns get a diluted, noisy signal",
-            "mask_observations: true",
-            None,  # no seed skill reads the trainer's masking switch or the trained observation share
+            "turn-token-cap", "trainer",
+            f"max_turn_tokens: {TURN_TOKEN_CAP}: a call turn fits (10 tokens), but an answer turn that writes a "
+            "two-digit sum (11 or more) or a three-term sum (11 to 14) is cut before its answer",
+            "answer turns stop at the per-turn token cap (stop reason length, token_cap_rate and truncation_rate "
+            "up): level-3 and two-digit level-2 episodes end without an answer, their groups dead",
+            "max_turn_tokens: 24",
+            None,  # no seed skill raises the per-turn token budget (raise-turn-budget moves max_turns)
         ),
-        observations_trained,
+        turn_token_cap,
     ),
     (
         Scenario(

@@ -15,10 +15,11 @@ import pytest
 from harness.calls import load_function
 from harness.manifest import load_harness
 from trainer_backend.local.config import load_trainer_config
+from trainer_backend.local.vocab import tokenizer_for
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "benchmarks" / "scenarios"
-NAMES = ["observations-trained", "one-turn-collapse", "tool-spam", "turn-budget"]
+NAMES = ["one-turn-collapse", "tool-spam", "turn-budget", "turn-token-cap"]
 FACTOR_FILE = {"reward": "harness/reward.py", "trainer": "harness/trainer.yaml"}
 
 # Trajectories of the level-2 prompt `c+f=>` (table c=3, f=5; ground truth 8), as the local backend writes them.
@@ -116,9 +117,21 @@ def test_turn_budget_cuts_level_three_only_in_the_defective_form() -> None:
     assert _trainer(SCENARIOS / "turn-budget" / "oracle").max_turns >= needed
 
 
-def test_observation_mask_is_off_only_in_the_defective_form() -> None:
-    assert _trainer(SCENARIOS / "observations-trained" / "defective").mask_observations is False
-    assert _trainer(SCENARIOS / "observations-trained" / "oracle").mask_observations is True
+def _turn_tokens(folder: Path, text: str) -> int:
+    """Tokens of one policy turn as the local backend generates it (an answer turn ends with EOS)."""
+    harness = load_harness(folder)
+    tok = tokenizer_for(harness, _trainer(folder).warmstart_data, None)
+    return len(tok.encode(text)) + (0 if text.endswith("</call>") else 1)
+
+
+def test_turn_token_cap_fits_a_call_but_cuts_long_answer_turns_only_in_the_defective_form() -> None:
+    defective, oracle = SCENARIOS / "turn-token-cap" / "defective", SCENARIOS / "turn-token-cap" / "oracle"
+    cap = _trainer(defective).max_turn_tokens
+    for fits in ("<call>lookup h</call>", "<ans>8</ans>", "6+3=9<ans>9</ans>"):  # a call, short answer turns
+        assert _turn_tokens(defective, fits) <= cap, fits
+    for cut in ("6+4=10<ans>10</ans>", "1+2+3=6<ans>6</ans>"):  # a two-digit sum, the shortest level-3 turn
+        assert _turn_tokens(defective, cut) > cap, cut
+    assert _turn_tokens(oracle, "9+9+9=27<ans>27</ans>") <= _trainer(oracle).max_turn_tokens
 
 
 def test_each_named_seed_skill_exists_and_fits_the_scenarios_factor() -> None:
