@@ -106,7 +106,10 @@ def harness_knobs(harness: Harness, backend: BackendName, train_rows: pl.DataFra
     settings = _yaml(harness, settings_file)
     ref = "@trainer_config" if settings_file == harness.manifest.trainer.config else settings_file
     trainer = []
+    agentic = harness.manifest.env is not None
     for spec in trainer_knobs(backend):
+        if not spec.acts_on(agentic):
+            continue  # e.g. the single-turn response cap of an agentic harness: moving it changes nothing
         value = settings.get(spec.key, spec.default)
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
             continue  # a value the settings loader would refuse: the run says so, no probe builds on it

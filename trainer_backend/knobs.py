@@ -11,7 +11,10 @@ decided from the move's ``effects``, never from the setting's name.
 - ``moves``: per direction (``up`` / ``down``), the multiplicative magnitudes a probe tries in order
   (the next one only after the previous one left too little evidence), the ``effects`` of the move (the
   ``Effect`` vocabulary below) and a sentence saying why it helps (it goes into the probe's hypothesis);
-- ``from_zero``: the value an ``up`` move starts from when the setting is 0 (a multiple of 0 is 0).
+- ``from_zero``: the value an ``up`` move starts from when the setting is 0 (a multiple of 0 is 0);
+- ``episodes``: which runs the setting acts on: ``any``, ``single`` (single-turn responses only, e.g. the
+  local backend's ``max_new_tokens``) or ``agentic`` (multi-turn episodes only, e.g. ``max_turn_tokens``); a
+  probe never moves a setting the harness's runs do not read.
 
 The metadata also shows in the config's JSON schema under ``KNOB_KEY``. Pure (pydantic only).
 """
@@ -37,6 +40,7 @@ Effect = Literal[
 ]
 EFFECTS: tuple[str, ...] = get_args(Effect)
 Direction = Literal["up", "down"]
+Episodes = Literal["any", "single", "agentic"]
 
 
 class Move(BaseModel):
@@ -69,6 +73,7 @@ class KnobSpec(BaseModel):
     safe_max: float
     moves: tuple[Move, ...] = Field(min_length=1)
     from_zero: float | None = None
+    episodes: Episodes = "any"
 
     @model_validator(mode="after")
     def _range_holds_default(self) -> KnobSpec:
@@ -86,6 +91,10 @@ class KnobSpec(BaseModel):
         """Return True when ``value`` lies in the documented safe range."""
         return self.safe_min <= value <= self.safe_max
 
+    def acts_on(self, agentic: bool) -> bool:
+        """Return True when the setting acts on runs of this kind (multi-turn episodes or single responses)."""
+        return self.episodes == "any" or (self.episodes == "agentic") == agentic
+
 
 def knob(
     *,
@@ -93,6 +102,7 @@ def knob(
     up: tuple[tuple[float, ...], tuple[Effect, ...], str] | None = None,
     down: tuple[tuple[float, ...], tuple[Effect, ...], str] | None = None,
     from_zero: float | None = None,
+    episodes: Episodes = "any",
 ) -> dict[str, Any]:
     """Return the ``json_schema_extra`` that declares a field a knob: ``up``/``down`` = (factors, effects, why)."""
     moves = [
@@ -100,7 +110,8 @@ def knob(
         for name, spec in (("up", up), ("down", down))
         if spec is not None
     ]
-    return {KNOB_KEY: {"safe_min": safe[0], "safe_max": safe[1], "moves": moves, "from_zero": from_zero}}
+    meta = {"safe_min": safe[0], "safe_max": safe[1], "moves": moves, "from_zero": from_zero, "episodes": episodes}
+    return {KNOB_KEY: meta}
 
 
 def declared_knobs(config_cls: type[BaseModel]) -> tuple[KnobSpec, ...]:

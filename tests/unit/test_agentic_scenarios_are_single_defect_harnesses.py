@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -147,3 +148,27 @@ def test_each_named_seed_skill_exists_and_fits_the_scenarios_factor() -> None:
             named[name] = meta["seed_skill"]
     assert named == {"one-turn-collapse": "never-reward-brevity", "turn-budget": "raise-turn-budget",
                      "tool-spam": "confirmed-behaviour-reward"}  # fmt: skip
+
+
+def test_a_stalled_run_cut_at_the_turn_token_cap_probes_a_longer_turn_budget(tmp_path: Path) -> None:
+    # The v0 run of turn-token-cap (seed 0): half the held-out episodes stop at the per-turn cap, and held-out
+    # accuracy stalls. The response cap of single-turn runs (max_new_tokens) is no knob of an agentic harness.
+    from agent.knobs import harness_knobs
+    from agent.nodes.propose import probe_metrics
+    from agent.policies.explore import propose_probes
+    from skills.patches import apply_skill
+
+    work = tmp_path / "h"
+    shutil.copytree(SCENARIOS / "turn-token-cap" / "defective", work)
+    harness = load_harness(work)
+    knobs = harness_knobs(harness, "local")
+    keys = {k.spec.key for k in knobs.trainer}
+    assert "max_turn_tokens" in keys and "max_new_tokens" not in keys
+    metrics = probe_metrics({"strict_acc_delta": -0.007, "truncation_rate": 0.49}, harness, knobs)
+    props = propose_probes(knobs, metrics, tried=(), blocked={}, max_candidates=3)
+    assert props and props[0].probe is not None and props[0].probe.probe_id.startswith("trainer:max_turn_tokens:up")
+    apply_skill(props[0].skill, work, harness)
+    assert _trainer(work).max_turn_tokens >= _turn_tokens(work, "9+9+9=27<ans>27</ans>")
+    single = harness_knobs(load_harness(ROOT / "examples" / "arithmetic"), "local")
+    assert "max_new_tokens" in {k.spec.key for k in single.trainer}
+    assert "max_turn_tokens" not in {k.spec.key for k in single.trainer}

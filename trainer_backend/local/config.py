@@ -58,6 +58,7 @@ class LocalTrainerConfig(BaseModel):
         json_schema_extra=knob(
             safe=(8, 200),
             up=((1.5, 2.0), ("longer_responses",), "a longer budget lets responses reach their answer"),
+            episodes="single",  # an agentic episode's turns are capped by max_turn_tokens
         ),
     )
     temperature: float = Field(
@@ -110,7 +111,16 @@ class LocalTrainerConfig(BaseModel):
     # episode, the token budget of one turn (cut there: stop reason `length`), and whether observation
     # tokens are masked out of the loss (false trains on tool results, a realistic defect).
     max_turns: int = Field(4, ge=1, le=32)
-    max_turn_tokens: int = Field(32, ge=1, le=200)
+    max_turn_tokens: int = Field(
+        32,
+        ge=1,
+        le=200,
+        json_schema_extra=knob(
+            safe=(8, 200),
+            up=((1.5, 2.0), ("longer_responses",), "a longer turn budget lets a turn reach its call or its answer"),
+            episodes="agentic",
+        ),
+    )
     mask_observations: bool = True
 
     @model_validator(mode="after")
