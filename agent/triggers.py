@@ -17,9 +17,11 @@ log = logging.getLogger(__name__)
 
 def trigger_metrics(report_metrics: dict[str, Any], harness: Harness) -> dict[str, Any]:
     """The health metrics plus the context variables skill triggers read (domain, filter present, ...)."""
+    from diagnostics.shared_reward import reward_metrics_with_shared
     from skills.context import trigger_context
 
-    metrics = {k: v for k, v in report_metrics.items() if v is not None}
+    # a reward disagreement seen on an arm that trains the same reward code counts as the incumbent's
+    metrics = reward_metrics_with_shared({k: v for k, v in report_metrics.items() if v is not None})
     gf = harness.group_filter
     extra = trigger_context(
         harness.manifest.domain,

@@ -50,6 +50,10 @@ METRIC_DOCS = {
     "reward_hacking": "1 when reward rose while the strict score stayed flat/down (within run or vs parent); NaN, "
     "with a note, when neither trend could be checked (fewer than 2 steps with strict scores or rewards)",
     "rewarded_wrong_rate": "share of strict-wrong rollouts rewarded like correct ones",
+    "shared_reward/<metric>": "the largest reward_hacking, rewarded_wrong_rate, unrewarded_correct_rate or "
+    "misranked_group_rate over the last iteration's arms that trained this run's reward code (added by the "
+    "session's diagnose step, diagnostics/shared_reward.py; score.shared.<rule> fires when the rule fired there "
+    "and not here); skill triggers read the larger of it and the run's own value",
     "dead_group_ratio": "share of GRPO groups whose reward std < 1e-6",
     "dead_source_share": "share of training groups from dead data sources (>= 50% of their groups dead)",
     "source_mix_gap": "total-variation distance between the training and the held-out rollouts' data-source mix "

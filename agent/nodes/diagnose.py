@@ -1,5 +1,8 @@
 """diagnose: write the incumbent's health report (four layers), flag a diagnostic gap, and say whether the
-incumbent's own run damaged its policy, so candidates restart from before it (agent/rollback.py)."""
+incumbent's own run damaged its policy, so candidates restart from before it (agent/rollback.py).
+
+The report also carries the reward evidence of the last iteration's arms that trained the incumbent's reward
+code (`diagnostics/shared_reward.py`): a reward exploit one of them learned is latent in the incumbent."""
 
 from __future__ import annotations
 
@@ -12,8 +15,9 @@ from agent import ledger
 from agent.context import Context
 from agent.nodes.common import REPORT_FILE, cached_report, run_table, session_answer, session_roles
 from agent.rollback import rollback_point
-from agent.state import State
+from agent.state import CandidateInfo, PilotInfo, State
 from diagnostics.findings import HealthReport, Severity
+from diagnostics.shared_reward import with_shared_reward_evidence
 
 
 def diagnose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -22,7 +26,10 @@ def diagnose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     run_dir = Path(version["run_dir"])
     parent = HealthReport.from_json(state["report"]) if state.get("report") else None
     answer = session_answer(state)
-    report = cached_report(run_dir, parent, answer, session_roles(state))
+    roles = session_roles(state)
+    report = cached_report(run_dir, parent, answer, roles)
+    arms = [cached_report(Path(p["run_dir"]), None, answer, roles) for p in shared_reward_arms(state)]
+    report = with_shared_reward_evidence(report, arms)
     with ledger.db(ledger.store_url(runtime.context)) as db:
         ledger.ensure_health_report(
             db,
@@ -37,6 +44,31 @@ def diagnose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         rollback_point(version, ctx.min_effect, run_table(run_dir, answer).val) if ctx.mode == "evotrainer" else {}
     )
     return {"report": report.to_json(), "gap": gap, "rollback": rollback}
+
+
+def shared_reward_arms(state: State) -> list[PilotInfo]:
+    """The last iteration's trained candidate arms whose harness has the incumbent's reward code.
+
+    None when that iteration merged a reward change (its other arms trained the old reward); a reward
+    candidate's own arm never counts. The control is the incumbent's run itself, already reported.
+    """
+    last = state.get("iteration", 0) - 1
+    candidates = {c["id"]: c for c in state.get("candidates", []) if c["iteration"] == last}
+
+    def changes_reward(c: CandidateInfo) -> bool:
+        return "reward" in {c["factor"], *c.get("factors", [])}
+
+    if any(c["status"] == "merged" and changes_reward(c) for c in candidates.values()):
+        return []
+    return [
+        p
+        for p in state.get("pilots", [])
+        if p["iteration"] == last
+        and p["outcome"] == "ok"
+        and p["candidate_id"] in candidates
+        and not changes_reward(candidates[p["candidate_id"]])
+        and Path(p["run_dir"]).is_dir()
+    ]
 
 
 def is_diagnostic_gap(report: HealthReport, failures_in_row: int) -> bool:
