@@ -16,7 +16,9 @@ losing pilots and control runs: that total is reported separately (`train steps,
 Measured per row: strict held-out accuracy of the final policy (mean of per-prompt strict scores at its last
 validation step) and, against static on the same seed, a paired bootstrap 95% CI over prompts
 (`diagnostics.stats.paired_bootstrap`, B = 10,000, seed 42); invalid promotions (a merged version whose
-strict score is below its parent's, or whose run trips a hack alert); iterations; wall time; controller
+strict score is significantly below its parent's: the paired bootstrap 95% CI over the prompts both were
+validated on lies below 0, or they cannot be compared; or whose run trips a hack alert; a merged version
+below its parent within noise is counted apart, shown as "0 (1 n.s.)"); iterations; wall time; controller
 overhead = share of wall time covered by neither a training run ([finished_at - wall_time_s, finished_at]
 of every run, overlaps merged) nor a backtest phase; backtest vs pilot cost per session, as phase wall
 times from store timestamps (backtest phase: last candidate row -> last backtest row of an iteration; pilot
@@ -77,6 +79,7 @@ class Row:
     iterations: int | None = None
     merges: int | None = None
     invalid_promotions: int | None = None
+    below_parent_ns: int | None = None  # merged versions below their parent's strict score within noise
     wall_s: float | None = None
     train_s: float | None = None
     overhead_pct: float | None = None
@@ -167,6 +170,18 @@ def _hack_alerted(db: Any, run: models.Run) -> bool:
     return any(alert in HACK_ALERT_IDS and severity != "ok" for alert, severity in ids)
 
 
+def _significantly_below(run: models.Run | None, parent: models.Run | None) -> bool:
+    """True when `run`'s final strict scores are below `parent`'s with the paired 95% CI under 0, or either
+    run's scores cannot be read (an untestable drop counts as real)."""
+    if run is None or parent is None:
+        return True
+    try:
+        a, b = paired(strict_scores(Path(parent.artefact_dir)), strict_scores(Path(run.artefact_dir)))
+    except (OSError, ValueError):
+        return True
+    return not a or paired_bootstrap(a, b).ci_high < 0
+
+
 def policy_lineage_steps(run_dir: Path) -> int:
     """Training steps behind a run's final policy: its own, plus those of the checkpoint chain it started from
     (`spec.json` `init_checkpoint`; a root run's `checkpoints/start.pt`, the target of a rollback, adds none)."""
@@ -201,17 +216,20 @@ def _read_session(db: Any, row: Row, wall: float) -> None:
     row.iterations = max((c.iteration for c in candidates), default=0)  # the store keeps no iteration counter
     merged = [v for v in versions if v.decision == "merge"]
     row.merges = len(merged)
-    row.invalid_promotions = sum(
-        1
-        for v in merged
-        if (
-            v.parent_id in by_id
+    row.invalid_promotions, row.below_parent_ns = 0, 0
+    for v in merged:
+        parent = by_id.get(v.parent_id) if v.parent_id is not None else None
+        below = (
+            parent is not None
             and v.strict_score is not None
-            and by_id[v.parent_id].strict_score is not None
-            and v.strict_score < by_id[v.parent_id].strict_score  # type: ignore[operator]
+            and parent.strict_score is not None
+            and v.strict_score < parent.strict_score
         )
-        or (v.run_id in runs and _hack_alerted(db, runs[v.run_id]))
-    )
+        significant = below and _significantly_below(runs.get(v.run_id), runs.get(parent.run_id))  # type: ignore[union-attr]
+        if significant or (v.run_id in runs and _hack_alerted(db, runs[v.run_id])):
+            row.invalid_promotions += 1
+        elif below:
+            row.below_parent_ns += 1
     train = [
         (r.finished_at.timestamp() - r.wall_time_s, r.finished_at.timestamp())
         for r in runs.values()
@@ -271,6 +289,11 @@ def _fmt(value: float | None, spec: str = ".3f") -> str:
     return "—" if value is None else format(value, spec)
 
 
+def _invalid(r: Row) -> str:
+    extra = f" ({r.below_parent_ns} n.s.)" if r.below_parent_ns else ""
+    return _fmt(r.invalid_promotions, "d") + extra
+
+
 def markdown(rows: list[Row], meta: dict[str, Any]) -> str:
     """The results table plus the budget definition and the command that produced it."""
     lines = [
@@ -291,7 +314,7 @@ def markdown(rows: list[Row], meta: dict[str, Any]) -> str:
         lines.append(
             f"| {r.scenario} | {r.mode} | {r.seed} | {_fmt(r.strict)} | {ci} | {_fmt(r.lineage_steps, 'd')} | "
             f"{_fmt(r.total_train_steps, 'd')} | {_fmt(r.iterations, 'd')} | {_fmt(r.merges, 'd')} | "
-            f"{_fmt(r.invalid_promotions, 'd')} | {_fmt(r.wall_s, '.0f')} | "
+            f"{_invalid(r)} | {_fmt(r.wall_s, '.0f')} | "
             f"{_fmt(r.overhead_pct, '.1f')}{'%' if r.overhead_pct is not None else ''} | {cost} | {note} |"
         )
     lines += ["", *summary(rows)]

@@ -43,7 +43,7 @@ def test_invalid_promotions_count_strict_drops_and_hack_alerts(tmp_path: Path) -
     url = f"sqlite:///{tmp_path / 'evo.db'}"
     upgrade(url)
     engine = make_engine(url)
-    strict = {"v0": 0.5, "i1": 0.4, "i2": 0.6, "i3": 0.7}  # i1 drops below its parent; i2 trips a hack alert
+    strict = {"v0": 0.5, "i1": 0.1, "i2": 0.6, "i3": 0.7}  # i1 drops significantly; i2 trips a hack alert
     with session_scope(engine) as db:
         repository.create_session(
             db, session_id="s", harness_path="h", repo_path="r", max_iterations=3, max_train_steps=99, main_branch="m"
@@ -84,7 +84,7 @@ def test_invalid_promotions_count_strict_drops_and_hack_alerts(tmp_path: Path) -
     with session_scope(engine) as db:
         rs._read_session(db, row, 100.0)
     engine.dispose()
-    assert (row.merges, row.invalid_promotions) == (2, 1 + 1)
+    assert (row.merges, row.invalid_promotions, row.below_parent_ns) == (2, 1 + 1, 0)
     assert row.lineage_steps == 10 + 3 * 5 and row.total_train_steps == 25
     assert row.final_run_dir == str(tmp_path / "s-i3-control")
 
@@ -115,3 +115,18 @@ def test_policy_lineage_follows_init_checkpoints_and_a_rollback_to_start_adds_no
     restarted = run("i1-k1", 40, v0 / "checkpoints" / "start.pt")  # a rollback: v0's 40 steps are not behind it
     later = run("i2-control", 40, restarted / "checkpoints" / "last.pt")
     assert [rs.policy_lineage_steps(r) for r in (v0, control, restarted, later)] == [40, 80, 40, 80]
+
+
+def test_a_merge_below_its_parent_within_noise_is_counted_apart(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    rs = _runner()
+    runs = {}
+    for name, correct in {"parent": 6, "small_drop": 5, "big_drop": 0}.items():
+        _val(tmp_path / name, correct, n=20)
+        runs[name] = SimpleNamespace(artefact_dir=str(tmp_path / name))
+    assert not rs._significantly_below(runs["small_drop"], runs["parent"])  # one prompt of 20
+    assert rs._significantly_below(runs["big_drop"], runs["parent"])
+    assert rs._significantly_below(None, runs["parent"])  # a drop that cannot be tested counts as real
+    row = rs.Row("x", "evotrainer", 0, True, "", invalid_promotions=0, below_parent_ns=1)
+    assert rs._invalid(row) == "0 (1 n.s.)" and rs._invalid(rs.Row("x", "static", 0, True, "")) == "—"
