@@ -13,7 +13,11 @@ over ``current`` and the skill's ``params`` (overridable per call). Operations:
   the default backend's file when no backend is given). A key verl's settings name differently (the local
   trainer's ``max_new_tokens`` is verl's ``max_response_length``: ``trainer_backend.verl.config.LOCAL_NAMES``)
   is translated, and a verl setting the file leaves at its default is added; a key verl's settings do not
-  have is refused (the skill does not apply to that backend);
+  have is refused (the skill does not apply to that backend). The key ``@length_cap`` names the setting that
+  cuts what the policy writes at once (`LENGTH_CAPS`): ``max_new_tokens`` for single-turn runs and on verl
+  (its ``max_response_length``, which bounds a whole multi-turn response too), the per-turn
+  ``max_turn_tokens`` for an agentic harness on the local backend (whose episodes never read
+  ``max_new_tokens``);
 - ``{"op": "replace_file", "file": F, "content": TEXT}``: replace a whole editable file
   (``"@reward"`` / ``"@group_filter"`` name the manifest's entry files);
 - ``{"op": "write_reward", "file": F, "content": TEMPLATE}``: replace a reward file with ``TEMPLATE``, its
@@ -95,6 +99,10 @@ from skills.templates import (
 )
 from skills.triggers import parse
 
+# The setting that cuts what the policy writes at once, per kind of run, and its default: the local trainer's
+# knobs with the `longer_responses` effect (trainer_backend/local/config.py; a unit test checks they agree).
+LENGTH_CAP = "@length_cap"
+LENGTH_CAPS: dict[str, tuple[str, object]] = {"single": ("max_new_tokens", 48), "agentic": ("max_turn_tokens", 32)}
 NO_ENV = (
     "the manifest declares no env (tools and an episode loop): this skill works on agentic episodes; "
     "see harness/env.py for the env: section"
@@ -253,11 +261,15 @@ def _plan(
             raise TemplateError(f"{rel} does not exist in the worktree")
         text = writes.get(rel) or current or ""
         key, create = str(op["key"]), bool(op.get("create", False))
+        cap_default = None
+        if key == LENGTH_CAP:  # a setting the trainer always has: created at its default when the file omits it
+            key, cap_default = _length_cap(harness, backend)
+            create = create or cap_default is not None
         try:
             get_yaml_value(text, key)
             default = op.get("default")  # the key exists: its default is never read
         except KeyError:
-            default = render_value(op.get("default"), variables)
+            default = cap_default if cap_default is not None else render_value(op.get("default"), variables)
         if op["file"] == "@trainer_config" and backend == "verl":
             key, create, default = _verl_setting(key, text, create, default)
         new_text, old, new = set_yaml_key(
@@ -336,6 +348,14 @@ def _plan(
             return rel, None, f"{rel}: exists, left as is"
         return rel, str(op["content"]), f"{rel}: created"
     raise TemplateError(f"op {kind!r} cannot be applied")
+
+
+def _length_cap(harness: Harness, backend: BackendName | None) -> tuple[str, object]:
+    """The trainer setting behind ``@length_cap`` for this harness and backend, and its default on the local
+    backend (None on verl, whose own defaults `_verl_setting` reads); see the module docstring."""
+    if (backend or harness.manifest.trainer.backend) != "local":
+        return LENGTH_CAPS["single"][0], None
+    return LENGTH_CAPS["agentic" if harness.manifest.env is not None else "single"]
 
 
 def _verl_setting(key: str, text: str, create: bool, default: object) -> tuple[str, bool, object]:

@@ -10,8 +10,9 @@ machine-checkable trigger over ``HealthReport.metrics`` plus context variables t
    samples the way strict correctness does (``misranked_group_rate``; all three compare the reward with the
    protected evaluator on the run's own rollouts, ``diagnostics/score.py``) → replace the reward with a strict
    rule over the harness's declared answer protocol (exactly one answer, compared as the manifest says).
-2. ``raise-length-budget`` (trainer): responses are cut at the cap → raise ``max_new_tokens`` first,
-   before any reward redesign.
+2. ``raise-length-budget`` (trainer): responses are cut at the cap → raise the cap first, before any reward
+   redesign: ``max_new_tokens``, or on an agentic harness the per-turn ``max_turn_tokens`` (the patch names
+   ``@length_cap``, `skills.patches.LENGTH_CAPS`).
 3. ``std-group-filter`` (filter): many zero-variance groups and no working filter → replace the harness's
    group-filter file (the manifest's ``group_filter`` entry, e.g. the demo's keep-everything filter) with
    StdGroupFilter (which also leaves episodes marked by a level-1 trajectory filter out of a group's
@@ -197,7 +198,7 @@ _CORE_SKILLS: tuple[SkillSpec, ...] = (
             {
                 "op": "set_yaml_key",
                 "file": "@trainer_config",
-                "key": "max_new_tokens",
+                "key": "@length_cap",  # max_new_tokens; an agentic harness's per-turn max_turn_tokens
                 "value": "{{ min(max(2 * current, min_tokens), max_tokens) }}",
             }
         ),

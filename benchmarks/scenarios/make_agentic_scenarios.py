@@ -163,7 +163,7 @@ SCENARIOS: tuple[tuple[object, Callable[[Path], None]], ...] = (
             "answer turns stop at the per-turn token cap (stop reason length, token_cap_rate and truncation_rate "
             "up): level-3 and two-digit level-2 episodes end without an answer, their groups dead",
             "max_turn_tokens: 24",
-            None,  # no seed skill raises the per-turn token budget (raise-turn-budget moves max_turns)
+            "raise-length-budget",  # its @length_cap is the per-turn budget on an agentic harness
         ),
         turn_token_cap,
     ),

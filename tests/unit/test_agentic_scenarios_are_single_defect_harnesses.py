@@ -147,7 +147,7 @@ def test_each_named_seed_skill_exists_and_fits_the_scenarios_factor() -> None:
             assert seeds[meta["seed_skill"]].factor in (meta["factor"], "guard"), name  # a guard refuses the defect
             named[name] = meta["seed_skill"]
     assert named == {"one-turn-collapse": "never-reward-brevity", "turn-budget": "raise-turn-budget",
-                     "tool-spam": "confirmed-behaviour-reward"}  # fmt: skip
+                     "tool-spam": "confirmed-behaviour-reward", "turn-token-cap": "raise-length-budget"}  # fmt: skip
 
 
 def test_a_stalled_run_cut_at_the_turn_token_cap_probes_a_longer_turn_budget(tmp_path: Path) -> None:
@@ -172,3 +172,28 @@ def test_a_stalled_run_cut_at_the_turn_token_cap_probes_a_longer_turn_budget(tmp
     single = harness_knobs(load_harness(ROOT / "examples" / "arithmetic"), "local")
     assert "max_new_tokens" in {k.spec.key for k in single.trainer}
     assert "max_turn_tokens" not in {k.spec.key for k in single.trainer}
+
+
+def test_the_length_budget_skill_raises_the_cap_that_cuts_the_run(tmp_path: Path) -> None:
+    # On an agentic harness the per-turn budget cuts the answer turns; single-turn runs are cut at max_new_tokens.
+    from skills.patches import LENGTH_CAPS, apply_skill
+    from skills.seeds import SEED_SKILLS
+    from trainer_backend.knobs import declared_knobs
+    from trainer_backend.local.config import LocalTrainerConfig
+
+    caps = {k.episodes: (k.key, k.default) for k in declared_knobs(LocalTrainerConfig) if k.move("up") and
+            "longer_responses" in k.move("up").effects}  # type: ignore[union-attr]  # fmt: skip
+    assert caps == LENGTH_CAPS
+    skill = next(s for s in SEED_SKILLS if s.name == "raise-length-budget")
+    agentic = tmp_path / "agentic"
+    shutil.copytree(SCENARIOS / "turn-token-cap" / "defective", agentic)
+    before = _trainer(agentic).max_new_tokens
+    apply_skill(skill, agentic, load_harness(agentic))
+    assert _trainer(agentic).max_turn_tokens >= _turn_tokens(agentic, "9+9+9=27<ans>27</ans>")
+    assert _trainer(agentic).max_new_tokens == before
+    single = tmp_path / "single"
+    shutil.copytree(ROOT / "examples" / "arithmetic", single)
+    harness = load_harness(single)
+    old = load_trainer_config(harness.path(harness.manifest.trainer.settings("local") or "")).max_new_tokens
+    apply_skill(skill, single, harness)
+    assert load_trainer_config(single / "harness" / "trainer.yaml").max_new_tokens > old

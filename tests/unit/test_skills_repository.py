@@ -137,7 +137,7 @@ def test_export_markdown_uses_the_paper_card_format() -> None:
     fields += ["- Expected Outcome:", "- Validation:", "- Domain Applicability: math, *", "- Provenance: paper"]
     for field in fields:
         assert field in card, field
-    assert '"key": "max_new_tokens"' in card
+    assert '"key": "@length_cap"' in card
     assert "guard (warning; never applied)" in md
 
 

@@ -40,7 +40,10 @@ def test_length_budget_skill_edits_the_backends_own_settings(copy: Path) -> None
     assert _settings(copy, "verl.yaml")["max_response_length"] == 1024  # max_new_tokens is verl's max_response_length
     assert (copy / "harness" / "trainer.yaml").read_text() == local_before
     applied = apply_skill(SEEDS["raise-length-budget"], copy, harness, backend="local")
-    assert applied.files == ("harness/trainer.yaml",) and _settings(copy, "trainer.yaml")["max_new_tokens"] == 96
+    # an agentic harness on the local backend: the per-turn budget cuts its turns (max_new_tokens is not read)
+    assert "max_turn_tokens" not in yaml.safe_load(local_before)  # added at its default 32, then raised
+    assert applied.files == ("harness/trainer.yaml",) and _settings(copy, "trainer.yaml")["max_turn_tokens"] == 64
+    assert _settings(copy, "trainer.yaml")["max_new_tokens"] == 48
 
 
 def test_a_verl_setting_left_at_its_default_is_added_and_a_missing_one_refused(copy: Path) -> None:
