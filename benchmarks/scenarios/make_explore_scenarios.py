@@ -7,8 +7,8 @@ measure whether the controller finds fixes beyond its recipe book (`agent/polici
 
 - `cold-sampling` (trainer): sampling temperature 0.1, below the local backend's documented safe range,
   so the samples of a group are nearly identical and carry little GRPO signal;
-- `greedy-filter` (filter): a group filter that keeps only groups the policy already solves at least half
-  of the time, dropping the hard prompts' groups that carry the signal;
+- `greedy-filter` (filter): a group filter that keeps only groups the policy already solves at least three
+  times in four, dropping the hard prompts' groups that carry the signal;
 - `shortcut-bonus` (reward): the reward adds a bonus of 0.9 for an answer given without working, so the
   policy learns to skip the intermediate steps multi-step prompts need; a right answer still earns more
   than a wrong one in the same form, and a wrong shortcut (0.9) less than a right worked answer (1.0), so
@@ -33,6 +33,7 @@ from types import ModuleType
 
 HERE = Path(__file__).resolve().parent
 COLD_TEMPERATURE = 0.1
+GREEDY_MIN_MEAN = 0.75  # 0.5 left seed 1 within 0.07 of the oracle (static 0.870 vs 0.943)
 NARROW_LEVEL = 3
 SHORTCUT_BONUS = 0.9
 
@@ -58,7 +59,7 @@ def cold_sampling(root: Path) -> None:
 GREEDY_FILTER = '''"""Group filter, run before advantage normalisation.
 
 Keeps the groups worth learning from: groups whose rewards vary and whose mean reward is at least
-`MIN_MEAN`, i.e. prompts the policy already answers well at least half of the time.
+`MIN_MEAN`, i.e. prompts the policy already answers well at least three times in four.
 `state` is the trainer-kept JSON dict carried across steps (unused here).
 """
 
@@ -67,17 +68,17 @@ from __future__ import annotations
 from statistics import fmean, pstdev
 
 MIN_STD = 0.01
-MIN_MEAN = 0.5
+MIN_MEAN = __MIN_MEAN__
 
 
 def filter_groups(group_rewards: list[list[float]], state: dict) -> list[bool]:
     """Return one keep flag per group."""
     return [len(g) > 1 and pstdev(g) >= MIN_STD and fmean(g) >= MIN_MEAN for g in group_rewards]
-'''
+'''.replace("__MIN_MEAN__", str(GREEDY_MIN_MEAN))
 
 
 def greedy_filter(root: Path) -> None:
-    """A filter that drops every live group the policy solves less than half of the time."""
+    """A filter that drops every live group the policy solves less than three times in four."""
     (root / "harness" / "filters.py").write_text(GREEDY_FILTER)
 
 
@@ -138,7 +139,8 @@ def scenarios() -> tuple[tuple[object, Callable[[Path], None]], ...]:
         (
             scenario(
                 "greedy-filter", "filter",
-                "the group filter keeps only groups with mean reward >= 0.5, dropping the hard prompts' live groups",
+                f"the group filter keeps only groups with mean reward >= {GREEDY_MIN_MEAN}, dropping the hard "
+                "prompts' live groups",
                 "the filter drops most groups that carry reward variance (kept-live ratio low); held-out stalls",
                 "the StdGroupFilter of the fixed harness", None,
             ),

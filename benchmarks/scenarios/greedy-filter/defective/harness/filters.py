@@ -1,7 +1,7 @@
 """Group filter, run before advantage normalisation.
 
 Keeps the groups worth learning from: groups whose rewards vary and whose mean reward is at least
-`MIN_MEAN`, i.e. prompts the policy already answers well at least half of the time.
+`MIN_MEAN`, i.e. prompts the policy already answers well at least three times in four.
 `state` is the trainer-kept JSON dict carried across steps (unused here).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from statistics import fmean, pstdev
 
 MIN_STD = 0.01
-MIN_MEAN = 0.5
+MIN_MEAN = 0.75
 
 
 def filter_groups(group_rewards: list[list[float]], state: dict) -> list[bool]:
