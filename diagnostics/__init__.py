@@ -30,7 +30,7 @@ Adding a metric over the run table
    action, repetition) are in `trajectories.trajectories(rows)`.
 3. A metric that needs the response's text (or a turn's text) is a per-row feature: add its column in
    `features.py` (`native_features` when a polars expression computes it while the line is parsed,
-   `complete_features` for the rows that need Python) and keep it in `table._project`; the text itself is
+   `complete_features` for the rows that need Python) and keep it in `chunks._project`; the text itself is
    dropped after each chunk.
 4. Document the rule where it is graded: a threshold constant next to the function, with the paper section
    or measurement it comes from; `findings.graded(alert_id, layer, value, metric=..., warning=..., critical=...,

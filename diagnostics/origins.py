@@ -98,7 +98,7 @@ def _prompt_id(text: bytes, step: object, sample_index: object, group_key: objec
     if not isinstance(row, dict) or row.get("step") != step or row.get("sample_index") != sample_index:
         return UNRESOLVED
     group, prompt = _text(row.get("group_id")), _text(row.get("prompt_id"))
-    if group is None or prompt is None or pl.Series([group]).hash()[0] != group_key:  # as table._project keys it
+    if group is None or prompt is None or pl.Series([group]).hash()[0] != group_key:  # as chunks._project keys it
         return UNRESOLVED
     return prompt
 

@@ -1,7 +1,7 @@
 """Skills learned from wins (issue 17): a merged probe or LLM change becomes a stored skill.
 
 A learned skill has what a seed skill has: a machine-checkable trigger over documented metric names (the
-diagnostic signature that preceded the win: the symptoms' predicates, `agent/policies/explore.py`), the
+diagnostic signature that preceded the win: the symptoms' predicates, `agent/policies/symptoms.py`), the
 patch as a template (`skills/templates.py` ops; trainer settings as relative expressions), the expected
 outcome, provenance (session, candidate, version, evidence numbers) and, once stored, win/loss counts that
 retrieval ranks it by like any other skill (a learned skill that loses is down-weighted the same way).

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 KNOB_KEY = "x-evotrainer-knob"
 
-# What moving a setting does to training, in words the symptom table (agent/policies/explore.py) uses.
+# What moving a setting does to training, in words the symptom table (agent/policies/symptoms.py) uses.
 Effect = Literal[
     "explore",  # samples of one prompt differ more (within-group diversity up)
     "sharpen",  # samples concentrate on the policy's mode (diversity down, fewer degenerate samples)
