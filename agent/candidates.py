@@ -11,6 +11,7 @@ commit it made before.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from agent import ledger
@@ -75,8 +76,6 @@ def open_candidate(
 
 def finalise_candidate(ctx: Context, state: State, harness: Harness, cand: OpenCandidate, title: str) -> CandidateInfo:
     """Check the candidate's diff against the surface and the single-factor rule, commit it and record it."""
-    from pathlib import Path
-
     from agent.nodes.train import candidate_name
     from sandboxes import git_worktree as gw
     from sandboxes import worktree_files as wf
@@ -85,8 +84,9 @@ def finalise_candidate(ctx: Context, state: State, harness: Harness, cand: OpenC
     links = wf.non_regular_changes(path, cand.base_sha)
     if links:  # by whatever route they came (issue 13 §1): never committed, never backtested
         return refuse_candidate(ctx, state, info, f"refused: {'; '.join(links)}: {wf.LINK_RULE}")
+    changed = wf.changed_files(path, cand.base_sha)
     check = check_candidate(
-        wf.changed_files(path, cand.base_sha),
+        changed,
         wf.diff(path, cand.base_sha),
         harness,
         declared_factors=tuple(info["factors"]),
@@ -96,6 +96,9 @@ def finalise_candidate(ctx: Context, state: State, harness: Harness, cand: OpenC
         return refuse_candidate(ctx, state, info, check.reason)
     if check.factors and check.factors[0] != info["factor"] and len(check.factors) == 1:
         info["factor"] = check.factors[0]  # the classifier's reading of the diff wins over the declaration
+    restored = _restored(ctx, harness, path, changed)
+    if restored:
+        info["restores_range"] = list(restored)  # decided by non-inferiority (diagnostics.stats)
     head = ""
     if not cand.committed:
         extra = {"Skill": info["skill"]} if info["skill"] else {}
@@ -117,14 +120,25 @@ def finalise_candidate(ctx: Context, state: State, harness: Harness, cand: OpenC
     return info
 
 
+def _restored(ctx: Context, harness: Harness, worktree: Path, changed: list[str]) -> tuple[str, ...]:
+    """The settings the candidate only moves back into their documented range (`agent.knobs.range_restoration`)."""
+    from agent.knobs import range_restoration
+    from harness.manifest import load_harness
+
+    if len(changed) != 1:
+        return ()  # more than the settings file changed: never a restoration
+    try:
+        return range_restoration(harness, load_harness(worktree), ctx.backend, changed)
+    except (ValueError, OSError):
+        return ()  # the candidate's harness does not load: its backtest and run say why; no special rule applies
+
+
 def refuse_candidate(ctx: Context, state: State, info: CandidateInfo, reason: str) -> CandidateInfo:
     """Mark a candidate refused with its reason (recorded; the session goes on).
 
     Its worktree is restored to the base commit first, so nothing it changed (a protected file written
     through a link, a link itself) stays on disk; the reason and the store row keep the record.
     """
-    from pathlib import Path
-
     from sandboxes import git_worktree as gw
     from store.repository import update_candidate_status
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from diagnostics.findings import Finding
-from diagnostics.stats import PairedComparison, classify_outcome, paired_bootstrap
+from diagnostics.stats import PairedComparison, classify_outcome, classify_restoration, paired_bootstrap
 
 if TYPE_CHECKING:
     import polars as pl
@@ -48,6 +48,14 @@ class Evaluation:
     train_reward: float
     control_train_reward: float
     new_alerts: tuple[str, ...]
+    restoration: bool = False  # only moves settings back into their documented range: non-inferiority decides
+
+
+# What a restoration's rationale says about the rule it was decided by.
+RESTORATION_RULE = (
+    "restores settings to their documented range: decided by non-inferiority (a gain, with the 95% CI above "
+    "-min_effect)"
+)
 
 
 def decide(evaluations: Sequence[Evaluation], mode: str) -> list[dict[str, Any]]:
@@ -72,6 +80,8 @@ def decide(evaluations: Sequence[Evaluation], mode: str) -> list[dict[str, Any]]
         )
         if ev.new_alerts:
             evidence += f"; new alerts: {', '.join(ev.new_alerts)}"
+        if ev.restoration:
+            evidence += f"; {RESTORATION_RULE}"
         action = {"improvement": "keep", "regression": "revert"}.get(ev.outcome_class, "prune")
         decisions.append(_decision(ev, action, ev.outcome_class, evidence))
     improving = [d for d in decisions if d["decision"] == "keep"]
@@ -131,6 +141,7 @@ def replicate_check(
     alerts_new: Sequence[Finding],
     alerts_control: Sequence[Finding],
     min_effect: float,
+    restoration: bool = False,
 ) -> Replication:
     """Is an improvement seen on one training seed seen again on fresh seeds?
 
@@ -140,6 +151,10 @@ def replicate_check(
     same checkpoint. Confirmed when every replicate's delta is positive and the comparison of per-prompt
     means over all seeds (the paired bootstrap over prompts, each prompt's score averaged over seeds) is
     still an "improvement" under `classify_outcome` with `min_effect` and the replicate runs' alerts.
+
+    A `restoration` (a candidate that only moves settings back into their documented range) is held to
+    non-inferiority instead: every replicate's delta at least 0, and the pooled comparison an "improvement"
+    under `classify_restoration`.
     """
     pairs = [first, *replicates]
     common = sorted(set.intersection(*(set(c) & set(k) for c, k in pairs)))
@@ -152,8 +167,10 @@ def replicate_check(
     a = [sum(c[p] for c, _ in pairs) / len(pairs) for p in common]
     b = [sum(k[p] for _, k in pairs) / len(pairs) for p in common]
     pooled = paired_bootstrap(a, b)
-    outcome = classify_outcome(pooled, alerts_new, alerts_control, min_effect)
-    confirmed = outcome == "improvement" and all(d > 0 for d in deltas)
+    classify = classify_restoration if restoration else classify_outcome
+    outcome = classify(pooled, alerts_new, alerts_control, min_effect)
+    held = all(d >= 0 for d in deltas) if restoration else all(d > 0 for d in deltas)
+    confirmed = outcome == "improvement" and held
     shown = ", ".join(f"{d:+.3f}" for d in deltas)
     evidence = (
         f"replicated on {len(replicates)} more seed(s): Δ {shown}; pooled over {len(pairs)} seeds: strict "

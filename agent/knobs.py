@@ -17,7 +17,7 @@ through a link, `sandboxes/worktree_files.py`) and the run's table; builds no ca
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -128,6 +128,41 @@ def harness_knobs(harness: Harness, backend: BackendName, train_rows: pl.DataFra
         data_weights=weights,
         components=component_evidence(train_rows) if train_rows is not None else (),
     )
+
+
+_UNSET = object()  # a key the settings file does not write
+
+
+def range_restoration(
+    parent: Harness, candidate: Harness, backend: BackendName, changed: Sequence[str]
+) -> tuple[str, ...]:
+    """The trainer settings `candidate` moves from outside their documented safe range into it, when that is
+    all it changes; () otherwise.
+
+    All of it: `changed` (the candidate's changed files) is exactly the backend's settings file, and every key
+    whose value differs there is a declared knob the runs read, out of range in `parent` and in range in
+    `candidate`. Such a candidate is decided by non-inferiority (`diagnostics.stats.classify_restoration`).
+    """
+    settings_file = parent.manifest.trainer.settings(backend) or parent.manifest.trainer.config
+    if list(changed) != [settings_file]:
+        return ()
+    before, after = _yaml(parent, settings_file), _yaml(candidate, settings_file)
+    moved = sorted(k for k in before.keys() | after.keys() if before.get(k, _UNSET) != after.get(k, _UNSET))
+    agentic = parent.manifest.env is not None
+    specs = {spec.key: spec for spec in trainer_knobs(backend) if spec.acts_on(agentic)}
+
+    def number(raw: Any) -> float | None:
+        ok = isinstance(raw, int | float) and not isinstance(raw, bool) and math.isfinite(raw)
+        return float(raw) if ok else None
+
+    for key in moved:
+        spec = specs.get(key)
+        if spec is None:
+            return ()
+        old, new = number(before.get(key, spec.default)), number(after.get(key, spec.default))
+        if old is None or new is None or spec.in_range(old) or not spec.in_range(new):
+            return ()
+    return tuple(moved)
 
 
 def component_evidence(rows: pl.DataFrame) -> tuple[ComponentEvidence, ...]:

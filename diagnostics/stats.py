@@ -151,7 +151,41 @@ def classify_outcome(
     if comparison.ci_high < 0:
         return "regression"
     if comparison.ci_low > 0:
-        critical = [f for f in new_alerts(alerts_new, alerts_parent, Severity.CRITICAL) if not _dead_by_success(f)]
-        hacks = [f for f in new_alerts(alerts_new, alerts_parent, Severity.WARNING) if f.alert_id in HACK_ALERT_IDS]
-        return "mixed" if critical or hacks else "improvement"
+        return _improvement_unless_alarmed(alerts_new, alerts_parent)
     return "insufficient"
+
+
+def classify_restoration(
+    comparison: PairedComparison,
+    alerts_new: Sequence[Finding],
+    alerts_parent: Sequence[Finding],
+    min_effect: float = 0.0,
+) -> OutcomeClass:
+    """Classify a candidate whose only change moves trainer settings from outside their documented safe range
+    back into it (`agent.knobs.range_restoration`): non-inferiority instead of superiority.
+
+    The backend's documentation is prior evidence that the old value is a misconfiguration, so the candidate
+    needs to show no harm, not a gain above the noise floor: a defect whose cost builds up late (cold-sampling
+    seed 1: the reset to the documented temperature gained +0.030 and +0.073 in two 40-step pilots, while the
+    cold run ended 0.063 below the fixed harness at 160 steps) cannot pass `min_effect` within one pilot.
+
+    - fewer than `MIN_PAIRS` pairs or a NaN CI -> "insufficient";
+    - CI entirely below 0 -> "regression";
+    - delta > 0 and a CI that reaches no lower than -`min_effect`: "mixed" with a new critical or hack alert
+      (as in `classify_outcome`), else "improvement";
+    - otherwise -> "insufficient".
+    """
+    if comparison.n < MIN_PAIRS or math.isnan(comparison.ci_low) or math.isnan(comparison.ci_high):
+        return "insufficient"
+    if comparison.ci_high < 0:
+        return "regression"
+    if comparison.delta > 0 and comparison.ci_low > -min_effect:
+        return _improvement_unless_alarmed(alerts_new, alerts_parent)
+    return "insufficient"
+
+
+def _improvement_unless_alarmed(alerts_new: Sequence[Finding], alerts_parent: Sequence[Finding]) -> OutcomeClass:
+    """ "mixed" when the candidate brings a new critical alert (other than dead groups it solved) or hack alert."""
+    critical = [f for f in new_alerts(alerts_new, alerts_parent, Severity.CRITICAL) if not _dead_by_success(f)]
+    hacks = [f for f in new_alerts(alerts_new, alerts_parent, Severity.WARNING) if f.alert_id in HACK_ALERT_IDS]
+    return "mixed" if critical or hacks else "improvement"

@@ -39,7 +39,8 @@ def confirm(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             alerts_control += control_report.alerts(Severity.WARNING)
             cand_report = cached_report(Path(cand["run_dir"]), control_report, answer, roles)  # type: ignore[index]
             alerts_new += cand_report.alerts(Severity.WARNING)
-        result = replicate_check(first, pairs, alerts_new, alerts_control, runtime.context.min_effect)
+        restoration = any(c["id"] == cid and c.get("restores_range") for c in state.get("candidates", []))
+        result = replicate_check(first, pairs, alerts_new, alerts_control, runtime.context.min_effect, restoration)
     return {"decisions": apply_replication(state.get("decisions", []), cid, result)}
 
 

@@ -65,4 +65,5 @@ def _from_state(row: dict[str, Any]) -> Evaluation:
         train_reward=row["train_reward"],
         control_train_reward=row["control_train_reward"],
         new_alerts=tuple(row["new_alerts"]),
+        restoration=bool(row.get("restoration", False)),
     )

@@ -13,7 +13,7 @@ from agent.nodes.common import cached_report, run_table, session_answer, session
 from agent.routing import CONTROL_ID, current
 from agent.state import PilotInfo, State
 from diagnostics.findings import HealthReport, Severity, new_alerts
-from diagnostics.stats import classify_outcome, paired_bootstrap
+from diagnostics.stats import classify_outcome, classify_restoration, paired_bootstrap
 from diagnostics.tool_roles import ToolRoles
 from harness.answers import AnswerProtocol
 
@@ -27,11 +27,15 @@ def evaluate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ok = control["outcome"] == "ok"
     control_report = cached_report(Path(control["run_dir"]), None, answer, roles) if ok else None
     control_scores = _scores(control, answer) if control_report else {}
+    restoring = {c["id"] for c in state.get("candidates", []) if c.get("restores_range")}
     evaluations = [
-        _contained(p, control, control_report, control_scores, runtime.context.min_effect, answer, roles)
+        _contained(
+            p, control, control_report, control_scores, runtime.context.min_effect, answer, roles,
+            restoration=p["candidate_id"] in restoring,
+        )
         for p in pilots
         if p["candidate_id"] != CONTROL_ID
-    ]
+    ]  # fmt: skip
     return {"evaluations": [_to_state(e, state["iteration"]) for e in evaluations]}
 
 
@@ -43,10 +47,11 @@ def _contained(
     min_effect: float,
     answer: AnswerProtocol | None,
     roles: ToolRoles | None = None,
+    restoration: bool = False,
 ) -> Evaluation:
     """`_evaluate_one`, with a failure to read one pilot's artefacts recorded as that candidate's evaluation."""
     try:
-        return _evaluate_one(pilot, control, control_report, control_scores, min_effect, answer, roles)
+        return _evaluate_one(pilot, control, control_report, control_scores, min_effect, answer, roles, restoration)
     except Exception as exc:  # one candidate's unreadable evidence must not end the session (issue 13 §3)
         why = f"its run's artefacts could not be evaluated ({type(exc).__name__}: {exc})"
         return Evaluation(
@@ -62,7 +67,10 @@ def _evaluate_one(
     min_effect: float,
     answer: AnswerProtocol | None,
     roles: ToolRoles | None = None,
+    restoration: bool = False,
 ) -> Evaluation:
+    """Compare one pilot with the control: superiority (`classify_outcome`), or non-inferiority for a candidate
+    that only moves settings back into their documented range (`classify_restoration`)."""
     if pilot["outcome"] != "ok" or control_report is None:
         why = pilot["message"] if pilot["outcome"] != "ok" else f"control run failed: {control['message']}"
         return Evaluation(
@@ -90,9 +98,8 @@ def _evaluate_one(
         )
     comparison = paired_bootstrap(a, b)
     fresh = new_alerts(report.alerts(Severity.WARNING), control_report.alerts(Severity.WARNING), Severity.WARNING)
-    outcome = classify_outcome(
-        comparison, report.alerts(Severity.WARNING), control_report.alerts(Severity.WARNING), min_effect
-    )
+    classify = classify_restoration if restoration else classify_outcome
+    outcome = classify(comparison, report.alerts(Severity.WARNING), control_report.alerts(Severity.WARNING), min_effect)
     return Evaluation(
         pilot["candidate_id"],
         True,
@@ -102,6 +109,7 @@ def _evaluate_one(
         pilot["train_reward"],
         control["train_reward"],
         tuple(f.alert_id for f in fresh),
+        restoration,
     )
 
 
@@ -121,4 +129,5 @@ def _to_state(ev: Evaluation, iteration: int) -> dict[str, Any]:
         "train_reward": ev.train_reward,
         "control_train_reward": ev.control_train_reward,
         "new_alerts": list(ev.new_alerts),
+        "restoration": ev.restoration,
     }
