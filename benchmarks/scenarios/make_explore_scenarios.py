@@ -15,7 +15,10 @@ measure whether the controller finds fixes beyond its recipe book (`agent/polici
   no rank-violation or paid-wrong rule sees it. (Its first form, a 0-0.9 "novelty" bonus from a hash of the
   response, cost nothing measurable: oracle - static +0.02 at the 160-step budget.)
 - `narrow-mix` (data): every training prompt comes from one difficulty level (3), so the policy never
-  practises the other learnable levels the held-out set holds.
+  practises the other learnable levels the held-out set holds;
+- `tiny-batch` (trainer, a second trainer defect of another kind, session 8): two prompts per step, below the
+  local backend's documented safe range, so each update follows the noise of 16 samples at a learning rate
+  tuned for 128 and held-out accuracy drifts down late in the run.
 
 Writes, for each scenario NAME: ``benchmarks/scenarios/NAME/{defective,oracle}/`` and ``NAME/scenario.json``
 (with ``seed_skill: null``). Run: ``python benchmarks/scenarios/make_explore_scenarios.py`` (idempotent).
@@ -36,6 +39,7 @@ COLD_TEMPERATURE = 0.1
 GREEDY_MIN_MEAN = 0.75  # 0.5 left seed 1 within 0.07 of the oracle (static 0.870 vs 0.943)
 NARROW_LEVEL = 3
 SHORTCUT_BONUS = 0.9
+TINY_PROMPTS_PER_STEP = 2
 
 
 def _base() -> ModuleType:
@@ -54,6 +58,11 @@ def _base() -> ModuleType:
 def cold_sampling(root: Path) -> None:
     """Sampling temperature `COLD_TEMPERATURE`: the samples of one prompt barely differ."""
     _base()._set_yaml(root / "harness" / "trainer.yaml", "temperature", str(COLD_TEMPERATURE), "")
+
+
+def tiny_batch(root: Path) -> None:
+    """`TINY_PROMPTS_PER_STEP` prompts per step: each update averages a handful of groups."""
+    _base()._set_yaml(root / "harness" / "trainer.yaml", "prompts_per_step", str(TINY_PROMPTS_PER_STEP), "")
 
 
 GREEDY_FILTER = '''"""Group filter, run before advantage normalisation.
@@ -164,6 +173,15 @@ def scenarios() -> tuple[tuple[object, Callable[[Path], None]], ...]:
                 "the fixed harness's mix over the learnable levels 2-4", None,
             ),
             narrow_mix,
+        ),
+        (
+            scenario(
+                "tiny-batch", "trainer",
+                f"{TINY_PROMPTS_PER_STEP} prompts per step, below the local backend's documented safe range",
+                "each update follows the noise of a few groups: held-out accuracy drifts down late in the run",
+                "prompts_per_step: 16", None,
+            ),
+            tiny_batch,
         ),
     )  # fmt: skip
 
