@@ -1,4 +1,4 @@
-"""Issue 17: the exploration scenarios are valid one-defect harnesses, one per factor, no seed skill for any.
+"""Issue 17: the exploration scenarios are valid one-defect harnesses, every factor covered, no seed skill for any.
 
 The committed folders must equal a fresh generation (`benchmarks/scenarios/make_explore_scenarios.py`);
 defective and oracle differ in one editable file of the scenario's factor; each defect does what its
@@ -29,7 +29,7 @@ from trainer_backend.local.config import LocalTrainerConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "benchmarks" / "scenarios"
-NAMES = ["cold-sampling", "greedy-filter", "narrow-mix", "shortcut-bonus"]
+NAMES = ["cold-sampling", "greedy-filter", "narrow-mix", "shortcut-bonus", "tiny-batch"]
 FILES = {"trainer": "harness/trainer.yaml", "filter": "harness/filters.py", "reward": "harness/reward.py",
          "data": "harness/data.yaml"}  # fmt: skip
 
@@ -64,9 +64,9 @@ def test_committed_scenarios_match_a_fresh_generation(tmp_path: Path) -> None:
         assert _files(tmp_path / name) == _files(SCENARIOS / name), f"{name} is stale: rerun make_explore_scenarios.py"
 
 
-def test_one_scenario_per_factor_and_no_seed_skill_for_any() -> None:
+def test_every_factor_has_a_scenario_and_no_seed_skill_is_for_any() -> None:
     metas = [json.loads((SCENARIOS / n / "scenario.json").read_text()) for n in NAMES]
-    assert sorted(m["factor"] for m in metas) == sorted(FILES)
+    assert {m["factor"] for m in metas} == set(FILES)
     assert all(m["seed_skill"] is None for m in metas)
     seeds = {s.name for s in SEED_SKILLS}
     assert not any(n in s or s in n for n in NAMES for s in seeds)
@@ -84,11 +84,12 @@ def test_scenario_is_two_valid_harnesses_differing_in_one_editable_file(name: st
     assert _files(oracle) == _files(SCENARIOS / "length-budget" / "oracle")  # the fixed demo harness itself
 
 
-def test_cold_sampling_is_out_of_range_and_its_probe_restores_the_oracle(tmp_path: Path) -> None:
-    folder = SCENARIOS / "cold-sampling"
-    knob = {k.key: k for k in declared_knobs(LocalTrainerConfig)}["temperature"]
-    bad = yaml.safe_load((folder / "defective" / "harness" / "trainer.yaml").read_text())["temperature"]
-    good = yaml.safe_load((folder / "oracle" / "harness" / "trainer.yaml").read_text())["temperature"]
+@pytest.mark.parametrize(("name", "key"), [("cold-sampling", "temperature"), ("tiny-batch", "prompts_per_step")])
+def test_trainer_defect_is_out_of_range_and_its_probe_restores_the_oracle(tmp_path: Path, name: str, key: str) -> None:
+    folder = SCENARIOS / name
+    knob = {k.key: k for k in declared_knobs(LocalTrainerConfig)}[key]
+    bad = yaml.safe_load((folder / "defective" / "harness" / "trainer.yaml").read_text())[key]
+    good = yaml.safe_load((folder / "oracle" / "harness" / "trainer.yaml").read_text())[key]
     assert not knob.in_range(bad) and knob.in_range(good)
     work = tmp_path / "h"
     shutil.copytree(folder / "defective", work)
@@ -96,7 +97,7 @@ def test_cold_sampling_is_out_of_range_and_its_probe_restores_the_oracle(tmp_pat
     knobs = harness_knobs(harness, "local")
     props = propose_probes(knobs, probe_metrics({"strict_acc_delta": 0.0}, harness, knobs), tried=(), blocked={},
                            max_candidates=3)  # fmt: skip
-    assert props[0].probe is not None and props[0].probe.probe_id == "trainer:temperature:default"
+    assert props[0].probe is not None and props[0].probe.probe_id == f"trainer:{key}:default"
     apply_skill(props[0].skill, work, harness)
     assert _changed(work, folder / "oracle") == []
 
