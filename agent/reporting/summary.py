@@ -8,8 +8,9 @@ one call `evotrainer run` / `resume` make at the end.
 Why the final version is the default answer: it carries the session's whole lineage budget and every merge
 into it passed the paired merge rule (strict gain of at least `min_effect` with the CI above zero,
 replicated on fresh seeds; a candidate that only moves settings back into their documented range needs a
-gain with the CI above -`min_effect`, and no loss on a fresh seed). An earlier version with a higher single-run score is preferred only when a paired
-comparison of the two on the held-out prompts shows the final version significantly and materially worse.
+gain with the CI above -`min_effect`, and no loss on a fresh seed). An earlier version with a higher
+single-run score is preferred only when a paired comparison of the two on the held-out prompts shows the
+final version significantly and materially worse.
 """
 
 from __future__ import annotations
