@@ -3,7 +3,8 @@
 Per-prompt paired differences, a paired bootstrap (B = 10,000, seed 42, resampled at prompt level,
 optionally stratified) for the 95% CI of the mean difference, and a two-sided Wilcoxon signed-rank test on
 the same pairs. `classify_outcome` turns a comparison plus health alerts into one of the paper's four
-outcome classes; a higher training reward alone never yields "improvement".
+outcome classes (`classify_restoration` does it by non-inferiority for a candidate that only moves settings
+back into their documented range); a higher training reward alone never yields "improvement".
 """
 
 from __future__ import annotations
@@ -185,7 +186,7 @@ def classify_restoration(
 
 
 def _improvement_unless_alarmed(alerts_new: Sequence[Finding], alerts_parent: Sequence[Finding]) -> OutcomeClass:
-    """ "mixed" when the candidate brings a new critical alert (other than dead groups it solved) or hack alert."""
+    """Return "mixed" when the candidate brings a new critical alert (bar dead groups it solved) or hack alert."""
     critical = [f for f in new_alerts(alerts_new, alerts_parent, Severity.CRITICAL) if not _dead_by_success(f)]
     hacks = [f for f in new_alerts(alerts_new, alerts_parent, Severity.WARNING) if f.alert_id in HACK_ALERT_IDS]
     return "mixed" if critical or hacks else "improvement"
