@@ -167,8 +167,8 @@ def classify_restoration(
 
     The backend's documentation is prior evidence that the old value is a misconfiguration, so the candidate
     needs to show no harm, not a gain above the noise floor: a defect whose cost builds up late (cold-sampling
-    seed 1: the reset to the documented temperature gained +0.030 and +0.073 in two 40-step pilots, while the
-    cold run ended 0.063 below the fixed harness at 160 steps) cannot pass `min_effect` within one pilot.
+    seed 1: the reset to the documented temperature gained +0.073, tied on a fresh seed, then gained +0.040, while
+    the cold run ended 0.063 below the fixed harness at 160 steps) cannot pass `min_effect` within one pilot.
 
     - fewer than `MIN_PAIRS` pairs or a NaN CI -> "insufficient";
     - CI entirely below 0 -> "regression";
