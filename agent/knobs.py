@@ -110,10 +110,10 @@ def harness_knobs(harness: Harness, backend: BackendName, train_rows: pl.DataFra
     for spec in trainer_knobs(backend):
         if not spec.acts_on(agentic):
             continue  # e.g. the single-turn response cap of an agentic harness: moving it changes nothing
-        value = settings.get(spec.key, spec.default)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        value = _number(settings.get(spec.key, spec.default))
+        if value is None:
             continue  # a value the settings loader would refuse: the run says so, no probe builds on it
-        trainer.append(TrainerKnob(spec=spec, file=ref, current=float(value), in_file=spec.key in settings))
+        trainer.append(TrainerKnob(spec=spec, file=ref, current=value, in_file=spec.key in settings))
     gf = harness.group_filter
     filter_source = _text(harness, gf.path) if gf else None
     data_file = settings.get("data_selection") if backend == "local" else None
@@ -150,16 +150,11 @@ def range_restoration(
     moved = sorted(k for k in before.keys() | after.keys() if before.get(k, _UNSET) != after.get(k, _UNSET))
     agentic = parent.manifest.env is not None
     specs = {spec.key: spec for spec in trainer_knobs(backend) if spec.acts_on(agentic)}
-
-    def number(raw: Any) -> float | None:
-        ok = isinstance(raw, int | float) and not isinstance(raw, bool) and math.isfinite(raw)
-        return float(raw) if ok else None
-
     for key in moved:
         spec = specs.get(key)
         if spec is None:
             return ()
-        old, new = number(before.get(key, spec.default)), number(after.get(key, spec.default))
+        old, new = _number(before.get(key, spec.default)), _number(after.get(key, spec.default))
         if old is None or new is None or spec.in_range(old) or not spec.in_range(new):
             return ()
     return tuple(moved)
@@ -238,12 +233,19 @@ def _yaml(harness: Harness, rel: str) -> dict[str, Any]:
     return raw if isinstance(raw, dict) else {}
 
 
+def _number(raw: Any) -> float | None:
+    """A setting's value as a float, or None when it is no finite number (a bool is none)."""
+    ok = isinstance(raw, int | float) and not isinstance(raw, bool) and math.isfinite(raw)
+    return float(raw) if ok else None
+
+
 def _weights(harness: Harness, rel: str) -> dict[str, float]:
     raw = _yaml(harness, rel).get("weights")
     if not isinstance(raw, dict):
         return {}
     out: dict[str, float] = {}
     for key, value in raw.items():
-        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
-            out[str(key)] = float(value)
+        weight = _number(value)
+        if weight is not None and weight >= 0:
+            out[str(key)] = weight
     return out
