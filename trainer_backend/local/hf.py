@@ -103,6 +103,9 @@ def load_model(folder: Path, device: torch.device, gradient_checkpointing: bool 
         ModelError: the folder holds no causal LM transformers can load (named, with the reason).
     """
     from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # train.log gets our lines, not a weight-loading bar
 
     try:
         config = AutoConfig.from_pretrained(folder, local_files_only=True, trust_remote_code=False)

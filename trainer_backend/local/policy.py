@@ -183,21 +183,20 @@ def hf_generate(
     devices = [ids.device] if ids.device.type == "cuda" else []
     from transformers import GenerationConfig
 
-    # Only these settings: the model's own generation config (top-p, repetition penalty, ...) would sample
-    # from another distribution than the one the update scores (the policy at `temperature`).
+    # Only these settings, with the model's own generation config out of the way for the call: its top-p,
+    # repetition penalty, suppressed tokens, ... would sample from another distribution than the one the
+    # update scores (the policy at `temperature`).
+    sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if temperature > 0 else {}
     settings = GenerationConfig(
-        max_new_tokens=max_new_tokens,
-        do_sample=temperature > 0,
-        temperature=temperature if temperature > 0 else 1.0,
-        top_k=0,
-        top_p=1.0,
-        eos_token_id=list(stop_ids),
-        pad_token_id=pad_id,
-        use_cache=True,
+        max_new_tokens=max_new_tokens, eos_token_id=list(stop_ids), pad_token_id=pad_id, use_cache=True, **sampling
     )
-    with torch.random.fork_rng(devices=devices), torch.no_grad():
-        torch.manual_seed(seed)
-        out = model.generate(input_ids=ids, attention_mask=mask, generation_config=settings)
+    own, model.generation_config = model.generation_config, settings
+    try:
+        with torch.random.fork_rng(devices=devices), torch.no_grad():
+            torch.manual_seed(seed)
+            out = model.generate(input_ids=ids, attention_mask=mask)
+    finally:
+        model.generation_config = own
     resp = out[:, ids.shape[1] :]
     if resp.shape[1] == 0:
         resp = torch.full((ids.shape[0], 1), pad_id, dtype=torch.long, device=ids.device)
