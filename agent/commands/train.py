@@ -49,13 +49,17 @@ def train(
     from rich.text import Text
 
     import trainer_backend
+    from agent.input_checks import SetupError, check_local_trainer_config
     from harness.manifest import BACKEND_NAMES, HarnessError, load_harness
     from trainer_backend.base import RunRefused, RunSpec, RunStatus
 
     console = Console()
     try:
-        manifest = load_harness(harness).manifest
-    except HarnessError as exc:
+        loaded = load_harness(harness)
+        manifest = loaded.manifest
+        if (backend or manifest.trainer.backend) == "local" and (settings := manifest.trainer.settings("local")):
+            check_local_trainer_config(loaded.path(settings), harness / "evotrainer.yaml", loaded)
+    except (HarnessError, SetupError) as exc:
         console.print(Text.assemble(("invalid harness: ", "red"), str(exc)))
         raise typer.Exit(2) from None
     backend = backend or manifest.trainer.backend
@@ -164,5 +168,7 @@ def _print_summary(console, result) -> None:  # type: ignore[no-untyped-def]
         )
     if result.message:
         table.add_row("message", Text(result.message))  # candidate error text: never parsed as markup
+    for warning in result.warnings:
+        table.add_row(Text("warning", style="yellow"), Text(warning))
     table.add_row("artefacts", Text(str(result.out_dir)))
     console.print(table)
