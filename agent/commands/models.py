@@ -71,7 +71,7 @@ def list_cmd(root: DirOption = None) -> None:
 
     table = Table(title=f"models cache: {models_root(root)}")
     for column in ("name", "state", "size", "source", "description"):
-        table.add_column(column, overflow="fold", no_wrap=column == "name")
+        table.add_column(column, overflow="fold", no_wrap=column in ("name", "source"))
     for status in statuses(root):
         size = f"{status.size_bytes / 1e6:.0f} MB" if status.size_bytes else "-"
         table.add_row(status.spec.name, status.state, size, status.spec.requirement, status.spec.description)

@@ -146,6 +146,7 @@ def convert(gguf_path: Path, spec: ModelSpec, out: Path, log: Callable[[str], No
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
+    log("reading the GGUF header")
     meta = gguf_metadata(gguf_path)
     folder, name = str(gguf_path.parent), gguf_path.name
     with _quiet_transformers():
