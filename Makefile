@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.installed-demo
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: demo test lint typecheck unit services demo-services sandbox-image migrations-check clean
+.PHONY: demo test lint typecheck unit services demo-services sandbox-image models migrations-check clean
 
 $(DEMO_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -29,6 +29,10 @@ demo-services:
 sandbox-image: $(DEMO_STAMP) demo-services
 	$(BIN)/evotrainer sandbox build
 
+# The pretrained model the tests load (docs/models.md): fetched once into the models cache, instant afterwards.
+models: $(DEMO_STAMP)
+	$(BIN)/evotrainer models get smollm2-135m-instruct
+
 # The demo runs unattended: no human gates, no escalation to gated mode (see `evotrainer run --help`).
 demo: $(DEMO_STAMP) demo-services sandbox-image
 	$(BIN)/evotrainer run --escalate-after 0
@@ -43,7 +47,7 @@ typecheck: $(TEST_STAMP)
 unit: $(TEST_STAMP)
 	$(BIN)/pytest -q tests/unit
 
-test: $(TEST_STAMP) services lint typecheck sandbox-image
+test: $(TEST_STAMP) services lint typecheck sandbox-image models
 	eval "$$(bash .ci/services.sh | tail -n 1)" && EVOTRAINER_REQUIRE_SERVICES=1 $(BIN)/pytest -q tests
 
 migrations-check: $(TEST_STAMP)

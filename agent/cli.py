@@ -99,6 +99,7 @@ COMMAND_MODULES = (
     "backtest",
     "skills",
     "sandbox",
+    "models",
     "db",
     "graph",
 )
