@@ -31,7 +31,6 @@ import torch
 CONFIG = "config.json"
 GENERATION_CONFIG = "generation_config.json"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
-PROBE = "\u2063EVOTRAINER\u2063"  # a text no template writes, to find where a turn's content ends
 
 
 class ModelError(ValueError):
@@ -67,19 +66,32 @@ def resolve_model(value: str) -> Path:
         except Exception:  # not in the local cache (the hub raises several kinds); we never download
             pass
     raise ModelError(
-        f"model {value!r} is not a models-cache name (`evotrainer models get NAME`), "
+        f"model {value!r} is not a models-cache name ({', '.join(_names())}; `evotrainer models get NAME`), "
         "an absolute folder path, or a hub id in the local Hugging Face cache; nothing is downloaded: fetch it "
         "first (huggingface-cli download ID) or give the folder's absolute path"
     )
 
 
 def _models_cache(value: str) -> Path | None:
-    """The models-cache folder named `value` (`evotrainer models get`), None when there is none."""
-    if not value.replace("-", "").replace("_", "").replace(".", "").isalnum():
+    """The models-cache folder of registry name `value` (`evotrainer models get`), None for another value.
+
+    Raises:
+        ModelError: `value` is a registry name whose model was not fetched yet (names the get command).
+    """
+    from trainer_backend import models
+
+    if value not in models.MODELS:
         return None
-    root = os.environ.get("EVOTRAINER_MODELS") or str(Path.home() / ".cache" / "evotrainer" / "models")
-    folder = Path(root) / value
-    return folder if (folder / CONFIG).is_file() else None
+    try:
+        return models.path(value)
+    except models.ModelError as exc:
+        raise ModelError(str(exc)) from None
+
+
+def _names() -> list[str]:
+    from trainer_backend import models
+
+    return sorted(models.MODELS)
 
 
 def fingerprint(folder: Path) -> str:
@@ -248,12 +260,18 @@ def load_tokenizer(folder: Path, prompt_format: Literal["raw", "chat"]) -> HFTok
                 f"model folder {folder}: trainer.yaml field 'prompt_format' is chat, but the tokenizer has no chat "
                 "template; use prompt_format: raw or a model with a chat template"
             )
-        end = template_end_of_turn(tokenizer)
-        if end is None:
+        from trainer_backend.models import ModelError as TemplateError
+        from trainer_backend.models.convert import template_end_of_turn
+
+        try:
+            found = tokenizer.convert_tokens_to_ids(template_end_of_turn(tokenizer))
+        except TemplateError as exc:
             raise ModelError(
-                f"model folder {folder}: its chat template ends an assistant turn with no special token, so a "
-                "response can never be stopped on one; use prompt_format: raw or fix the template"
-            )
+                f"model folder {folder}: {exc}, so a response can never be stopped on its end of turn; use "
+                "prompt_format: raw or fix the template"
+            ) from None
+        assert isinstance(found, int), found  # one token in, one id out
+        end = found
         stops = [*generation, end]
     else:
         eos = tokenizer.eos_token_id
@@ -285,23 +303,6 @@ def _generation_eos(folder: Path) -> list[int]:
         return []
     values = value if isinstance(value, list) else [value]
     return [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
-
-
-def template_end_of_turn(tokenizer: Any) -> int | None:
-    """The special token the chat template writes right after an assistant's text, None when it writes none."""
-    text = tokenizer.apply_chat_template(
-        [{"role": "user", "content": "1"}, {"role": "assistant", "content": PROBE}], tokenize=False
-    )
-    _, found, after = str(text).partition(PROBE)
-    if not found:
-        return None
-    special = set(tokenizer.all_special_ids) | {int(i) for i in tokenizer.get_added_vocab().values()}
-    for token in tokenizer.encode(after, add_special_tokens=False):
-        if token in special:
-            return int(token)
-        if tokenizer.decode([token]).strip():
-            return None  # plain text comes first: the turn ends with no special token
-    return None
 
 
 def _tokenizer_digest(folder: Path) -> dict[str, str]:
