@@ -157,3 +157,15 @@ def test_an_unknown_scenario_or_form_is_named_with_the_valid_ones(cache: Path) -
     with pytest.raises(ValueError, match=r"unknown scenario form 'fixed'.*defective, oracle"):
         scenario_dir("tiny-batch", "fixed")
     assert not cache.exists()  # nothing was built
+
+
+@pytest.mark.usefixtures("git_available")
+def test_the_tracked_tree_holds_the_generators_not_the_folders() -> None:
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    listed = subprocess.run(
+        ["git", "ls-files", "benchmarks/scenarios"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout.split()
+    assert sorted(listed) == sorted(
+        ["benchmarks/scenarios/README.md"] + [f"benchmarks/scenarios/{p.name}" for p in GENERATORS.glob("*.py")]
+    )
