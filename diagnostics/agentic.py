@@ -131,7 +131,7 @@ def diagnose_agentic(rows: pl.DataFrame, roles: ToolRoles = DEFAULT_ROLES) -> La
     parts = [
         _turns(t),
         _tools(t),
-        _sequence(t),
+        _sequence(t, roles),
         _caps(t),
         _reward(t),
     ]
@@ -267,7 +267,23 @@ def _tools(t: Trajectories) -> LayerOutput:
     return LayerOutput(findings, m)
 
 
-def _sequence(t: Trajectories) -> LayerOutput:
+def diversity_inconclusive(declared: Sequence[str] | None, seen: Sequence[str], multi_call_episodes: int) -> str:
+    """Why tool diversity cannot mean anything for a run ("" when it can).
+
+    Diversity needs a choice and room to use it: a harness that declares fewer than two tools (or, with
+    none declared, a run that calls fewer than two) gives an episode no other tool to call, and an episode
+    of one call has no diversity to measure. Calls to undeclared names (a misspelt tool) are no choice.
+    """
+    if declared is not None and len(declared) < 2:
+        return f"the harness declares {len(declared)} tool(s) ({', '.join(declared) or 'none'}): no other tool to call"
+    if declared is None and len(seen) < 2:
+        return f"the run calls {len(seen)} tool(s) ({', '.join(seen) or 'none'}) and the harness declares none"
+    if multi_call_episodes == 0:
+        return "no episode made two or more tool calls: one call has no diversity to measure"
+    return ""
+
+
+def _sequence(t: Trajectories, roles: ToolRoles = DEFAULT_ROLES) -> LayerOutput:
     """Template collapse and tool spam: tool entropy, longest same-tool run, call bigram repetition, repeats."""
     f = t.frame
     m = dict.fromkeys(
@@ -285,16 +301,22 @@ def _sequence(t: Trajectories) -> LayerOutput:
             pl.col("repeated_share").mean().alias("repeated_call_rate"),
         ).row(0, named=True)
         m.update({k: _nan(v) for k, v in row.items()})
-        distinct = t.tools.height
-        if distinct >= 2 and not math.isnan(m["tool_type_entropy"]):
-            m["tool_type_entropy_norm"] = m["tool_type_entropy"] / math.log2(distinct)
+        # normalised by the tools the episodes could choose from: the declared ones, else those seen
+        choices = len(roles.declared) if roles.declared is not None else t.tools.height
+        if choices >= 2 and not math.isnan(m["tool_type_entropy"]):
+            m["tool_type_entropy_norm"] = m["tool_type_entropy"] / math.log2(choices)
         spam = _where(f, pl.col("repeated_share") > REPEATED_CALL_WARNING).sort("repeated_share", descending=True)
         runs = _where(f, pl.col("max_run") > SAME_TOOL_RUN_WARNING).sort("max_run", descending=True)
+    declared = None if roles.declared is None else sorted(roles.declared)
+    multi = int(f.filter(pl.col("tool_calls") >= 2).height) if t.has_turns else 0
     findings = (
         graded("agentic.tool_diversity", Layer.BEHAVIOUR, m["tool_type_entropy_norm"], metric="tool_type_entropy_norm",
                warning=TOOL_ENTROPY_WARNING, above=False,
                what="template collapse: each episode calls one tool over and over",
-               numbers={"tool_type_entropy": m["tool_type_entropy"], "distinct_tools": float(t.tools.height)}),
+               numbers={"tool_type_entropy": m["tool_type_entropy"], "distinct_tools": float(t.tools.height),
+                        "declared_tools": math.nan if declared is None else float(len(declared))},
+               inconclusive=diversity_inconclusive(declared, t.tools["tool"].to_list(), multi)
+               if t.has_turns else ""),
         graded("agentic.same_tool_run", Layer.BEHAVIOUR, m["max_same_tool_run_p90"], metric="max_same_tool_run_p90",
                warning=SAME_TOOL_RUN_WARNING, what="long runs of the same tool (paper: 32 consecutive terminal calls)",
                evidence=refs(runs, EVIDENCE_MAX)),
