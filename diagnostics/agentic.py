@@ -123,6 +123,50 @@ def _corr(frame: pl.DataFrame, x: str, y: str) -> float:
     return float(np.corrcoef(a, b)[0, 1])
 
 
+# The agentic metrics the report draws as curves over steps (`per_step`), with the run-level definitions.
+STEP_METRICS = ("turns_mean", "tool_calls_mean", "tool_failure_rate", "abandon_rate")
+
+
+def per_step(rows: pl.DataFrame, roles: ToolRoles = DEFAULT_ROLES) -> dict[str, list[tuple[int, float]]]:
+    """`STEP_METRICS` of each step's episodes as `(step, value)` points; {} when no row is an agentic episode.
+
+    The same definitions as the run's metrics: turns and tool calls per episode, failed calls over the calls
+    of the episodes that carry their turns, and abandonment (`abandoned`). A step without a value for a
+    metric (no call made) has no point for it.
+    """
+    if not is_agentic(rows):
+        return {}
+    t = trajectories(rows, roles)
+    seen = pl.col("failed_calls").is_not_null()
+    calls_seen = pl.col("tool_calls").filter(seen).sum()
+    frame = (
+        t.frame.group_by("step")
+        .agg(
+            pl.col("num_turns").cast(pl.Float64).mean().alias("turns_mean"),
+            pl.col("tool_calls").cast(pl.Float64).mean().alias("tool_calls_mean"),
+            pl.when(calls_seen > 0)
+            .then(pl.col("failed_calls").filter(seen).sum() / calls_seen)
+            .alias("tool_failure_rate"),
+            abandoned(t).cast(pl.Float64).mean().alias("abandon_rate"),
+        )
+        .sort("step")
+    )
+    out: dict[str, list[tuple[int, float]]] = {}
+    for name in STEP_METRICS:
+        points = [(int(s), float(v)) for s, v in frame.select("step", name).iter_rows() if v is not None]
+        points = [(s, v) for s, v in points if math.isfinite(v)]
+        if points:
+            out[name] = points
+    return out
+
+
+def abandoned(t: Trajectories) -> pl.Expr:
+    """An episode abandoned its task: <= `ABANDON_MAX_TURNS` turns without an action, or stopped as abandoned."""
+    acted = pl.col("n_act") > 0 if t.act_mode is ActMode.TOOLS else pl.col("tool_calls") > 0
+    no_action = ~pl.coalesce(acted, pl.col("tool_calls") > 0) if t.has_turns else pl.col("tool_calls") == 0
+    return ((pl.col("num_turns") <= ABANDON_MAX_TURNS) & no_action) | (pl.col("stop_reason") == StopReason.ABANDON)
+
+
 def diagnose_agentic(rows: pl.DataFrame, roles: ToolRoles = DEFAULT_ROLES) -> LayerOutput:
     """Every agentic rule over (training) rows; nothing at all when no row is an agentic episode."""
     if not is_agentic(rows):
@@ -159,11 +203,7 @@ def _turns(t: Trajectories) -> LayerOutput:
     )  # fmt: skip
     one = _where(f, pl.col("num_turns") <= 1)
     m["one_turn_rate"] = _rate(one.height, n)
-    acted = pl.col("n_act") > 0 if t.act_mode is ActMode.TOOLS else pl.col("tool_calls") > 0
-    no_action = ~pl.coalesce(acted, pl.col("tool_calls") > 0) if t.has_turns else pl.col("tool_calls") == 0
-    abandon = _where(
-        f, ((pl.col("num_turns") <= ABANDON_MAX_TURNS) & no_action) | (pl.col("stop_reason") == StopReason.ABANDON)
-    )
+    abandon = _where(f, abandoned(t))
     m["abandon_rate"] = _rate(abandon.height, n)
     reference = m["turns_mean_success"] if stats["n_success"] >= ECHO_MIN_SUCCESSES else m["turns_mean"]
     m["echo_trap_turns"] = max(ECHO_TRAP_RATIO * reference, float(ECHO_TRAP_MIN_TURNS))
