@@ -33,6 +33,7 @@ from diagnostics.schema import Rollout, Split, StopReason, append_metrics, write
 from harness.calls import RewardContractError, load_function, validate_reward
 from harness.failures import CandidateCodeError, Outcome
 from harness.manifest import Harness, HarnessError, load_harness
+from harness.rows import RowError
 from sandboxes.calls import open_calls
 from trainer_backend.base import CONFIG_FILE, METRICS_FILE, RunSpec
 from trainer_backend.local import LOCK_FILE, grpo, hold_folder_lock
@@ -380,6 +381,9 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
         ep.settings_for(harness, tok, cfg)  # an agentic harness's call and observation tokens must be in it
     except VocabularyError as exc:
         raise CandidateCodeError(Outcome.CANDIDATE_ERROR, str(exc), exc.path) from exc
+    except RowError as exc:  # a data row (harness/rows.py): the data file is at fault, not the harness folder
+        where = os.path.relpath(exc.path, spec.harness_dir) if exc.path else "harness/"
+        raise CandidateCodeError(Outcome.CANDIDATE_ERROR, f"invalid harness: {exc}", where) from exc
     except (HarnessError, ValueError, TypeError, KeyError) as exc:  # e.g. a data row with a malformed field
         raise CandidateCodeError(Outcome.CANDIDATE_ERROR, f"invalid harness: {exc}", "harness/") from exc
     strict = load_function(harness.root, harness.strict_eval)  # protected evaluator: trusted, in-process

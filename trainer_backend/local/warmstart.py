@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 from transformers import LlamaForCausalLM
 
+from harness.rows import iter_rows
 from trainer_backend.local.model import CharTokenizer, ModelShape, build_model, left_pad
 
 BATCH_SIZE = 64
@@ -77,19 +78,8 @@ def _load_pairs(
     path: Path, tok: CharTokenizer, observation: re.Pattern[str] | None = None
 ) -> list[tuple[list[int], list[int], list[int]]]:
     pairs = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        row = json.loads(line)
-        if (
-            not isinstance(row, dict)
-            or not isinstance(row.get("prompt"), str)
-            or not isinstance(row.get("response"), str)
-        ):
-            raise ValueError(f"{path}:{number}: expected {{'prompt': str, 'response': str}}")
+    for _, row in iter_rows(path, "warmstart"):  # the row rules the session's preflight checks
         pairs.append(([tok.bos_id, *tok.encode(row["prompt"])], *_encode_response(row["response"], tok, observation)))
-    if not pairs:
-        raise ValueError(f"{path}: no warm-start rows")
     return pairs
 
 
