@@ -164,41 +164,55 @@ def check_fidelity(sampler: Any, model: Any, model_bf16: Any, args: Any, device:
     return out
 
 
+def time_generate(model_bf16: Any, ids: Any, mask: Any, new: int, device: torch.device) -> float:
+    """Seconds per decode step of transformers `generate` (dynamic cache, sampling, EOS disabled), warmed up."""
+    config = GenerationConfig(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, eos_token_id=None,
+                              pad_token_id=PAD, max_new_tokens=new)  # fmt: skip
+    model_bf16.generation_config.eos_token_id = None  # or generate may fill it back in from the model's
+    warm = copy.deepcopy(config)
+    warm.max_new_tokens = 8
+    model_bf16.generate(input_ids=ids, attention_mask=mask, generation_config=warm)  # a first call is slow
+    sync(device)
+    started = time.perf_counter()
+    out = model_bf16.generate(input_ids=ids, attention_mask=mask, generation_config=config)
+    sync(device)
+    assert out.shape[1] == ids.shape[1] + new, f"generate stopped early: {tuple(out.shape)}"
+    return (time.perf_counter() - started) / new
+
+
 def time_paths(sampler: Any, model_bf16: Any, vocab: int, args: Any, device: torch.device) -> dict[str, Any]:
     """(c) ms per decode step, EOS disabled: framework generate, static step eagerly, static step from graphs."""
     ids, mask = left_padded(args.batch, args.prompt, vocab, device, mixed=False, seed=6)
     new = args.new
     steps: dict[str, Any] = {}
     if not args.skip_hf:
-        config = GenerationConfig(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, eos_token_id=None,
-                                  pad_token_id=PAD, max_new_tokens=new)  # fmt: skip
-        model_bf16.generation_config.eos_token_id = None  # or generate may fill it back in from the model's
-        warm = copy.deepcopy(config)
-        warm.max_new_tokens = 8
-        model_bf16.generate(input_ids=ids, attention_mask=mask, generation_config=warm)  # first call is slow
-        sync(device)
-        started = time.perf_counter()
-        out = model_bf16.generate(input_ids=ids, attention_mask=mask, generation_config=config)
-        sync(device)
-        assert out.shape[1] == ids.shape[1] + new, f"generate stopped early: {out.shape}"
-        steps["hf_generate_dynamic"] = (time.perf_counter() - started) / new
+        try:
+            steps["hf_generate_dynamic"] = time_generate(model_bf16, ids, mask, new, device)
+        except Exception:  # keep the static paths' timings
+            steps["hf_generate_dynamic_error"] = traceback.format_exc(limit=4)
+            print(steps["hf_generate_dynamic_error"])
     gen = torch.Generator(device=device).manual_seed(7)
+    graphs_usable = sampler.graphs  # False on CPU, or after (a) failed to capture
     for label, graphs in (("static_eager", False), ("static_cuda_graphs", True)):
-        if graphs and device.type != "cuda":
+        if graphs and not graphs_usable:
             continue
         sampler.graphs = graphs
-        sampler.sample(ids, mask, new, (), PAD, 1.0, gen)  # warm-up (captures the graph if (a) has not)
-        if graphs:  # every capture of this run, (a)'s bucket moves included: paid once per run
-            steps["graph_capture_s"], steps["graphs_captured"] = sampler.capture_seconds, len(sampler._graph_of)
-        sync(device)
-        started = time.perf_counter()
-        reps = 2
-        for _ in range(reps):
-            resp = sampler.sample(ids, mask, new, (), PAD, 1.0, gen)[0]
-        sync(device)
-        assert resp.shape == (args.batch, new), resp.shape
-        steps[label] = (time.perf_counter() - started) / (reps * new)
-    sampler.graphs = device.type == "cuda"
+        try:
+            sampler.sample(ids, mask, new, (), PAD, 1.0, gen)  # warm-up (captures the graph if (a) has not)
+            if graphs:  # every capture of this run, (a)'s bucket moves included: paid once per run
+                steps["graph_capture_s"], steps["graphs_captured"] = sampler.capture_seconds, len(sampler._graph_of)
+            sync(device)
+            started = time.perf_counter()
+            reps = 2
+            for _ in range(reps):
+                resp = sampler.sample(ids, mask, new, (), PAD, 1.0, gen)[0]
+            sync(device)
+            assert resp.shape == (args.batch, new), resp.shape
+            steps[label] = (time.perf_counter() - started) / (reps * new)
+        except Exception:  # keep the other path's timing
+            steps[f"{label}_error"] = traceback.format_exc(limit=4)
+            print(steps[f"{label}_error"])
+    sampler.graphs = graphs_usable
     return steps
 
 
@@ -227,6 +241,8 @@ def check_model(fastgen: Any, name: str, model: Any, args: Any, device: torch.de
         except Exception:  # one failing check must not hide the others
             entry[key] = {"ok": False, "error": traceback.format_exc(limit=4)}
             print(f"{name} {key} failed:\n{entry[key]['error']}")
+            if key == "a_graph_vs_eager" and sampler.graphs:  # (b) and (c) then measure the same step eagerly
+                sampler.graphs, entry["graphs_disabled_after_error"] = False, True
     if device.type == "cuda":
         entry["peak_memory_gb"] = torch.cuda.max_memory_allocated(device) / 2**30
     return entry
@@ -279,6 +295,11 @@ def print_table(report: dict[str, Any]) -> None:
             print(f"{name:<18} {'setup':<32} {'error (see above)':<52} no")
             continue
         a, b = e["a_graph_vs_eager"], e["b_bf16_fidelity"]
+        for label, failed in (("(a) graph vs eager", a), ("(b) bf16 max rel err", b)):
+            if "error" in failed:
+                print(f"{name:<18} {label:<32} {'error (traceback above)':<52} NO")
+        if e.get("graphs_disabled_after_error"):
+            print(f"{name:<18} {'(b), (c) ran eagerly':<32} {'graphs off after the (a) error':<52} --")
         if "error" not in a:
             kind = "graph vs eager" if a["graphs"] else "eager vs eager (no graphs)"
             logits = "bitwise" if a["logits_bitwise"] else f"rel diff {a['logits_rel_diff']:.1e}"
@@ -293,6 +314,9 @@ def print_table(report: dict[str, Any]) -> None:
     rows, new = report["batch"], report["new_tokens"]
     for name, e in report["models"].items():
         c = e.get("c_ms_per_step", {})
+        for label in ("hf_generate_dynamic", "static_eager", "static_cuda_graphs"):
+            if f"{label}_error" in c or "error" in c:
+                print(f"{name:<18} {label:<30} {'error (traceback above)':>20}")
         for label in ("hf_generate_dynamic", "static_eager", "static_cuda_graphs"):
             if label in c:
                 ms = 1000 * c[label]
