@@ -39,6 +39,7 @@ def ensure_session(ctx: Context, session_id: str, harness: Path | None, repo: Pa
     from git import Repo
 
     from agent.input_checks import SetupError, check_harness, check_store
+    from agent.preflight import check_backend
     from agent.repos import check_repo, choose_repo
     from sandboxes import git_worktree as gw
     from store.engine import upgrade
@@ -62,6 +63,10 @@ def ensure_session(ctx: Context, session_id: str, harness: Path | None, repo: Pa
     workdir = Path(ctx.workdir).resolve()
     harness = (workdir / harness).resolve()
     manifest = check_harness(harness).manifest
+    try:  # the backend's settings and every data row, as `run` checks them (Studio / SDK sessions start here)
+        check_backend(ctx.backend, harness)
+    except ValueError as exc:
+        raise SetupError(str(exc)) from None
     root = choose_repo(harness, repo, manifest.name, workdir)
     check_repo(harness, root, workdir)
     if not is_repo_root(root):

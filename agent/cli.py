@@ -7,25 +7,53 @@ Help conventions (issue #18), applied to every command by `EvoGroup`: a flag sho
 (`--json`, not `--json <bool>`); a positional reads `SESSION` in the usage line (not `{session}`);
 options that take a value name it (`--db URL`, `--harness DIR`) and closed choices list them
 (`--sandbox <docker|process|none>`, via `Literal` types).
+
+One error path (issue 26, `agent.commands.output`): bad input that escapes any command (a
+`harness.failures.BadInput`: harness, store URL, session checks, a backend's refusal) and a usage error
+(an unknown option, a value outside its choices) print one `error: ...` line on stderr and exit 2.
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
+import gc
 import importlib
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any
 
 import typer
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from typer.core import TyperArgument, TyperGroup, TyperOption
+
+from agent.commands.output import EXIT_BAD_INPUT, fail
+from harness.failures import BadInput
+
+# A session leaves a few hundred thousand objects that the interpreter's teardown walks with repeated
+# garbage collections: 3.0 s between a tiny session's last line and the exit on an idle 2-core box, 10-14 s
+# on a busy one (issue 26). Nothing left at exit needs a cycle collected, so the exit skips that work
+# (registered first, this runs after every other exit handler).
+atexit.register(gc.freeze)
 
 
 class EvoGroup(TyperGroup):
-    """The root command group: tidies the help of every command below it once it is built."""
+    """The root command group: tidies the help of every command below it, and owns the CLI's error path."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _tidy(self)
+
+    def invoke(self, ctx: Any) -> Any:
+        """Run the command; bad input or a usage error that escapes it is one line and exit 2."""
+        try:
+            return super().invoke(ctx)
+        except BadInput as exc:
+            fail(str(exc), EXIT_BAD_INPUT)
+        except NoArgsIsHelpError:
+            raise  # `evotrainer db`: the group's help, as asked
+        except UsageError as exc:
+            command = exc.ctx.command_path if exc.ctx is not None else "evotrainer"
+            fail(f"{exc.format_message()} (`{command} --help` lists the options)", EXIT_BAD_INPUT)
 
 
 def _tidy(command: Any) -> None:

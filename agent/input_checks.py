@@ -19,13 +19,15 @@ from pathlib import Path
 from types import UnionType
 from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
 
+from harness.failures import BadInput
+
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from harness.manifest import Harness
 
 
-class SetupError(ValueError):
+class SetupError(BadInput):
     """A session cannot start: the message names the file or field and how to fix it."""
 
 

@@ -1,7 +1,7 @@
 """Preflight: validate what a session will launch before any of it trains.
 
 - `check_backend` — at session start: the harness ships settings for the chosen backend (and verl is
-  installed when it is verl).
+  installed when it is verl), and every data file the runs will read holds valid rows (`check_data`).
 - `plan_session` — `evotrainer run --dry-run`: the command of every run the first iteration would launch,
   validated by its backend (verl: composed and validated against verl's own packaged Hydra config, all
   runs in one child process; local: the trainer settings loaded and checked), with warnings; nothing trains.
@@ -29,13 +29,15 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.context import Context
-from agent.nodes.train import PilotPlan, plan_pilot
-from diagnostics.backtest import BacktestResult
 from harness.manifest import BackendName, Harness, HarnessError, load_harness
 from trainer_backend.base import RunRefused, RunSpec
+
+if TYPE_CHECKING:  # imported where used: `run` checks its input before the graph's modules load (issue 26)
+    from agent.nodes.train import PilotPlan
+    from diagnostics.backtest import BacktestResult
 
 log = logging.getLogger(__name__)
 SESSION = "dryrun"  # the session id of planned runs (their folders live under .evotrainer/dry-run/)
@@ -50,7 +52,7 @@ def default_backend(harness_dir: Path) -> str:
 
 
 def check_backend(backend: str, harness_dir: Path) -> None:
-    """Raise ValueError naming the fix when the harness cannot train on `backend`."""
+    """Raise ValueError naming the fix when the harness cannot train on `backend` (its data included)."""
     try:
         harness = load_harness(harness_dir)
     except HarnessError as exc:
@@ -63,6 +65,45 @@ def check_backend(backend: str, harness_dir: Path) -> None:
         )
     if backend == "verl" and importlib.util.find_spec("verl") is None:
         raise ValueError("--backend verl needs verl in this environment: pip install 'evotrainer[verl]'")
+    check_data(backend, harness)
+
+
+def check_data(backend: str, harness: Harness) -> None:
+    """Stream every row of every data file `backend`'s runs read, by the trainers' own row rules.
+
+    The training and held-out rows; on the local backend also the warm-start rows and the data selection:
+    its weights must draw some training row (`harness.rows`). Reads only, so a bad row stops the session
+    before anything exists, naming the file, the line and the field.
+
+    Raises:
+        ValueError: a `harness.rows.RowError` (file, line and field named), or unreadable trainer settings.
+    """
+    from harness.rows import check_selection, iter_rows, with_defaults
+
+    m = harness.manifest
+    train = harness.path(m.data.train)
+    counts: dict[str, int] = {}
+    for number, row in iter_rows(train, "chat_data" if backend == "verl" else "data"):
+        value = with_defaults(row, train, number).get(m.data.select_by)
+        if value is not None:
+            counts[str(value)] = counts.get(str(value), 0) + 1
+    for _ in iter_rows(harness.path(m.data.val), "chat_data" if backend == "verl" else "data"):
+        pass
+    settings = m.trainer.settings("local")
+    if backend != "local" or settings is None:
+        return  # verl has no warm start and no data selection of its own
+    from trainer_backend.local.config import load_data_weights, load_trainer_config
+
+    cfg = load_trainer_config(harness.path(settings))
+    warm = harness.path(cfg.warmstart_data)
+    if not warm.is_file():
+        raise ValueError(f"{harness.path(settings)}: field 'warmstart_data': {warm} does not exist; create it")
+    for _ in iter_rows(warm, "warmstart"):
+        pass
+    if cfg.data_selection is not None:
+        weights = load_data_weights(harness.path(cfg.data_selection))
+        if weights is not None:
+            check_selection(counts, weights, m.data.select_by, str(train), cfg.data_selection)
 
 
 @dataclass
@@ -95,6 +136,7 @@ def plan_session(ctx: Context, harness_dir: Path, out: Path | None = None) -> tu
         "version": {"checkpoint": str(_future_checkpoint(ctx.backend, v0.spec)), "steps": ctx.base_steps},
         "rollback": {},
     }
+    from agent.nodes.train import plan_pilot
     from store.repository import candidate_id
 
     pilots: list[tuple[str, dict[str, Any] | None]] = [("control (the incumbent harness, continued)", None)]
@@ -168,6 +210,7 @@ def verl_candidate_problems(ctx: Context, payload: dict[str, Any], out_dir: Path
     Raises:
         RuntimeError: the validation itself crashed (an infra error, not the candidate's).
     """
+    from agent.nodes.train import plan_pilot
     from trainer_backend.verl import prepare, validate_plans
 
     plan = plan_pilot(ctx, payload)

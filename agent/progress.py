@@ -11,6 +11,8 @@ never the store, never the trainer processes. Three forms:
   `plain_every_s` seconds when it advanced;
 - ``quiet``: nothing until the end.
 
+`PlainLines` makes the plain form's run lines; `evotrainer train` prints its one run's progress with it too.
+
 Every value reaches rich as `Text` (never parsed as markup), so `v1.2 [proposed]` prints as it is.
 ETAs come from measured step times: the wall-clock rate at which the display saw a run's step counter
 advance, else the trainer's own `timing_s/step`.
@@ -138,6 +140,42 @@ class StepClock:
         return (seen[-1][0] - seen[0][0]) / (seen[-1][1] - seen[0][1])
 
 
+def observe(run: RunProgress, clock: StepClock, now: float) -> None:
+    """Feed `run`'s step counter (its warm-start counter while that runs) to the step clock."""
+    if run.step is not None:
+        clock.saw(run.run_id, run.step, now)
+    elif run.warmstart is not None:
+        clock.saw(run.run_id + WARM, run.warmstart[0], now)
+
+
+class PlainLines:
+    """Plain progress lines (no terminal): one per run that advanced since its last line, else every HEARTBEAT_S.
+
+    Each line: seconds since `started_at`, `progress`, the run id and `describe_run`'s text.
+    """
+
+    def __init__(self, clock: StepClock, started_at: float) -> None:
+        self.clock, self.started_at = clock, started_at
+        self._printed: dict[str, tuple[str, float]] = {}  # run id -> (line without ETA, when printed)
+
+    def lines(self, runs: Iterable[RunProgress]) -> list[Text]:
+        """The lines to print now for `runs` (finished runs get none)."""
+        lines = []
+        now = time.monotonic()
+        for run in runs:
+            if run.outcome is not None:
+                continue
+            text = describe_run(run, self.clock)
+            key = text.split(" · ETA")[0]
+            last = self._printed.get(run.run_id)
+            if last is not None and last[0] == key and now - last[1] < HEARTBEAT_S:
+                continue
+            self._printed[run.run_id] = (key, now)
+            stamp = f"{now - self.started_at:7.1f}s "
+            lines.append(Text.assemble((stamp, "dim"), f"{'progress':<20} ", run.run_id, ": ", text))
+        return lines
+
+
 def eta_s(run: RunProgress, clock: StepClock) -> float | None:
     """Seconds left for `run` (its warm start, while that runs) from measured step times; None while unknown."""
     if run.outcome is not None:
@@ -250,7 +288,7 @@ class SessionProgress:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._live: Live | None = None
-        self._printed: dict[str, tuple[str, float]] = {}  # run id -> (line without ETA, when printed)
+        self._plain = PlainLines(self.clock, self.started_at)
 
     # --- agent.session.Observer -------------------------------------------------------------------
     def started(self, values: dict[str, Any]) -> None:
@@ -334,29 +372,13 @@ class SessionProgress:
             elif _last_touched(run_dir) < self.wall_start - 5:
                 continue  # a run no controller follows now (e.g. left by a killed session)
             run = read_run(run_dir)
-            if run.step is not None:
-                self.clock.saw(run.run_id, run.step, now)
-            elif run.warmstart is not None:
-                self.clock.saw(run.run_id + WARM, run.warmstart[0], now)
+            observe(run, self.clock, now)
             found.append(run)
         return found
 
     def plain_lines(self, runs: Iterable[RunProgress]) -> list[Text]:
         """Progress lines for runs that advanced since they were last printed (or every `HEARTBEAT_S`)."""
-        lines = []
-        now = time.monotonic()
-        for run in runs:
-            if run.outcome is not None:
-                continue
-            text = describe_run(run, self.clock)
-            key = text.split(" · ETA")[0]
-            last = self._printed.get(run.run_id)
-            if last is not None and last[0] == key and now - last[1] < HEARTBEAT_S:
-                continue
-            self._printed[run.run_id] = (key, now)
-            stamp = f"{now - self.started_at:7.1f}s "
-            lines.append(Text.assemble((stamp, "dim"), f"{'progress':<20} ", run.run_id, ": ", text))
-        return lines
+        return self._plain.lines(runs)
 
     def render(self, runs: list[RunProgress] | None = None) -> Group:
         """The live panel: header, best version, one row per active run."""

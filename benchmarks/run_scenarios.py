@@ -1,6 +1,7 @@
 """Defect-scenario benchmark (issue #8): static vs score-only vs evotrainer vs oracle on equal budgets.
 
-For each scenario under `benchmarks/scenarios/` (see its README) and each seed:
+For each scenario of `benchmarks/scenarios/` (see its README; each is built on demand by
+`scenario_cache.scenario_dir`) and each seed:
 
 - static:     the defective harness trained once for the whole budget (`evotrainer train`);
 - score-only: `evotrainer run --mode score-only` on the defective harness (keep/revert on training reward);
@@ -55,7 +56,9 @@ from store import models
 from store.engine import make_engine, session_scope
 
 ROOT = Path(__file__).resolve().parents[1]
-SCENARIOS_DIR = ROOT / "benchmarks" / "scenarios"
+sys.path.insert(0, str(ROOT / "benchmarks" / "scenarios"))  # scenario_cache and its generators: no package
+from scenario_cache import scenario_dir, scenario_names  # noqa: E402
+
 MODES = ("static", "score-only", "evotrainer", "oracle")
 HEALTH_REPORT = "health_report.json"
 
@@ -378,7 +381,7 @@ def render(paths: list[Path], out: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the selected scenarios x modes x seeds; write results.json and results.md under --out."""
-    names = sorted(p.name for p in SCENARIOS_DIR.iterdir() if (p / "scenario.json").is_file())
+    names = scenario_names()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sel = parser.add_argument_group("selection")
     sel.add_argument("--scenarios", default=",".join(names), help=f"comma-separated subset of {names}")
@@ -416,10 +419,10 @@ def main(argv: list[str] | None = None) -> int:
                 work = out / name / f"{mode}-s{seed}"
                 print(f"[{time.strftime('%H:%M:%S')}] {name} / {mode} / seed {seed} -> {work}", flush=True)
                 if mode in ("static", "oracle"):
-                    harness = SCENARIOS_DIR / name / ("defective" if mode == "static" else "oracle")
+                    harness = scenario_dir(name, "defective" if mode == "static" else "oracle")
                     row = run_static(harness, budget, seed, work, args.timeout_s, mode)
                 else:
-                    row = run_session(SCENARIOS_DIR / name / "defective", args, seed, work, mode)
+                    row = run_session(scenario_dir(name, "defective"), args, seed, work, mode)
                 rows.append(row)
                 print(f"    ok={row.ok} wall={_fmt(row.wall_s, '.0f')}s {row.message}", flush=True)
                 _write(out, rows, args, argv, budget, seeds)  # partial results survive an interrupted run

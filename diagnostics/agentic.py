@@ -123,6 +123,50 @@ def _corr(frame: pl.DataFrame, x: str, y: str) -> float:
     return float(np.corrcoef(a, b)[0, 1])
 
 
+# The agentic metrics the report draws as curves over steps (`per_step`), with the run-level definitions.
+STEP_METRICS = ("turns_mean", "tool_calls_mean", "tool_failure_rate", "abandon_rate")
+
+
+def per_step(rows: pl.DataFrame, roles: ToolRoles = DEFAULT_ROLES) -> dict[str, list[tuple[int, float]]]:
+    """`STEP_METRICS` of each step's episodes as `(step, value)` points; {} when no row is an agentic episode.
+
+    The same definitions as the run's metrics: turns and tool calls per episode, failed calls over the calls
+    of the episodes that carry their turns, and abandonment (`abandoned`). A step without a value for a
+    metric (no call made) has no point for it.
+    """
+    if not is_agentic(rows):
+        return {}
+    t = trajectories(rows, roles)
+    seen = pl.col("failed_calls").is_not_null()
+    calls_seen = pl.col("tool_calls").filter(seen).sum()
+    frame = (
+        t.frame.group_by("step")
+        .agg(
+            pl.col("num_turns").cast(pl.Float64).mean().alias("turns_mean"),
+            pl.col("tool_calls").cast(pl.Float64).mean().alias("tool_calls_mean"),
+            pl.when(calls_seen > 0)
+            .then(pl.col("failed_calls").filter(seen).sum() / calls_seen)
+            .alias("tool_failure_rate"),
+            abandoned(t).cast(pl.Float64).mean().alias("abandon_rate"),
+        )
+        .sort("step")
+    )
+    out: dict[str, list[tuple[int, float]]] = {}
+    for name in STEP_METRICS:
+        points = [(int(s), float(v)) for s, v in frame.select("step", name).iter_rows() if v is not None]
+        points = [(s, v) for s, v in points if math.isfinite(v)]
+        if points:
+            out[name] = points
+    return out
+
+
+def abandoned(t: Trajectories) -> pl.Expr:
+    """An episode abandoned its task: <= `ABANDON_MAX_TURNS` turns without an action, or stopped as abandoned."""
+    acted = pl.col("n_act") > 0 if t.act_mode is ActMode.TOOLS else pl.col("tool_calls") > 0
+    no_action = ~pl.coalesce(acted, pl.col("tool_calls") > 0) if t.has_turns else pl.col("tool_calls") == 0
+    return ((pl.col("num_turns") <= ABANDON_MAX_TURNS) & no_action) | (pl.col("stop_reason") == StopReason.ABANDON)
+
+
 def diagnose_agentic(rows: pl.DataFrame, roles: ToolRoles = DEFAULT_ROLES) -> LayerOutput:
     """Every agentic rule over (training) rows; nothing at all when no row is an agentic episode."""
     if not is_agentic(rows):
@@ -131,7 +175,7 @@ def diagnose_agentic(rows: pl.DataFrame, roles: ToolRoles = DEFAULT_ROLES) -> La
     parts = [
         _turns(t),
         _tools(t),
-        _sequence(t),
+        _sequence(t, roles),
         _caps(t),
         _reward(t),
     ]
@@ -159,11 +203,7 @@ def _turns(t: Trajectories) -> LayerOutput:
     )  # fmt: skip
     one = _where(f, pl.col("num_turns") <= 1)
     m["one_turn_rate"] = _rate(one.height, n)
-    acted = pl.col("n_act") > 0 if t.act_mode is ActMode.TOOLS else pl.col("tool_calls") > 0
-    no_action = ~pl.coalesce(acted, pl.col("tool_calls") > 0) if t.has_turns else pl.col("tool_calls") == 0
-    abandon = _where(
-        f, ((pl.col("num_turns") <= ABANDON_MAX_TURNS) & no_action) | (pl.col("stop_reason") == StopReason.ABANDON)
-    )
+    abandon = _where(f, abandoned(t))
     m["abandon_rate"] = _rate(abandon.height, n)
     reference = m["turns_mean_success"] if stats["n_success"] >= ECHO_MIN_SUCCESSES else m["turns_mean"]
     m["echo_trap_turns"] = max(ECHO_TRAP_RATIO * reference, float(ECHO_TRAP_MIN_TURNS))
@@ -267,7 +307,23 @@ def _tools(t: Trajectories) -> LayerOutput:
     return LayerOutput(findings, m)
 
 
-def _sequence(t: Trajectories) -> LayerOutput:
+def diversity_inconclusive(declared: Sequence[str] | None, seen: Sequence[str], multi_call_episodes: int) -> str:
+    """Why tool diversity cannot mean anything for a run ("" when it can).
+
+    Diversity needs a choice and room to use it: a harness that declares fewer than two tools (or, with
+    none declared, a run that calls fewer than two) gives an episode no other tool to call, and an episode
+    of one call has no diversity to measure. Calls to undeclared names (a misspelt tool) are no choice.
+    """
+    if declared is not None and len(declared) < 2:
+        return f"the harness declares {len(declared)} tool(s) ({', '.join(declared) or 'none'}): no other tool to call"
+    if declared is None and len(seen) < 2:
+        return f"the run calls {len(seen)} tool(s) ({', '.join(seen) or 'none'}) and the harness declares none"
+    if multi_call_episodes == 0:
+        return "no episode made two or more tool calls: one call has no diversity to measure"
+    return ""
+
+
+def _sequence(t: Trajectories, roles: ToolRoles = DEFAULT_ROLES) -> LayerOutput:
     """Template collapse and tool spam: tool entropy, longest same-tool run, call bigram repetition, repeats."""
     f = t.frame
     m = dict.fromkeys(
@@ -285,16 +341,22 @@ def _sequence(t: Trajectories) -> LayerOutput:
             pl.col("repeated_share").mean().alias("repeated_call_rate"),
         ).row(0, named=True)
         m.update({k: _nan(v) for k, v in row.items()})
-        distinct = t.tools.height
-        if distinct >= 2 and not math.isnan(m["tool_type_entropy"]):
-            m["tool_type_entropy_norm"] = m["tool_type_entropy"] / math.log2(distinct)
+        # normalised by the tools the episodes could choose from: the declared ones, else those seen
+        choices = len(roles.declared) if roles.declared is not None else t.tools.height
+        if choices >= 2 and not math.isnan(m["tool_type_entropy"]):
+            m["tool_type_entropy_norm"] = m["tool_type_entropy"] / math.log2(choices)
         spam = _where(f, pl.col("repeated_share") > REPEATED_CALL_WARNING).sort("repeated_share", descending=True)
         runs = _where(f, pl.col("max_run") > SAME_TOOL_RUN_WARNING).sort("max_run", descending=True)
+    declared = None if roles.declared is None else sorted(roles.declared)
+    multi = int(f.filter(pl.col("tool_calls") >= 2).height) if t.has_turns else 0
     findings = (
         graded("agentic.tool_diversity", Layer.BEHAVIOUR, m["tool_type_entropy_norm"], metric="tool_type_entropy_norm",
                warning=TOOL_ENTROPY_WARNING, above=False,
                what="template collapse: each episode calls one tool over and over",
-               numbers={"tool_type_entropy": m["tool_type_entropy"], "distinct_tools": float(t.tools.height)}),
+               numbers={"tool_type_entropy": m["tool_type_entropy"], "distinct_tools": float(t.tools.height),
+                        "declared_tools": math.nan if declared is None else float(len(declared))},
+               inconclusive=diversity_inconclusive(declared, t.tools["tool"].to_list(), multi)
+               if t.has_turns else ""),
         graded("agentic.same_tool_run", Layer.BEHAVIOUR, m["max_same_tool_run_p90"], metric="max_same_tool_run_p90",
                warning=SAME_TOOL_RUN_WARNING, what="long runs of the same tool (paper: 32 consecutive terminal calls)",
                evidence=refs(runs, EVIDENCE_MAX)),

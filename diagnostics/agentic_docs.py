@@ -55,8 +55,15 @@ _AGENTIC_DOCS: dict[str, tuple[str, str]] = {  # metric -> (meaning, rule that g
                                "agentic.search_before_act < 0.5"),
     "act_then_verify_rate": ("acting episodes with a verify after the last action (answer mode: before the "
                              "answer)", "agentic.act_then_verify < 0.5"),
-    "tool_type_entropy": ("mean per-episode entropy of the tool names called (bits)", "agentic.tool_diversity"),
-    "tool_type_entropy_norm": ("tool_type_entropy / log2(distinct tools in the run)", "agentic.tool_diversity < 0.2"),
+    "tool_type_entropy": (
+        "mean per-episode entropy of the tool names called (bits), over episodes of two or more calls",
+        "agentic.tool_diversity",
+    ),
+    "tool_type_entropy_norm": (
+        "tool_type_entropy / log2(tools the harness declares, else distinct tools in the run); unknown (NaN) on a "
+        "harness with one tool or a run without a two-call episode",
+        "agentic.tool_diversity < 0.2",
+    ),
     "max_same_tool_run_mean": ("mean longest run of one tool per episode", "agentic.same_tool_run"),
     "max_same_tool_run_p90": ("P90 of the longest run of one tool per episode", "agentic.same_tool_run > 10"),
     "call_bigram_repetition": ("mean 1 - unique/total bigrams of (tool, arguments) calls, episodes with >= 3",

@@ -42,6 +42,10 @@ __all__ = [
 TRUNCATION_WARNING = 0.15
 # Paper §6.1 (Math): corr(length, reward) > 0.3 = length gaming.
 LENGTH_CORR_WARNING = 0.30
+# In an agentic run a trajectory is longer when it calls more tools. Length "follows tool use" when
+# corr(length, tool calls) reaches this and, with the calls held fixed (partial correlation), length no longer
+# earns more than LENGTH_CORR_WARNING: the rule cannot tell gaming from using the tool. EvoTrainer's threshold.
+LENGTH_FOLLOWS_TOOLS = 0.50
 # Paper §6.3 anti-patterns: ~3x length with no score gain = length gaming.
 LENGTH_GROWTH_WARNING = 3.0
 DEGENERATE_WARNING = 0.10
@@ -100,12 +104,36 @@ def _longest(rows: pl.DataFrame, k: int) -> pl.DataFrame:
     return where(rows, pl.col("length") >= floor, "length").sort("length", descending=True, maintain_order=True).head(k)
 
 
+def length_inconclusive(corr: float, length_tools: float, reward_tools: float) -> tuple[str, float]:
+    """Why corr(length, reward) cannot show length gaming in this run ("" when it can), and the partial
+    correlation of length and reward with the number of tool calls held fixed (NaN without tool-call variance).
+
+    When the longer trajectories are simply those that call the tool more (corr(length, tool calls) >=
+    `LENGTH_FOLLOWS_TOOLS`) and length earns no more than `LENGTH_CORR_WARNING` once the calls are held fixed,
+    the rule is inconclusive: the reward may pay the tool use, not the length (`agentic.reward_pays_tool_calls`
+    is the rule for that).
+    """
+    if any(math.isnan(x) for x in (corr, length_tools, reward_tools)):
+        return "", math.nan
+    spread = (1 - length_tools**2) * (1 - reward_tools**2)
+    partial = (corr - length_tools * reward_tools) / math.sqrt(spread) if spread > 1e-12 else math.nan
+    if length_tools >= LENGTH_FOLLOWS_TOOLS and (math.isnan(partial) or partial <= LENGTH_CORR_WARNING):
+        held = "length is the tool calls" if math.isnan(partial) else f"corr(length, reward) = {partial:.2f}"
+        why = (
+            f"longer trajectories are the ones that call more tools (corr(length, tool calls) = {length_tools:.2f}); "
+            f"with the calls held fixed, {held}"
+        )
+        return why, partial
+    return "", partial
+
+
 def diagnose_length(rows: pl.DataFrame) -> LayerOutput:
     """Length distribution, corr(length, reward) and length growth over the run (length gaming)."""
     n = rows.height
     length, reward = pl.col("length").cast(pl.Float64), pl.col("reward")
+    calls = pl.col("tool_calls").cast(pl.Float64)
     if n:
-        mean, p50, p90, len_std, reward_std, corr = aggregate(
+        mean, p50, p90, len_std, reward_std, corr, calls_std, length_calls, reward_calls = aggregate(
             rows,
             length.mean().alias("mean"),
             length.quantile(0.5, "linear").alias("p50"),
@@ -113,10 +141,17 @@ def diagnose_length(rows: pl.DataFrame) -> LayerOutput:
             length.std(ddof=0).alias("len_std"),
             reward.std(ddof=0).alias("reward_std"),
             pl.corr(length, reward).alias("corr"),
+            calls.std(ddof=0).alias("calls_std"),
+            pl.corr(length, calls).alias("length_calls"),
+            pl.corr(reward, calls).alias("reward_calls"),
         )
     else:
-        mean = p50 = p90 = len_std = reward_std = corr = math.nan
+        mean = p50 = p90 = len_std = reward_std = corr = calls_std = length_calls = reward_calls = math.nan
     corr = float(corr) if n >= 3 and len_std > 0 and reward_std > 0 else math.nan
+    varied = n >= 3 and calls_std > 0  # tool use can explain length only where it varies
+    why, partial = length_inconclusive(
+        corr, float(length_calls) if varied else math.nan, float(reward_calls) if varied else math.nan
+    )
     step_means = rows.lazy().group_by("step").agg(length.mean()).sort("step").collect()["length"].to_list()
     first, last, _ = trend(step_means)
     growth = last / first if first and not math.isnan(first) else math.nan
@@ -137,7 +172,8 @@ def diagnose_length(rows: pl.DataFrame) -> LayerOutput:
         warning=LENGTH_CORR_WARNING,
         what="length gaming: longer responses earn more reward",
         evidence=longest,
-        numbers={"n": float(n)},
+        numbers={"n": float(n)} if not varied else {"n": float(n), "length_reward_corr_given_tool_calls": partial},
+        inconclusive=why,
     )
     # Growth without strict gain: ~3x length with no score gain is length gaming (paper §6.3).
     gated = growth if math.isnan(strict_delta) or strict_delta <= HACK_STRICT_FLAT else math.nan

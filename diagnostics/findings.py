@@ -6,6 +6,13 @@ assembles them.
 
 Every rule that was evaluated yields one `Finding`, `Severity.OK` when it did not fire, so a report shows
 what was checked as well as what is wrong. `HealthReport.alerts()` returns only the ones that fired.
+
+Applicability (issue 26 §7): a rule declares when it cannot mean anything for the run it reads, e.g. tool
+diversity on a harness with one tool, or length gaming where length only follows tool use. `graded(...,
+inconclusive=why)` then returns an inconclusive finding: it never fires, its value is NaN (the value it
+would have graded stays in `numbers`), its message and `inconclusive` say why, and the report reads the
+metric it grades as unknown (`diagnostics.report`), with a note giving the reason, so no skill trigger
+acts on a number that means nothing here.
 """
 
 from __future__ import annotations
@@ -60,7 +67,8 @@ class Finding:
 
     `value` and `threshold` are the numbers the rule compared (NaN when the rule had no data);
     `rule` states the comparison in words (e.g. "dead_group_ratio > 0.5"); `numbers` holds further
-    evidence; `evidence_rollout_ids` names a few example rollouts (`run_id/step/prompt_id/sample_index`).
+    evidence; `evidence_rollout_ids` names a few example rollouts (`run_id/step/prompt_id/sample_index`);
+    `inconclusive` says why the rule cannot apply to this run ("" when it applies; see the module docstring).
     """
 
     alert_id: str
@@ -72,6 +80,7 @@ class Finding:
     rule: str
     evidence_rollout_ids: tuple[str, ...] = ()
     numbers: Mapping[str, float] = field(default_factory=dict)
+    inconclusive: str = ""
 
     @property
     def fired(self) -> bool:
@@ -79,8 +88,8 @@ class Finding:
         return self.severity is not Severity.OK
 
     def to_json(self) -> dict[str, Any]:
-        """Return a JSON-ready dict (NaN and infinities become null)."""
-        return {
+        """Return a JSON-ready dict (NaN and infinities become null; `inconclusive` only when set)."""
+        out = {
             "alert_id": self.alert_id,
             "layer": self.layer.value,
             "severity": self.severity.value,
@@ -91,6 +100,9 @@ class Finding:
             "evidence_rollout_ids": list(self.evidence_rollout_ids),
             "numbers": {k: _finite_or_none(v) for k, v in self.numbers.items()},
         }
+        if self.inconclusive:
+            out["inconclusive"] = self.inconclusive
+        return out
 
     @classmethod
     def from_json(cls, row: Mapping[str, Any]) -> Finding:
@@ -105,6 +117,7 @@ class Finding:
             rule=str(row["rule"]),
             evidence_rollout_ids=tuple(str(x) for x in row["evidence_rollout_ids"]),
             numbers={str(k): _float_or_nan(v) for k, v in row["numbers"].items()},
+            inconclusive=str(row.get("inconclusive", "")),  # reports written before applicability have none
         )
 
 
@@ -262,14 +275,31 @@ def graded(
     what: str,
     evidence: Sequence[str] = (),
     numbers: Mapping[str, float] | None = None,
+    inconclusive: str = "",
 ) -> Finding:
     """Grade `value` against warning/critical thresholds and return the finding.
 
     With `above=True` the rule fires when `value > threshold`, otherwise when `value < threshold`.
     A NaN value (no data for the rule) yields an OK finding saying so. `what` describes the problem the
-    rule detects (e.g. "dead groups: zero GRPO advantage").
+    rule detects (e.g. "dead groups: zero GRPO advantage"). `inconclusive` (why the rule cannot mean
+    anything for this run) makes the finding inconclusive whatever the value: OK, value NaN, the value
+    kept in `numbers` under `metric` (module docstring).
     """
     op = ">" if above else "<"
+    if inconclusive:
+        kept = {**(numbers or {}), metric: value}
+        limit = warning if warning is not None else (critical if critical is not None else math.nan)
+        return Finding(
+            alert_id=alert_id,
+            layer=layer,
+            severity=Severity.OK,
+            message=f"{what}: inconclusive: {inconclusive}",
+            value=math.nan,
+            threshold=limit,
+            rule=f"{metric} {op} {_fmt(limit)}",
+            numbers=kept,
+            inconclusive=inconclusive,
+        )
 
     def hits(limit: float | None) -> bool:
         if limit is None or math.isnan(value):

@@ -15,7 +15,9 @@ answer protocol; without one they are not evaluated and the report's `notes` say
 
 No silent blind spots (issue 17): every rule that could not be evaluated (its value is NaN: no rollouts, no
 strict scores, a metric the trainer does not log, too few groups) is listed in `notes` with the reason, the
-layer's own where it knows one (`LayerOutput.notes`), else which input had no data.
+layer's own where it knows one (`LayerOutput.notes`), else which input had no data. A rule that declared
+itself inconclusive for the run (`diagnostics.findings`, "Applicability") is listed with its reason too, and
+the metric it grades reads as unknown (NaN) in `metrics`.
 """
 
 from __future__ import annotations
@@ -172,6 +174,9 @@ def report_from_table(
             metrics["reward_hacking"] = 1.0
     if siblings:
         metrics.update(compare_siblings(metrics, siblings).metrics)
+    for f in findings:  # an inconclusive rule's metric means nothing for this run: unknown, never a number
+        if f.inconclusive:
+            metrics[rule_metric(f.rule)] = math.nan
     run_id = table.run_id or run_dir.name
     notes = [] if table.answer is not None else [f"format_failure_rate, multi_answer_rate: {NO_ANSWER_PROTOCOL}"]
     notes = unevaluated_notes(findings, [*notes, *base.notes])
@@ -196,6 +201,9 @@ def unevaluated_notes(findings: Sequence[Finding], notes: Sequence[str]) -> list
     for f in findings:
         if not math.isnan(f.value) or f.alert_id in covered or f.message.endswith(NO_ANSWER_PROTOCOL):
             continue
-        out.append(f"{f.alert_id}: not evaluated: no data for {rule_metric(f.rule)} (rule: {f.rule})")
+        if f.inconclusive:
+            out.append(f"{f.alert_id}: not evaluated: inconclusive for this run: {f.inconclusive}")
+        else:
+            out.append(f"{f.alert_id}: not evaluated: no data for {rule_metric(f.rule)} (rule: {f.rule})")
         covered.add(f.alert_id)
     return out

@@ -232,3 +232,33 @@ def diagnose_coverage(train: pl.DataFrame, val: pl.DataFrame) -> LayerOutput:
         else ("signal.source_mix_gap: not evaluated: the training or the held-out rollouts name no data_source",)
     )
     return LayerOutput((finding,), metrics, notes)
+
+
+MAX_SOURCE_CURVES = 8  # held-out curves per data source: the sources with the most held-out rollouts
+
+
+def heldout_by_source(val: pl.DataFrame) -> dict[str, list[tuple[int, float]]]:
+    """Strict held-out accuracy of each data source at each validation step, as `(step, mean strict score)`.
+
+    {} with fewer than two named sources (the run's own held-out curve says it all); the
+    `MAX_SOURCE_CURVES` sources with the most held-out rollouts, each over its scored rollouts.
+    """
+    if not val.height:
+        return {}
+    scored = val.lazy().filter(pl.col("strict_score").is_not_null() & (pl.col("data_source").cast(pl.String) != ""))
+    scored = scored.select(pl.col("data_source").cast(pl.String), "step", pl.col("strict_score").cast(pl.Float64))
+    sizes = scored.group_by("data_source").agg(n=pl.len()).sort(["n", "data_source"], descending=[True, False])
+    sources = sizes.collect()["data_source"].head(MAX_SOURCE_CURVES).to_list()
+    if len(sources) < 2:
+        return {}
+    means = (
+        scored.filter(pl.col("data_source").is_in(sources))
+        .group_by("data_source", "step")
+        .agg(pl.col("strict_score").mean())
+        .sort("data_source", "step")
+        .collect()
+    )
+    out: dict[str, list[tuple[int, float]]] = {source: [] for source in sources}
+    for source, step, value in means.iter_rows():
+        out[source].append((int(step), float(value)))
+    return out

@@ -30,9 +30,9 @@ class Trajectories:
     `search_first` (a search before the first action), `verified` (a verify after the last action),
     `failed_calls`, `repeated_share` (calls repeating an earlier identical call / calls), `call_bigram_rep`
     (1 - unique/total bigrams of the call sequence), `max_run` (longest run of the same tool), `entropy`
-    (bits, over the episode's tool names) and, by role, `n_search`, `n_verify`. `tools` has one row per tool
-    name: `tool`, `calls`, `failed`, `role`. `roles_present` holds the roles of the tools seen in the run and
-    of the tools the harness declares.
+    (bits, over the episode's tool names; null under two calls) and, by role, `n_search`, `n_verify`. `tools`
+    has one row per tool name: `tool`, `calls`, `failed`, `role`. `roles_present` holds the roles of the
+    tools seen in the run and of the tools the harness declares.
     """
 
     frame: pl.DataFrame
@@ -192,7 +192,7 @@ def _with_features(base: pl.LazyFrame, rows: pl.DataFrame, codes: Mapping[str, i
         "repeated_share": pl.when(n_calls >= 2).then(1 - pl.col("distinct_calls") / n_calls),
         "call_bigram_rep": pl.when(n_calls >= 3).then(1 - pl.col("distinct_pairs") / pl.col("pairs")),
         "max_run": pl.col("max_run"),
-        "entropy": pl.when(n_calls >= 1).then(pl.col("entropy")),
+        "entropy": pl.when(n_calls >= 2).then(pl.col("entropy")),  # one call has no diversity to measure
     }
     return out.with_columns(pl.when(recorded).then(e).alias(k) for k, e in features.items()).drop(
         "last_act", "first_search", "last_verify", "n_calls", "distinct_calls", "pairs", "distinct_pairs"

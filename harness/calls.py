@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.failures import CandidateCodeError, Outcome
+from harness.failures import CandidateCodeError, Outcome, shown
 from harness.manifest import DEFAULT_REWARD_BOUND, MAX_REWARD_MAGNITUDE, EntryPoint, Harness
 
 DEFAULT_RANGE = (-DEFAULT_REWARD_BOUND, DEFAULT_REWARD_BOUND)
@@ -66,22 +66,10 @@ class HarnessCalls(Protocol):
     def close(self) -> None: ...
 
 
-def _describe(value: object) -> str:
-    """A short, safe rendering of a candidate's value (a huge int has no cheap decimal repr)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        bits = int.bit_length(value)
-        if bits > 64:
-            return f"an integer of about 10^{int(bits * math.log10(2))}"
-        return str(int.__int__(value))
-    if isinstance(value, float):
-        return repr(float.__float__(value))
-    return f"{type(value).__name__} {object.__repr__(value)[:40]}"
-
-
 def _number(value: object, what: str, entry: str, bounds: tuple[float, float]) -> float:
     """Return `value` as a float inside `bounds`, checked before any conversion (no OverflowError)."""
     low, high = bounds
-    where = f"{entry} returned {what} {_describe(value)}"
+    where = f"{entry} returned {what} {shown(value)}"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         kind = "a bool" if isinstance(value, bool) else f"type {type(value).__name__}"
         raise RewardContractError(f"{where}: {kind} is not a number; return a float or a dict with 'score'")

@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from harness.answers import AnswerProtocol
 from harness.env import EnvSpec
+from harness.failures import BadInput, shown
 from harness.paths import PathRuleError, is_under, normalise
 
 MANIFEST_NAME = "evotrainer.yaml"
@@ -53,7 +54,7 @@ DEFAULT_REWARD_BOUND = 1e6
 MAX_REWARD_MAGNITUDE = 1e12
 
 
-class HarnessError(ValueError):
+class HarnessError(BadInput):
     """An invalid harness: the message names the file, the field and the fix."""
 
 
@@ -293,6 +294,11 @@ def _matches(rel: str, prefixes: list[str]) -> bool:
     return any(is_under(rel, normalise(prefix, allow_root=True)) for prefix in prefixes)
 
 
+def input_shown(error: Any) -> str:
+    """` (got VALUE)` for a pydantic error about a value that is there (nothing for a missing field)."""
+    return "" if error.get("type") == "missing" or "input" not in error else f" (got {shown(error['input'])})"
+
+
 def load_harness(root: Path) -> Harness:
     """Load and validate `root/evotrainer.yaml`, checking that the files it names exist.
 
@@ -314,7 +320,7 @@ def load_harness(root: Path) -> Harness:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "(top level)"
         hint = "remove it" if err["type"] == "extra_forbidden" else "see docs/harness.md for every field"
-        raise HarnessError(f"{manifest_path}: field '{where}': {err['msg']}; {hint}") from None
+        raise HarnessError(f"{manifest_path}: field '{where}': {err['msg']}{input_shown(err)}; {hint}") from None
     harness = Harness(root=root.resolve(), manifest=manifest)
     files = {
         "data.train": manifest.data.train,

@@ -25,6 +25,8 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.orm import Session
 
+from harness.failures import BadInput
+
 ENV_VAR = "EVOTRAINER_DB"
 DEFAULT_DIR = ".evotrainer"
 DEFAULT_FILE = "evotrainer.db"
@@ -41,7 +43,7 @@ _FIX = (
 )
 
 
-class DatabaseURLError(ValueError):
+class DatabaseURLError(BadInput):
     """The database URL (from `--db` or `EVOTRAINER_DB`) is unusable; the message says how to fix it."""
 
 
@@ -54,10 +56,13 @@ def resolve_db_url(cli_value: str | None, cwd: Path) -> str:
     """Choose the store URL: explicit `--db` > env `EVOTRAINER_DB` > the default SQLite file under `cwd`.
 
     The URL is normalised (bare `postgresql://` and `postgres://` use psycopg 3) and validated
-    without touching the disk or the network.
+    without writing to the disk or reaching the network. Only the default store's folder is ever
+    created: a SQLite file named by `--db` / `EVOTRAINER_DB` must lie in a folder that exists (a typo in
+    a path must not leave a new folder tree behind).
 
     Raises:
-        DatabaseURLError: the chosen URL is unparsable or names an unsupported backend.
+        DatabaseURLError: the chosen URL is unparsable, names an unsupported backend, or a SQLite file in
+            a folder that does not exist.
     """
     if cli_value:
         raw, origin = cli_value, "--db"
@@ -65,7 +70,14 @@ def resolve_db_url(cli_value: str | None, cwd: Path) -> str:
         raw, origin = os.environ[ENV_VAR], ENV_VAR
     else:
         return default_db_url(cwd)
-    return normalise_url(raw, origin)
+    url = normalise_url(raw, origin)
+    path = sqlite_path(url)
+    if path is not None and not path.parent.is_dir():
+        raise DatabaseURLError(
+            f"SQLite store {path} (from {origin}): its folder {path.parent} does not exist; create it first "
+            f"(mkdir -p {path.parent}) or name a file in an existing folder"
+        )
+    return url
 
 
 def normalise_url(raw: str, origin: str = "--db/EVOTRAINER_DB") -> str:

@@ -21,7 +21,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.failures import Outcome
+from harness.failures import BadInput, Outcome
 
 SUMMARY_FILE = "summary.json"
 CONFIG_FILE = "config.json"
@@ -84,7 +84,7 @@ class RunResult(BaseModel):
     warnings: tuple[str, ...] = ()  # what the trainer says the user must know (no signal, cut responses, ...)
 
 
-class RunRefused(ValueError):
+class RunRefused(BadInput):
     """`submit` refused a run before launching anything (its configuration is invalid); names the key and fix."""
 
 

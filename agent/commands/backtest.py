@@ -17,8 +17,9 @@ def backtest(
 ) -> None:
     """Backtest a candidate; exits 0 on pass, 1 on fail, 2 on inconclusive or infrastructure error."""
     import orjson
-    from rich.console import Console
+    from rich.text import Text
 
+    from agent.commands.output import console
     from diagnostics.backtest import Verdict
     from sandboxes.backtest import run_backtest
 
@@ -31,14 +32,16 @@ def backtest(
     if as_json:
         typer.echo(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2).decode())
     else:
-        console = Console()
+        screen = console()
         colour = {Verdict.PASS: "green", Verdict.FAIL: "red", Verdict.INCONCLUSIVE: "yellow"}[result.verdict]
-        console.print(
-            f"[bold {colour}]{result.verdict.value.upper()}[/] {result.candidate} "
-            f"(outcome {result.outcome.value}); report: {out_dir / 'report.json'}"
+        screen.print(
+            Text.assemble(
+                (result.verdict.value.upper(), f"bold {colour}"),
+                f" {result.candidate} (outcome {result.outcome.value}); report: {out_dir / 'report.json'}",
+            )
         )
         for reason in result.reasons:
-            console.print(f"  - {reason}", highlight=False, markup=False)
+            screen.print(f"  - {reason}", markup=False)
     raise typer.Exit(code={Verdict.PASS: 0, Verdict.FAIL: 1, Verdict.INCONCLUSIVE: 2}[result.verdict])
 
 

@@ -29,28 +29,28 @@ def diagnose(
     tools (from the same harness) give the tool roles the agentic metrics use (by tool name otherwise).
     """
     import orjson
-    from rich.console import Console
+    from rich.text import Text
 
+    from agent.commands.output import console, fail
     from diagnostics.findings import render_text
     from diagnostics.report import build_report
 
-    err = Console(stderr=True, soft_wrap=True)
     try:
         answer = run_answer_protocol(run_dir, harness)
         roles = run_tool_roles(run_dir, harness)
     except ValueError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
-        raise typer.Exit(2) from None
+        fail(str(exc))
     parent_report = build_report(parent, answer=answer, roles=roles) if parent is not None else None
     report = build_report(run_dir, parent=parent_report, answer=answer, roles=roles)
+    err = console(stderr=True)
     for problem in report.problems[:20]:
-        err.print(f"[yellow]warning:[/yellow] {problem}", highlight=False, markup=True)
+        err.print(Text.assemble(("warning:", "yellow"), f" {problem}"))
     if len(report.problems) > 20:
-        err.print(f"[yellow]warning:[/yellow] ... {len(report.problems) - 20} more read problems")
+        err.print(Text.assemble(("warning:", "yellow"), f" ... {len(report.problems) - 20} more read problems"))
     if as_json:
         typer.echo(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode())
         return
-    out = Console(soft_wrap=True)
+    out = console()
     for line in render_text(report, show_ok=show_ok).splitlines():
         head = line.lstrip()
         style = "red" if head.startswith("CRIT") else "yellow" if head.startswith("WARN") else None

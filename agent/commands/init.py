@@ -42,19 +42,19 @@ def write_skeleton(folder: Path, source: Path = SKELETON) -> list[Path]:
 
 def init(folder: Path = typer.Argument(..., help="new harness folder (created; must be new or empty)")) -> None:
     """Write a commented, working harness skeleton (a tiny digit-sorting task) to start your own from."""
-    from rich.console import Console
+    from rich.text import Text
 
+    from agent.commands.output import console, fail
     from harness.manifest import load_harness
 
-    console = Console()
     try:
         written = write_skeleton(folder)
     except FileExistsError as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
-        raise typer.Exit(2) from None
+        fail(str(exc))
     harness = load_harness(folder)  # the skeleton must satisfy the contract it documents
-    console.print(f"wrote harness [bold]{harness.manifest.name}[/bold] ({len(written)} files) in {folder}")
-    console.print(f"next: evotrainer train --harness {folder} --steps 40  (see {folder / 'README.md'})")
+    out = console()
+    out.print(Text.assemble("wrote harness ", (harness.manifest.name, "bold"), f" ({len(written)} files) in {folder}"))
+    out.print(f"next: evotrainer train --harness {folder} --steps 40  (see {folder / 'README.md'})", markup=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from agent.commands.db import fail
+from agent.commands.output import console, fail
 
 DirOption = Annotated[
     Path | None,
@@ -64,7 +64,6 @@ def get(
 
 def list_cmd(root: DirOption = None) -> None:
     """List the packaged models, whether each is in the models cache, and where."""
-    from rich.console import Console
     from rich.table import Table
 
     from trainer_backend.models import models_root, statuses
@@ -75,7 +74,7 @@ def list_cmd(root: DirOption = None) -> None:
     for status in statuses(root):
         size = f"{status.size_bytes / 1e6:.0f} MB" if status.size_bytes else "-"
         table.add_row(status.spec.name, status.state, size, status.spec.requirement, status.spec.description)
-    Console().print(table)
+    console().print(table)
 
 
 def register(app: typer.Typer) -> None:

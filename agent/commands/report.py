@@ -14,7 +14,9 @@ from typing import Annotated
 
 import typer
 
-from agent.commands.db import DbOption, fail, open_store_url
+from agent.commands.db import DbOption, open_store_url
+from agent.commands.output import fail, no_session
+from harness.failures import shown
 
 
 def report_cmd(
@@ -35,9 +37,9 @@ def report_cmd(
     url = open_store_url(db)
     path = sqlite_path(url)
     if path is not None and not path.exists():
-        fail(f"no session {sessions[0]!r}: the store {path} does not exist yet")
+        fail(no_session(sessions[0], url))
     if len(set(sessions)) != len(sessions):
-        fail(f"a session is named twice in {sessions}; name each once")
+        fail(f"a session is named twice in {shown(sessions)}; name each once")
     engine = open_migrated(url)
     reports = []
     try:
@@ -46,7 +48,7 @@ def report_cmd(
                 try:
                     reports.append(gather_session(dbs, session))
                 except NotFoundError:
-                    fail(f"no session {session!r} in the store; `evotrainer status` lists them")
+                    fail(no_session(session, url))
     finally:
         engine.dispose()
     out.parent.mkdir(parents=True, exist_ok=True)

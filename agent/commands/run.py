@@ -16,16 +16,16 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any, Literal, NoReturn
+from typing import Annotated, Any, Literal
 
 import typer
 
 from agent.commands.db import DbOption
+from agent.commands.output import EXIT_BAD_INPUT, EXIT_FAILED, console, fail, no_session
 
 DEMO_HARNESS = Path(__file__).resolve().parents[2] / "examples" / "arithmetic"
 CONTEXT_FILE = "context.json"
 INPUT_FILE = "input.json"  # the graph input `run` started the session with (for a resume before the first checkpoint)
-EXIT_BAD_INPUT, EXIT_FAILED = 2, 1
 
 Quiet = Annotated[
     bool, typer.Option("--quiet", "-q", help="no live progress: only where the session lives and its end")
@@ -135,11 +135,9 @@ def run(
     from agent.input_checks import SetupError, check_harness, check_store
     from agent.repos import DEMO_REPO, check_repo, choose_repo
 
+    # Every check before anything is created, each one line and exit 2 (a `BadInput`: agent/cli.py).
     source = (harness or DEMO_HARNESS).resolve()
-    try:  # the harness first: its manifest names the default backend
-        manifest = check_harness(source).manifest
-    except SetupError as exc:
-        _fail(str(exc))
+    manifest = check_harness(source).manifest  # the harness first: its manifest names the default backend
     try:
         ctx = Context(
             workdir=".",
@@ -169,35 +167,36 @@ def run(
         )
         preflight.check_backend(ctx.backend, source)
     except ValueError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if dry_run:
         report, valid = preflight.plan_session(ctx, source)
         print(report)
         raise typer.Exit(0 if valid else EXIT_BAD_INPUT)
     if llm and not os.environ.get("OPENAI_API_KEY"):
-        _fail("--llm needs OPENAI_API_KEY (any value for a local server) and OPENAI_BASE_URL for a non-OpenAI endpoint")
+        fail("--llm needs OPENAI_API_KEY (any value for a local server) and OPENAI_BASE_URL for a non-OpenAI endpoint")
     from agent import ledger
 
-    console = _console()
+    out = console()
     workdir = Path(ctx.workdir).resolve()
-    try:
-        check_store(ledger.store_url(ctx))
-        if harness is None and repo is None:
-            _move_old_demo(console, workdir / DEMO_REPO)
-        root = choose_repo(source, repo or (DEMO_REPO if harness is None else None), manifest.name, workdir)
-        check_repo(source, root, workdir)
-    except SetupError as exc:
-        _fail(str(exc))
-    if sandbox == "docker":
-        _ensure_sandbox_image()
+    url = ledger.store_url(ctx)
+    check_store(url)
+    if harness is None and repo is None:
+        _move_old_demo(out, workdir / DEMO_REPO)
+    root = choose_repo(source, repo or (DEMO_REPO if harness is None else None), manifest.name, workdir)
+    check_repo(source, root, workdir)
+    client = _docker_client() if sandbox == "docker" else None
     session_id = new_session_id()
+    # Where everything will be, before the slow set-up (the sandbox image, the repository copy, the store's
+    # migrations, then the graph's imports): the first lines come within seconds (issue 26).
+    _print_where(out, ctx, session_id, str(source), root, url)
+    if client is not None:
+        _ensure_sandbox_image(out, client)
     start = {"session_id": session_id, "harness": str(source), "repo": str(root)}
     _save_context(ctx, session_id, start)
     try:
         ensure_session(ctx, session_id, source, root)
     except SetupError as exc:
-        _fail(f"{exc} (session {session_id} was not created; `evotrainer resume {session_id}` retries)")
-    _print_where(console, ctx, session_id, str(source), root)
+        fail(f"{exc} (session {session_id} was not created; `evotrainer resume {session_id}` retries)")
     _drive(ctx, session_id, {"session_id": session_id, "harness_dir": str(root)}, start, quiet, progress_every)
 
 
@@ -208,8 +207,13 @@ def resume(
     progress_every: ProgressEvery = 10.0,
 ) -> None:
     """Continue a killed or paused session from its last checkpoint (or from its start, if it had none)."""
+    from agent import ledger
+    from agent.bootstrap import recorded_repo
+
     ctx, start = _load_context(session, db)
-    _print_where(_console(), ctx, session, start.get("harness", ""), Path(start.get("repo", "")))
+    url = ledger.store_url(ctx)
+    root = recorded_repo(url, session) or Path(start.get("repo", ""))
+    _print_where(console(), ctx, session, start.get("harness", ""), root, url)
     _drive(ctx, session, None, start, quiet, progress_every)
 
 
@@ -234,36 +238,32 @@ def approve(
     with ledger.db(ledger.db_url(ctx.db_url, ctx.workdir)) as s:
         gate = pending_gate(s, session)
         if gate is None:
-            _fail(f"session {session} has no pending gate")
+            fail(f"session {session} has no pending gate")
         answer_gate(s, gate.id, approved=not reject, note=note or None)
         kind = gate.gate
-    _console().print(f"{'rejected' if reject else 'approved'} the {kind} gate of {session}", markup=False)
+    console().print(f"{'rejected' if reject else 'approved'} the {kind} gate of {session}", markup=False)
     if resume_now:
         _drive(ctx, session, Command(resume={"approve": not reject, "note": note}), start, quiet, progress_every)
 
 
-def _move_old_demo(console: Any, demo: Path) -> None:
+def _move_old_demo(out: Any, demo: Path) -> None:
     """The demo starts from a fresh copy; the previous one keeps its branches under a dated name."""
     if demo.exists():
         kept = demo.with_name(f"{demo.name}.{time.strftime('%Y%m%d-%H%M%S')}")
         shutil.move(str(demo), str(kept))
-        console.print(f"previous demo repository (its session branches) kept as {kept}", markup=False)
+        out.print(f"previous demo repository (its session branches) kept as {kept}", markup=False)
 
 
-def _print_where(console: Any, ctx: Any, session_id: str, harness: str, root: Path) -> None:
+def _print_where(out: Any, ctx: Any, session_id: str, harness: str, root: Path, url: str) -> None:
     """Where the session lives: its repository, run folders and logs, store, and how to follow it."""
     from rich.text import Text
 
-    from agent import ledger
-    from agent.bootstrap import recorded_repo
-    from agent.commands.db import display_url
+    from agent.commands.output import display_url
 
-    url = ledger.store_url(ctx)
-    root = recorded_repo(url, session_id) or root
     runs = ctx.session_dir(session_id) / "runs"
     llm = f" {ctx.llm_model}" if ctx.llm_model else ""
     head = f" (mode {ctx.mode}, policy {ctx.policy}{llm}, sandbox {ctx.sandbox}, gates {ctx.gate})"
-    console.print(Text.assemble(("session ", "bold"), (session_id, "bold"), head), soft_wrap=True)
+    out.print(Text.assemble(("session ", "bold"), (session_id, "bold"), head), soft_wrap=True)
     rows = [
         ("harness", harness or "(as recorded in the store)"),
         ("repository", f"{root}   (git -C {root} log --graph --oneline --all)"),
@@ -272,7 +272,7 @@ def _print_where(console: Any, ctx: Any, session_id: str, harness: str, root: Pa
         ("follow", f"evotrainer status {session_id}; evotrainer report {session_id} --out report.html"),
     ]
     for key, value in rows:  # one line each, never wrapped: paths stay copy-pasteable
-        console.print(Text.assemble((f"  {key:<11}", "dim"), value), soft_wrap=True)
+        out.print(Text.assemble((f"  {key:<11}", "dim"), value), soft_wrap=True)
 
 
 def _drive(ctx: Any, session_id: str, graph_input: Any, start: dict[str, Any], quiet: bool, every: float) -> None:
@@ -283,14 +283,14 @@ def _drive(ctx: Any, session_id: str, graph_input: Any, start: dict[str, Any], q
     from agent.progress import SessionProgress, SessionView, choose_form
     from agent.session import run_graph
 
-    console = _console()
+    out = console()
     started = time.time()
     view = SessionView(session_id, ctx.max_iterations, ctx.max_train_steps)
     progress = SessionProgress(
-        console,
+        out,
         view,
         ctx.session_dir(session_id) / "runs",
-        choose_form(console, quiet),
+        choose_form(out, quiet),
         plain_every_s=every,
         describe=functools.partial(_describe, session_id),
     )
@@ -298,7 +298,7 @@ def _drive(ctx: Any, session_id: str, graph_input: Any, start: dict[str, Any], q
         values = run_graph(ctx, session_id, graph_input, progress, start_input=start or None)
     except SetupError as exc:
         progress.stop()
-        _fail(str(exc))
+        fail(str(exc))
     except KeyboardInterrupt:
         progress.stop()
         print(f"evotrainer: interrupted; `evotrainer resume {session_id}` continues the session", file=sys.stderr)
@@ -306,7 +306,7 @@ def _drive(ctx: Any, session_id: str, graph_input: Any, start: dict[str, Any], q
     except Exception as exc:
         progress.stop()
         log = _write_traceback(ctx, session_id)
-        _fail(
+        fail(
             f"session {session_id} stopped: {type(exc).__name__}: {exc}; traceback in {log}; "
             f"`evotrainer resume {session_id}` continues from the last checkpoint",
             EXIT_FAILED,
@@ -315,20 +315,20 @@ def _drive(ctx: Any, session_id: str, graph_input: Any, start: dict[str, Any], q
     _print_llm_usage(ctx, session_id, values)
     if values.get("__interrupt__"):
         pack = values["__interrupt__"][0]
-        console.print(
+        out.print(
             Text.assemble(
                 (f"paused at the {pack.get('gate')} gate", "yellow"),
                 f": evotrainer approve {session_id} [--reject] [--note TEXT]",
             )
         )
-        console.print_json(json.dumps(pack, default=str))
+        out.print_json(json.dumps(pack, default=str))
         return
     if values.get("status") == "failed":
-        console.print(Text.assemble((f"session {session_id} failed", "bold red"), f": {values.get('stop_reason', '')}"))
+        out.print(Text.assemble((f"session {session_id} failed", "bold red"), f": {values.get('stop_reason', '')}"))
         raise typer.Exit(EXIT_FAILED)
     from agent.reporting.summary import print_summary
 
-    print_summary(ctx, session_id, values.get("stop_reason", ""), time.time() - started, console)
+    print_summary(ctx, session_id, values.get("stop_reason", ""), time.time() - started, out)
 
 
 def _write_traceback(ctx: Any, session_id: str) -> Path:
@@ -409,10 +409,10 @@ def _print_llm_usage(ctx: Any, session_id: str, values: dict[str, Any]) -> None:
         table.add_column(col)
     for node, u in [*per_node.items(), ("total", accounting.total(per_node.values()))]:
         table.add_row(node, str(u.calls), str(u.prompt_tokens), str(u.completion_tokens), f"{u.cost_usd:.4f}")
-    console = _console()
-    console.print(table)
+    out = console()
+    out.print(table)
     if values.get("llm_stop_reason"):
-        console.print(Text(f"LLM budget: {values['llm_stop_reason']}", style="yellow"))
+        out.print(Text(f"LLM budget: {values['llm_stop_reason']}", style="yellow"))
 
 
 def _save_context(ctx: Any, session_id: str, start: dict[str, Any] | None = None) -> None:
@@ -439,7 +439,9 @@ def _load_context(session_id: str, db: str | None) -> tuple[Any, dict[str, Any]]
     folder = Path(".").resolve() / ".evotrainer" / "sessions" / session_id
     path = folder / CONTEXT_FILE
     if not path.exists():
-        _fail(f"no session {session_id} under {folder.parent}; run `evotrainer status` to list sessions")
+        from agent.commands.db import open_store_url
+
+        fail(no_session(session_id, open_store_url(db), folder.parent))
     data = json.loads(path.read_text())
     if db:
         data["db_url"] = db
@@ -448,29 +450,23 @@ def _load_context(session_id: str, db: str | None) -> tuple[Any, dict[str, Any]]
     try:
         return Context(**data), start
     except (TypeError, ValueError) as exc:
-        _fail(f"{path}: {exc}; the settings file of session {session_id} is damaged")
+        fail(f"{path}: {exc}; the settings file of session {session_id} is damaged")
 
 
-def _ensure_sandbox_image() -> None:
-    from sandboxes.image import ensure_image
-
+def _docker_client() -> Any:
+    """A Docker client whose engine answers, or exit 2 naming the fix."""
     try:
         import docker
 
         client = docker.from_env()
         client.ping()
     except Exception as exc:
-        _fail(f"no Docker engine reachable ({exc}); start dockerd, or pass --sandbox process (weaker isolation)")
-    tag = ensure_image(client)
-    _console().print(f"sandbox image {tag}", markup=False)
+        fail(f"no Docker engine reachable ({exc}); start dockerd, or pass --sandbox process (weaker isolation)")
+    return client
 
 
-def _console() -> Any:
-    from rich.console import Console
+def _ensure_sandbox_image(out: Any, client: Any) -> None:
+    """Build the sandbox image unless the engine has it (minutes, once), and say which image runs candidates."""
+    from sandboxes.image import ensure_image
 
-    return Console(highlight=False)
-
-
-def _fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
-    print(f"evotrainer: {message}", file=sys.stderr)
-    raise typer.Exit(code)
+    out.print(f"  {'sandbox':<11}image {ensure_image(client)}", markup=False)

@@ -16,13 +16,12 @@ def register(app: typer.Typer) -> None:
         """Build the sandbox image offline (debootstrap + docker import); instant when it exists."""
         import time
 
-        from rich.console import Console
-
+        from agent.commands.output import console as make_console
         from harness.failures import InfraError
         from sandboxes.docker import engine_client
         from sandboxes.image import build_image
 
-        console = Console()
+        console = make_console()
         try:
             client = engine_client()
         except InfraError as exc:
@@ -39,13 +38,12 @@ def register(app: typer.Typer) -> None:
     @sandbox.command("info")
     def info() -> None:
         """Say whether a Docker engine is reachable and whether the sandbox image is present."""
-        from rich.console import Console
-
+        from agent.commands.output import console as make_console
         from harness.failures import InfraError
         from sandboxes.docker import engine_client
         from sandboxes.image import CACHE_DIR, image_tag, rootfs_key
 
-        console = Console()
+        console = make_console()
         tag = image_tag()
         console.print(f"image tag:     {tag}")
         console.print(f"rootfs cache:  {CACHE_DIR / f'rootfs-{rootfs_key()}.tar'}")

@@ -12,7 +12,8 @@ from typing import Annotated
 
 import typer
 
-from agent.commands.db import DbOption, display_url, fail, open_migrated, open_store_url
+from agent.commands.db import DbOption, open_migrated, open_store_url
+from agent.commands.output import console, display_url, fail
 
 
 def list_cmd(
@@ -22,7 +23,6 @@ def list_cmd(
     db: DbOption = None,
 ) -> None:
     """List the skills in the library with their trigger and track record."""
-    from rich.console import Console
     from rich.table import Table
 
     from skills.repository import list_skills
@@ -41,7 +41,7 @@ def list_cmd(
         spec = r.spec
         factor = "guard (warning)" if spec.is_guard else spec.factor
         table.add_row(spec.name, spec.domain, factor, spec.trigger, f"{r.wins}/{r.losses}/{r.uses}")
-    Console().print(table)
+    console().print(table)
 
 
 def show_cmd(name: Annotated[str, typer.Argument(metavar="NAME", help="Skill name")], db: DbOption = None) -> None:

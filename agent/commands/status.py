@@ -2,7 +2,8 @@
 
 Read-only by design: status never creates or migrates a store. A missing default SQLite file means
 "no sessions yet"; a store behind the code's head revision is reported with the fix
-(`evotrainer db upgrade`, exit 1); a bad `--db` / `EVOTRAINER_DB` exits 2. Every value reaches rich as
+(`evotrainer db upgrade`, exit 1); a bad `--db` / `EVOTRAINER_DB` and an unknown session exit 2
+(`agent.commands.output`). Every value reaches rich as
 `Text`, so brackets in ids or rationales print as they are; a failed session shows why it failed.
 """
 
@@ -12,7 +13,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from agent.commands.db import DbOption, fail, open_migrated, open_store_url
+from agent.commands.db import DbOption, open_migrated, open_store_url
+from agent.commands.output import console, fail, no_session
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -86,7 +88,7 @@ def _llm_table(db: Session, session_id: str) -> Table | None:
     return table
 
 
-def _ledger_tables(db: Session, session_id: str) -> list[Table]:
+def _ledger_tables(db: Session, session_id: str, url: str) -> list[Table]:
     from rich.table import Table
     from rich.text import Text
 
@@ -97,7 +99,7 @@ def _ledger_tables(db: Session, session_id: str) -> list[Table]:
     try:
         session = get(db, EvoSession, session_id)
     except NotFoundError:
-        fail(f"no session {session_id!r} in the store; `evotrainer status` lists them")
+        fail(no_session(session_id, url))
     versions = session_ledger(db, session_id)
     index_of = {v.id: v.index for v in versions}
     budget = f"steps {session.steps_used}/{session.max_train_steps}, max iterations {session.max_iterations}"
@@ -133,24 +135,22 @@ def status_cmd(
     db: DbOption = None,
 ) -> None:
     """List sessions (id, created, mode, status, versions, best strict score), or one session's ledger."""
-    from rich.console import Console
-
     from store.engine import session_scope, sqlite_path
 
     url = open_store_url(db)
     path = sqlite_path(url)
     if path is not None and not path.exists():
         if session is not None:
-            fail(f"no session {session!r}: the store {path} does not exist yet")
+            fail(no_session(session, url))
         print(f"{NO_SESSIONS} (no store at {path} yet)")
         return
     engine = open_migrated(url)
-    console = Console()
+    out = console()
     try:
         with session_scope(engine) as dbs:
-            tables = _ledger_tables(dbs, session) if session else [t for t in [_sessions_table(dbs)] if t]
+            tables = _ledger_tables(dbs, session, url) if session else [t for t in [_sessions_table(dbs)] if t]
             for table in tables:
-                console.print(table)
+                out.print(table)
     finally:
         engine.dispose()
     if not tables:

@@ -1,16 +1,21 @@
-"""`evotrainer train`: train one harness on a backend, with a live progress bar and a closing summary.
+"""`evotrainer train`: train one harness on a backend, with live progress and a closing summary.
 
-Dispatches through `trainer_backend.BACKENDS`; the local backend runs the trainer as a subprocess and this
-command tails its `metrics.jsonl`. Heavy imports happen inside the command function.
+The harness gets the checks `run` gives it (`agent.input_checks.check_harness`, `agent.preflight.check_backend`:
+a trainer-key typo with the closest valid key, every data row), each one line and exit 2. Dispatches through
+`trainer_backend.BACKENDS`; the local backend runs the trainer as a subprocess and this command follows its
+run folder: a progress bar on a terminal, plain progress lines elsewhere (`agent.progress.PlainLines`, as
+`run` prints them). Heavy imports happen inside the command function.
 """
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import typer
+
+from agent.commands.run import ProgressEvery
 
 
 def register(app: typer.Typer) -> None:
@@ -43,28 +48,24 @@ def train(
             metavar="URL", help="run as a Ray job on this cluster (Jobs URL http://HEAD:8265), either backend"
         ),
     ] = None,
+    progress_every: ProgressEvery = 10.0,
 ) -> None:
     """Train a harness (a pilot by default) and print strict accuracy before -> after."""
-    from rich.console import Console
     from rich.text import Text
 
     import trainer_backend
-    from agent.input_checks import SetupError, check_local_trainer_config
-    from harness.manifest import BACKEND_NAMES, HarnessError, load_harness
-    from trainer_backend.base import RunRefused, RunSpec, RunStatus
+    from agent import preflight
+    from agent.commands.output import EXIT_FAILED, console, fail
+    from agent.input_checks import check_harness
+    from trainer_backend.base import RunSpec, RunStatus
 
-    console = Console()
-    try:
-        loaded = load_harness(harness)
-        manifest = loaded.manifest
-        if (backend or manifest.trainer.backend) == "local" and (settings := manifest.trainer.settings("local")):
-            check_local_trainer_config(loaded.path(settings), harness / "evotrainer.yaml", loaded)
-    except (HarnessError, SetupError) as exc:
-        console.print(Text.assemble(("invalid harness: ", "red"), str(exc)))
-        raise typer.Exit(2) from None
+    screen = console()
+    manifest = check_harness(harness).manifest  # bad input: one line, exit 2 (agent/cli.py)
     backend = backend or manifest.trainer.backend
-    if backend not in BACKEND_NAMES:
-        raise typer.BadParameter(f"unknown backend {backend!r}; use {' or '.join(BACKEND_NAMES)}", param_hint="backend")
+    try:
+        preflight.check_backend(backend, harness)
+    except ValueError as exc:
+        fail(str(exc))
     out_dir = (out or Path("runs") / f"{manifest.name}-s{seed}").resolve()
     spec = RunSpec(
         run_id=f"{manifest.name}-s{seed}",
@@ -77,41 +78,48 @@ def train(
         ray_address=ray_address,
     )
     if backend not in trainer_backend.BACKENDS:
-        console.print(f"[red]{backend} backend not installed[/red] (install the verl extra: pip install -e '.[verl]')")
-        raise typer.Exit(2)
+        fail(f"the {backend} backend is not installed (install the verl extra: pip install -e '.[verl]')")
     module = trainer_backend.BACKENDS[backend]
     if dry_run:
         if backend != "verl":
-            raise typer.BadParameter("--dry-run applies to --backend verl only", param_hint="--dry-run")
-        dry_run_fn = getattr(module, "dry_run", None)  # the verl backend is built in parallel (issue #3 brief)
-        if dry_run_fn is None:
-            console.print("[red]verl backend not installed[/red]: trainer_backend.verl has no dry_run")
-            raise typer.Exit(2)
-        try:
-            text = dry_run_fn(spec)
-        except RunRefused as exc:
-            console.print(Text.assemble(("config refused: ", "red"), str(exc)))
-            raise typer.Exit(2) from None
-        console.print(text, markup=False, highlight=False, soft_wrap=True)  # a command to copy as is
+            fail("--dry-run applies to --backend verl only")
+        # a refused config raises RunRefused: one line, exit 2 (agent/cli.py)
+        screen.print(module.dry_run(spec), markup=False, highlight=False, soft_wrap=True)  # a command to copy as is
         return
-    try:
-        handle = module.submit(spec)
-    except RunRefused as exc:
-        console.print(Text.assemble(("config refused: ", "red"), str(exc)))
-        raise typer.Exit(2) from None
-    console.print(Text.assemble("run ", (spec.run_id, "bold"), f" on {backend} -> {out_dir}"))
-    _follow(console, module, handle, out_dir / "metrics.jsonl", steps)
+    handle = module.submit(spec)  # a refused config raises RunRefused: one line, exit 2
+    screen.print(Text.assemble("run ", (spec.run_id, "bold"), f" on {backend} -> {out_dir}"), soft_wrap=True)
+    if screen.is_terminal:
+        _follow(screen, module, handle, out_dir / "metrics.jsonl", steps)
+    else:
+        _follow_plain(screen, module, handle, out_dir, progress_every)
     result = module.collect(handle)
     if module.poll(handle) is RunStatus.LOST and result.outcome.value == "infra_error":
-        console.print(Text.assemble(("run lost", "red"), f" (no summary): see {result.log_path}; rerun with --resume"))
-        raise typer.Exit(1)
-    _print_summary(console, result)
+        fail(f"run lost (no summary): see {result.log_path}; rerun with --resume", EXIT_FAILED)
+    _print_summary(screen, result)
     if result.outcome.value != "ok":
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _follow_plain(out: Any, module: Any, handle: Any, out_dir: Path, every_s: float) -> None:
+    """Print a plain progress line every `every_s` seconds while the run advances (no terminal: logs, CI)."""
+    from agent.progress import PlainLines, StepClock, observe, read_run
+    from trainer_backend.base import RunStatus
+
+    clock, started = StepClock(), time.monotonic()
+    lines = PlainLines(clock, started)
+    last = started - every_s
+    while module.poll(handle) is RunStatus.RUNNING:
+        run = read_run(out_dir)
+        observe(run, clock, time.monotonic())
+        if time.monotonic() - last >= every_s:
+            last = time.monotonic()
+            for line in lines.lines([run]):
+                out.print(line)
+        time.sleep(0.5)
 
 
 def _follow(console, module, handle, metrics_path: Path, steps: int) -> None:  # type: ignore[no-untyped-def]
-    """Show a progress bar fed by the metrics file until the run stops running."""
+    """Show a progress bar fed by the metrics file until the run stops running (a terminal)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from diagnostics.schema import read_metrics

@@ -15,6 +15,7 @@ from pathlib import Path
 import orjson
 
 from agent.evidence import final_strict_scores, paired
+from diagnostics.agentic import per_step
 from diagnostics.findings import HealthReport
 from diagnostics.report import build_report
 from diagnostics.schema import (
@@ -25,8 +26,10 @@ from diagnostics.schema import (
     read_rollout_file,
     rollout_files,
 )
+from diagnostics.sources import heldout_by_source
 from diagnostics.stats import PairedComparison, paired_bootstrap
 from diagnostics.table import read_run_table
+from diagnostics.tool_roles import DEFAULT_ROLES, ToolRoles
 from trainer_backend.base import METRICS_FILE
 
 # Metric name (verl's) -> label. Health curves: what the decision and the alerts are about.
@@ -47,6 +50,15 @@ OPTIM_METRICS: dict[str, str] = {
     "actor/grad_norm": "gradient norm",
     "actor/pg_clipfrac": "clip fraction",
 }
+# Curves read from the rollouts (issue 26): an agentic run's episodes per training step (diagnostics.agentic,
+# the run-level definitions) and the strict held-out accuracy of each data source per validation step.
+AGENTIC_PREFIX, SOURCE_PREFIX = "agentic/", "heldout_source/"
+AGENTIC_CURVES: dict[str, str] = {
+    AGENTIC_PREFIX + "turns_mean": "turns per episode",
+    AGENTIC_PREFIX + "tool_calls_mean": "tool calls per episode",
+    AGENTIC_PREFIX + "tool_failure_rate": "tool failure rate (failed / calls)",
+    AGENTIC_PREFIX + "abandon_rate": "abandonment rate",
+}
 REPORT_FILE = "health_report.json"  # agent.nodes.common.REPORT_FILE: written next to a diagnosed run's artefacts
 MAX_TEXT_CHARS = 400  # per prompt / response shown in the rollout viewer
 VAL_SAMPLES = 6  # rollouts shown per run from its last validation step
@@ -55,7 +67,11 @@ TRAIN_SAMPLES = 3  # ... and from its last training step
 
 @dataclass(frozen=True, slots=True)
 class RunCurves:
-    """One run's metric series (`{metric: [(step, value), ...]}`) and summary, or a note why it has none."""
+    """One run's metric series (`{metric: [(step, value), ...]}`) and summary, or a note why it has none.
+
+    Besides the logged metrics, `series` holds the curves read from its rollouts: `agentic/<metric>` for an
+    agentic run, `heldout_source/<data source>` for held-out data from two or more sources.
+    """
 
     run_id: str
     label: str
@@ -110,9 +126,17 @@ class RunHealth:
 
 
 def read_curves(
-    run_id: str, artefact_dir: str, label: str, *, step_offset: int = 0, replicate: int = 0, **summary: object
+    run_id: str,
+    artefact_dir: str,
+    label: str,
+    *,
+    step_offset: int = 0,
+    replicate: int = 0,
+    roles: ToolRoles = DEFAULT_ROLES,
+    **summary: object,
 ) -> RunCurves:
-    """Read a run's `metrics.jsonl` into series of `CURVE_METRICS` and `OPTIM_METRICS`; a missing file is a note.
+    """Read a run's `metrics.jsonl` into series of `CURVE_METRICS` and `OPTIM_METRICS`, and its rollouts into the
+    agentic and per-source curves (`roles`: the harness's tool roles); a missing file is a note.
 
     `summary` carries the run row's columns (kind, steps, outcome, strict_acc, train_reward, wall_time_s).
     """
@@ -128,6 +152,9 @@ def read_curves(
         points = [(r.step, float(r.data[name])) for r in rows if name in r.data and math.isfinite(r.data[name])]
         if points:
             series[name] = points
+    table = read_run_table(Path(artefact_dir))
+    series.update({AGENTIC_PREFIX + k: v for k, v in per_step(table.train, roles).items()})
+    series.update({SOURCE_PREFIX + k: v for k, v in heldout_by_source(table.val).items()})
     note = f"{len(problems)} unreadable metric lines in {path}" if problems else ""
     if not rows:
         note = f"{path} holds no metric rows"
@@ -199,8 +226,11 @@ def read_samples(run_id: str, artefact_dir: str, label: str) -> RunRollouts:
     return RunRollouts(run_id, label, samples, note=note)
 
 
-def read_health(run_id: str, artefact_dir: str, parent: HealthReport | None) -> RunHealth:
-    """The run's health report: its `health_report.json`, else built now from its artefacts (not written)."""
+def read_health(
+    run_id: str, artefact_dir: str, parent: HealthReport | None, roles: ToolRoles = DEFAULT_ROLES
+) -> RunHealth:
+    """The run's health report: its `health_report.json`, else built now from its artefacts (not written), with
+    the harness's tool `roles`."""
     folder = Path(artefact_dir)
     path = folder / REPORT_FILE
     if path.is_file():
@@ -208,10 +238,10 @@ def read_health(run_id: str, artefact_dir: str, parent: HealthReport | None) -> 
             return RunHealth(run_id, HealthReport.from_json(orjson.loads(path.read_bytes())), "file")
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             note = f"{path} is unreadable ({exc}); rebuilt from the artefacts"
-            return RunHealth(run_id, build_report(folder, parent=parent), "computed", note)
+            return RunHealth(run_id, build_report(folder, parent=parent, roles=roles), "computed", note)
     if not folder.is_dir():
         return RunHealth(run_id, None, "missing", f"not diagnosed: run folder missing ({folder})")
-    return RunHealth(run_id, build_report(folder, parent=parent), "computed", "diagnosed for this report")
+    return RunHealth(run_id, build_report(folder, parent=parent, roles=roles), "computed", "diagnosed for this report")
 
 
 def compare_pilot(control_dir: str, pilot_dir: str) -> tuple[PairedComparison | None, str]:

@@ -1,4 +1,5 @@
-"""The report's plotly figures: lineage, health curves, optimisation curves, and the cross-session overlay.
+"""The report's plotly figures: lineage, health, optimisation, agentic and per-source held-out curves, and the
+cross-session overlay.
 
 Pure functions from report records to `plotly.graph_objects.Figure`; `html.py` places them in the page.
 Hover texts format numbers with a few significant digits (a learning rate of 1e-4 must not read 0.000).
@@ -6,12 +7,20 @@ Hover texts format numbers with a few significant digits (a learning rate of 1e-
 
 from __future__ import annotations
 
+import html
+import math
 from collections.abc import Sequence
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from agent.reporting.artefacts import CURVE_METRICS, OPTIM_METRICS, RunCurves
+from agent.reporting.artefacts import (
+    AGENTIC_CURVES,
+    CURVE_METRICS,
+    OPTIM_METRICS,
+    SOURCE_PREFIX,
+    RunCurves,
+)
 from agent.reporting.records import SessionReport
 
 STATUS_COLOURS = {
@@ -134,7 +143,7 @@ def _grid(
                 go.Scatter(
                     x=[s + shift for s, _ in points],
                     y=[v for _, v in points],
-                    mode="lines+markers" if name == "val/strict_acc" else "lines",
+                    mode="lines+markers" if name == "val/strict_acc" or name.startswith(SOURCE_PREFIX) else "lines",
                     line={"color": colour, "dash": dash},
                     name=run.label,
                     legendgroup=run.label,
@@ -195,6 +204,33 @@ def optim_figure(runs: Sequence[RunCurves], title: str, lineage_x: bool) -> go.F
     )
     fig = _grid(runs, panels, titles, OPTIM_METRICS, lineage_x, 2, 3)
     fig.update_yaxes(type="log", exponentformat="e", row=2, col=1)  # a constant 1e-4 must not read 0
+    fig.update_layout(title=title)
+    return fig
+
+
+def agentic_figure(runs: Sequence[RunCurves], title: str, lineage_x: bool) -> go.Figure:
+    """A 2x2 grid of an agentic run's episodes per training step: turns, tool calls, tool failures, abandonment."""
+    panels = {name: (1 + i // 2, 1 + i % 2, "solid") for i, name in enumerate(AGENTIC_CURVES)}
+    fig = _grid(runs, panels, tuple(AGENTIC_CURVES.values()), AGENTIC_CURVES, lineage_x, 2, 2)
+    fig.update_layout(title=title)
+    return fig
+
+
+def sources(runs: Sequence[RunCurves]) -> list[str]:
+    """The data sources with held-out curves in any of `runs`, in the order the runs list them."""
+    found = dict.fromkeys(k for run in runs for k in run.series if k.startswith(SOURCE_PREFIX))
+    return [k.removeprefix(SOURCE_PREFIX) for k in found]
+
+
+def sources_figure(runs: Sequence[RunCurves], title: str, lineage_x: bool, cols: int = 3) -> go.Figure:
+    """One panel per data source: each run's strict held-out accuracy on that source's prompts over steps."""
+    names = sources(runs)
+    width = min(cols, len(names))
+    panels = {SOURCE_PREFIX + s: (1 + i // width, 1 + i % width, "solid") for i, s in enumerate(names)}
+    labels = {SOURCE_PREFIX + s: f"held-out strict accuracy on {html.escape(s)}" for s in names}
+    titles = tuple(html.escape(s) for s in names)  # data-source names come from the harness data
+    fig = _grid(runs, panels, titles, labels, lineage_x, math.ceil(len(names) / width), width)
+    fig.update_yaxes(range=[-0.02, 1.02])
     fig.update_layout(title=title)
     return fig
 

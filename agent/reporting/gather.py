@@ -50,6 +50,7 @@ from agent.reporting.summary import session_summary
 from agent.runs import final_checkpoint
 from diagnostics.agentic_docs import HEADLINE_METRICS
 from diagnostics.findings import HealthReport
+from diagnostics.tool_roles import DEFAULT_ROLES, ToolRoles
 from store import models
 from store.repository import get, session_candidates, session_ledger
 
@@ -230,7 +231,7 @@ def _stored_findings(db: Session, session_id: str) -> dict[str, list[models.Find
 
 
 def _health(
-    db: Session, session_id: str, versions: list[VersionEntry], labels: dict[str, str]
+    db: Session, session_id: str, versions: list[VersionEntry], labels: dict[str, str], roles: ToolRoles
 ) -> tuple[list[VersionHealth], list[AlertEntry]]:
     """One health row per version: its run's report file, else the store's findings, else built from artefacts."""
     stored = _stored_findings(db, session_id)
@@ -243,7 +244,7 @@ def _health(
         label = labels.get(v.run_id, f"v{v.index}")
         found: RunHealth | None = None
         if (Path(v.artefact_dir) / REPORT_FILE).is_file() or v.run_id not in stored:
-            found = read_health(v.run_id, v.artefact_dir, parent)
+            found = read_health(v.run_id, v.artefact_dir, parent, roles)
         if found is not None and found.report is not None:
             parent = found.report
             fired = [f for f in found.report.findings if f.fired]
@@ -354,13 +355,16 @@ def _version_entries(versions: list[models.Version], runs: dict[str, models.Run]
     ]
 
 
-def _curves(run: models.Run, label: str, step_offset: int = 0, replicate: int = 0) -> RunCurves:
+def _curves(
+    run: models.Run, label: str, step_offset: int = 0, replicate: int = 0, roles: ToolRoles = DEFAULT_ROLES
+) -> RunCurves:
     return read_curves(
         run.id,
         run.artefact_dir,
         label,
         step_offset=step_offset,
         replicate=replicate,
+        roles=roles,
         kind=run.kind,
         steps=run.steps,
         outcome=run.outcome,
@@ -373,6 +377,18 @@ def _curves(run: models.Run, label: str, step_offset: int = 0, replicate: int = 
 def pilot_label(name: str, replicate: int, became: int | None) -> str:
     """A pilot's label: its name, `replicate r` for a fresh-seed re-run, `→ v<n>` when it became a version."""
     return name + (f" replicate {replicate}" if replicate else "") + (f" → v{became}" if became is not None else "")
+
+
+def session_tool_roles(repo_path: str) -> ToolRoles:
+    """The tool roles of the session harness's declared tools (its env is protected: every run shares them);
+    classification by tool name when the repository is gone or its harness declares no env."""
+    from harness.manifest import HarnessError, load_harness
+
+    try:
+        env = load_harness(Path(repo_path)).manifest.env
+    except (HarnessError, OSError):
+        return DEFAULT_ROLES
+    return DEFAULT_ROLES if env is None else ToolRoles.from_env(env)
 
 
 def gather_session(db: Session, session_id: str) -> SessionReport:
@@ -392,12 +408,13 @@ def gather_session(db: Session, session_id: str) -> SessionReport:
     version_of_run = {v.run_id: v.index for v in entries if v.run_id}
     labels = {rid: f"v{idx}" for rid, idx in version_of_run.items()}
     version_runs, rollouts = [], []
+    roles = session_tool_roles(session.repo_path)
     for v in entries:
         if v.run_id is None or v.run_id not in runs:
             notes.append(f"v{v.index} has no run in the store (run id {v.run_id!r})")
             continue
         run = runs[v.run_id]
-        version_runs.append(_curves(run, f"v{v.index}", v.lineage_steps - run.steps))
+        version_runs.append(_curves(run, f"v{v.index}", v.lineage_steps - run.steps, roles=roles))
     pilots = _pilots(session_id, runs)
     candidates = _candidate_entries(db, session, versions, runs, pilots)
     pilot_runs: dict[int, list[RunCurves]] = {}
@@ -408,10 +425,10 @@ def gather_session(db: Session, session_id: str) -> SessionReport:
         unnamed = (iteration_of.get(run.candidate_id or "", 0), run.id.removeprefix(f"{session_id}-"), 0)
         iteration, name, replicate = pilots.get(run.id, unnamed)
         labels[run.id] = label = pilot_label(name, replicate, version_of_run.get(run.id))
-        pilot_runs.setdefault(iteration, []).append(_curves(run, label, replicate=replicate))
+        pilot_runs.setdefault(iteration, []).append(_curves(run, label, replicate=replicate, roles=roles))
     for group in pilot_runs.values():
         group.sort(key=lambda c: (c.label.split(" ")[0], c.replicate))
-    health, alerts = _health(db, session_id, entries, labels)
+    health, alerts = _health(db, session_id, entries, labels, roles)
     for curves in version_runs:
         rollouts.append(read_samples(curves.run_id, curves.artefact_dir, curves.label))
     for iteration in sorted(pilot_runs):

@@ -6,6 +6,10 @@ each figure is a `div.plotly-graph-div` drawn by that script. Tables are plain H
 `llm-usage-table`, `rollout-table-<n>`, `compare-table`) so tests and readers can find the sections. Every
 text from the store, git or the artefacts (model output included) is HTML-escaped; numbers are rounded.
 The rollout viewer is a `<select>` over per-run panels, switched by a few lines of inline script.
+
+The page fits its width (issue 26; checked in headless Chromium at 1400 and 1920 px): tables break long ids,
+paths and model output anywhere rather than overflow, preformatted text wraps, and the agentic table lists
+its metrics as rows, one column per version.
 """
 
 from __future__ import annotations
@@ -18,13 +22,16 @@ from typing import cast
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
-from agent.reporting.artefacts import RunCurves
+from agent.reporting.artefacts import AGENTIC_PREFIX, RunCurves
 from agent.reporting.figures import (
     STATUS_MEANING,
+    agentic_figure,
     comparison_figure,
     curves_figure,
     lineage_figure,
     optim_figure,
+    sources,
+    sources_figure,
     status_colour,
 )
 from agent.reporting.records import CandidateEntry, SessionReport
@@ -33,15 +40,16 @@ from agent.reporting.summary import summary_lines
 NO_LLM = "heuristic policy: no LLM"
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1400px; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 4px 8px; text-align: left; vertical-align: top; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; max-width: 100%; }
+th, td { border: 1px solid #ccc; padding: 4px 8px; text-align: left; vertical-align: top; overflow-wrap: anywhere; }
 th { background: #f2f2f2; }
-pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; font-size: 0.85em; }
+pre { background: #f7f7f7; padding: 0.8em; font-size: 0.85em; white-space: pre-wrap; overflow-wrap: anywhere; }
+summary, .note, .verdict { overflow-wrap: anywhere; }
 .note { background: #fff4ce; border-left: 4px solid #e0b000; padding: 0.4em 0.8em; margin: 0.4em 0; }
 .critical { color: #b00020; font-weight: bold; } .warning { color: #a36200; }
 .badge { padding: 1px 6px; border-radius: 3px; color: #fff; font-size: 0.85em; }
 .verdict { background: #eef6ee; border-left: 4px solid #2ca02c; padding: 0.4em 0.8em; }
-.rollout-table td.text { white-space: pre-wrap; font-family: monospace; max-width: 520px; }
+.rollout-table .text { white-space: pre-wrap; font-family: monospace; }
 .rollout-panel { display: none; } .rollout-panel.shown { display: block; }
 """
 VIEWER_JS = """
@@ -200,6 +208,7 @@ def _curves_section(r: SessionReport) -> str:
         parts.append(_figure_html(curves_figure(r.version_runs, "Versions: health", True), "curves-versions", 620))
         optim = optim_figure(r.version_runs, "Versions: optimisation (KL, entropy, loss, lr, grad norm)", True)
         parts.append(_figure_html(optim, "optim-versions", 620))
+        parts.append(_rollout_curves(r.version_runs, "Versions", "versions", True))
     parts.append(_run_notes(r.version_runs))
     parts.append(_run_table("version-runs-table", r.version_runs))
     for iteration, runs in r.pilot_runs.items():
@@ -208,9 +217,23 @@ def _curves_section(r: SessionReport) -> str:
         parts.append(_figure_html(curves_figure(runs, title + ": health", False), f"curves-iteration-{iteration}", 620))
         optim = optim_figure(runs, title + ": optimisation", False)
         parts.append(_figure_html(optim, f"optim-iteration-{iteration}", 620))
+        parts.append(_rollout_curves(runs, title, f"iteration-{iteration}", False))
         parts.append(_run_notes(runs))
         parts.append(_run_table(f"pilot-runs-table-{iteration}", runs))
     parts.append("</section>")
+    return "".join(parts)
+
+
+def _rollout_curves(runs: Sequence[RunCurves], title: str, suffix: str, lineage_x: bool) -> str:
+    """The curves read from the runs' rollouts: agentic episodes per step, held-out accuracy per data source."""
+    parts = []
+    if any(k.startswith(AGENTIC_PREFIX) for run in runs for k in run.series):
+        fig = agentic_figure(runs, f"{title}: agentic episodes per training step", lineage_x)
+        parts.append(_figure_html(fig, f"agentic-{suffix}", 620))
+    names = sources(runs)
+    if names:
+        fig = sources_figure(runs, f"{title}: strict held-out accuracy per data source", lineage_x)
+        parts.append(_figure_html(fig, f"sources-{suffix}", 160 + 260 * ((len(names) + 2) // 3)))
     return "".join(parts)
 
 
@@ -292,17 +315,27 @@ def _health_section(r: SessionReport) -> str:
 
 
 def _agentic_table(r: SessionReport) -> str:
-    """The headline agentic metrics per version (`diagnostics.agentic.HEADLINE_METRICS`); none for single-turn runs."""
+    """The headline agentic metrics per version (`diagnostics.agentic.HEADLINE_METRICS`); none for single-turn runs.
+
+    One row per metric and one column per version: the metrics are many and their names long, the versions
+    few, so the table stays narrow (a column per metric overflowed the page).
+    """
     names = list(dict.fromkeys(k for h in r.health for k in h.agentic))
     if not names:
         return ""
-    rows = [
-        (f"v{h.index}", f"<code>{esc(h.run_id)}</code>", *(_num(_finite(h.agentic.get(k))) for k in names))
-        for h in r.health
-        if h.agentic
-    ]
+    shown = [h for h in r.health if h.agentic]
+    head = "".join(f"<th>v{h.index}</th>" for h in shown)
+    runs = "".join(f"<td><code>{esc(h.run_id)}</code></td>" for h in shown)
+    rows = "".join(
+        f"<tr><th>{esc(k)}</th>" + "".join(f"<td>{_num(_finite(h.agentic.get(k)))}</td>" for h in shown) + "</tr>"
+        for k in names
+    )
     intro = "<p>Agentic episodes: turns, tool use and trajectory alerts (metric docs: diagnostics/agentic.py).</p>"
-    return f"<h3>Agentic behaviour</h3>{intro}" + _table("agentic-table", ("version", "run", *names), rows)
+    table = (
+        f'<table id="agentic-table"><thead><tr><th>metric</th>{head}</tr></thead>'
+        f"<tbody><tr><th>run</th>{runs}</tr>{rows}</tbody></table>"
+    )
+    return f"<h3>Agentic behaviour</h3>{intro}{table}"
 
 
 def _finite(value: float | None) -> float | None:

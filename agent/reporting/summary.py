@@ -248,13 +248,12 @@ def print_summary(ctx: Any, session_id: str, stop_reason: str = "", wall_s: floa
     `wall_s` is this command's wall time (the store's counts the whole session, resumes included)."""
     import dataclasses
 
-    from rich.console import Console
-
     from agent import ledger
+    from agent.commands.output import console as cli_console
 
     with ledger.db(ledger.store_url(ctx)) as db:
         summary = session_summary(db, session_id, min_effect=ctx.min_effect, stop_reason=stop_reason)
     summary = dataclasses.replace(summary, command_wall_s=wall_s)
-    out = console or Console(highlight=False)
+    out = console or cli_console()
     for item in summary_renderables(summary):
         out.print(item)

@@ -8,30 +8,27 @@ budget too small for the longer answer turns, a reward that pays tool calls). De
 comments: the controller must find each defect from evidence (turn counts, stop reasons, tool-call rates),
 not from a note.
 
-The helpers (`Scenario`, `_sub_once`, `_set_yaml`, `_neutral_docstring`) come from `make_scenarios.py`, the
-arithmetic scenarios' generator; this file only adds the agentic scenarios, and writes the same layout::
+The shared pieces (`Recipe`, `Scenario`, `_sub_once`, `_set_yaml`, `_neutral_docstring`) come from
+`make_scenarios.py`, the arithmetic scenarios' generator; this file only adds the agentic scenarios, whose
+folders have the same layout and are built on demand by `scenario_cache.scenario_dir`::
 
-    benchmarks/scenarios/NAME/defective/      complete harness folder (evotrainer.yaml, data/, eval/, harness/)
-    benchmarks/scenarios/NAME/oracle/         the same harness with the defect fixed
-    benchmarks/scenarios/NAME/scenario.json   name, factor, defect, symptom, fix, seed skill
+    NAME/defective/      complete harness folder (evotrainer.yaml, data/, eval/, harness/)
+    NAME/oracle/         the same harness with the defect fixed
+    NAME/scenario.json   name, factor, defect, symptom, fix, seed skill
 
-Run: ``python benchmarks/scenarios/make_agentic_scenarios.py`` (idempotent; rewrites the agentic folders
-only). Fails loudly when the example no longer has the shape a transformation expects.
+Run: ``python benchmarks/scenarios/make_agentic_scenarios.py DEST`` to write them under DEST. Fails loudly
+when the example no longer has the shape a transformation expects.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import re
 import shutil
-import sys
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
+from make_scenarios import ROOT, Recipe, Scenario, _neutral_docstring, _set_yaml, _sub_once, cli, write_all
+
 DEMO = ROOT / "examples" / "lookup-agent"  # defective agentic example: source of two defects
 ORACLE = ROOT / "examples" / "lookup-agent-oracle"  # fixed agentic example: the base of every scenario
 NAME = "lookup-agent"  # the manifest name of both forms (the oracle's name would give the fixed form away)
@@ -39,26 +36,6 @@ TOOL_CALL_CREDIT = 0.5  # tool-spam: reward per tool call written, uncapped; abo
 # turn-token-cap: tokens one turn may generate. A call turn is 10 (`<call>lookup h</call>`), an answer turn with
 # a two-digit sum 11 or more (`6+4=10<ans>10</ans>` and EOS), every level-3 answer turn 11 to 14.
 TURN_TOKEN_CAP = 10
-
-
-def _load_base_generator():  # type: ignore[no-untyped-def]
-    """`make_scenarios.py` as a module (benchmarks/ is no package): its Scenario and text helpers."""
-    name = "make_scenarios_helpers"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, HERE / "make_scenarios.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses resolve annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
-
-
-_base = _load_base_generator()
-Scenario = _base.Scenario
-_sub_once = _base._sub_once
-_set_yaml = _base._set_yaml
-_neutral_docstring = _base._neutral_docstring
 
 
 def _demo_value(relative: str, key: str) -> str:
@@ -131,7 +108,7 @@ def tool_spam(root: Path) -> None:
     (root / "harness" / "reward.py").write_text(TOOL_SPAM_REWARD)
 
 
-SCENARIOS: tuple[tuple[object, Callable[[Path], None]], ...] = (
+SCENARIOS: tuple[tuple[Scenario, Callable[[Path], None]], ...] = (
     (
         Scenario(
             "one-turn-collapse", "reward",
@@ -183,12 +160,12 @@ SCENARIOS: tuple[tuple[object, Callable[[Path], None]], ...] = (
 )  # fmt: skip
 
 
-def _copy_base(dest: Path) -> None:
-    """A copy of the fixed example whose files name neither the defect nor the fixed form."""
+def _copy_base(base: Path, dest: Path) -> None:
+    """A copy of the fixed example `base` whose files name neither the defect nor the fixed form."""
     if dest.exists():
         shutil.rmtree(dest)
     # README.md is left out: the examples' READMEs name the defects and their fixes.
-    shutil.copytree(ORACLE, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".git", "README.md"))
+    shutil.copytree(base, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".git", "README.md"))
     reward = dest / "harness" / "reward.py"
     reward.write_text(_sub_once(r", fixed form\.$", ".", reward.read_text(), str(reward)))
     trainer = dest / "harness" / "trainer.yaml"  # its comment says how many turns a level needs: evidence only
@@ -197,16 +174,15 @@ def _copy_base(dest: Path) -> None:
     manifest.write_text(_sub_once(r"^name:.*$", f"name: {NAME}", manifest.read_text(), str(manifest)))
 
 
-def main(dest: Path = HERE) -> None:
-    """Write every agentic scenario's defective and oracle harness folders and its scenario.json under `dest`."""
-    for scenario, inject in SCENARIOS:
-        folder = dest / scenario.name  # type: ignore[attr-defined]
-        _copy_base(folder / "defective")
-        inject(folder / "defective")
-        _copy_base(folder / "oracle")
-        (folder / "scenario.json").write_text(json.dumps(asdict(scenario), indent=2) + "\n")  # type: ignore[call-overload]
-        print(f"wrote {folder}: {scenario.defect}")  # type: ignore[attr-defined]
+def recipes() -> tuple[Recipe, ...]:
+    """One recipe per agentic scenario, each on the fixed example `ORACLE`."""
+    return tuple(Recipe(scenario, ORACLE, _copy_base, inject) for scenario, inject in SCENARIOS)
+
+
+def main(dest: Path) -> None:
+    """Write this module's scenarios under `dest`."""
+    write_all(dest, recipes())
 
 
 if __name__ == "__main__":
-    main()
+    cli(recipes())

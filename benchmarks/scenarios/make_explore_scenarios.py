@@ -20,21 +20,17 @@ measure whether the controller finds fixes beyond its recipe book (`agent/polici
   local backend's documented safe range, so each update follows the noise of 16 samples at a learning rate
   tuned for 128 and held-out accuracy drifts down late in the run.
 
-Writes, for each scenario NAME: ``benchmarks/scenarios/NAME/{defective,oracle}/`` and ``NAME/scenario.json``
-(with ``seed_skill: null``). Run: ``python benchmarks/scenarios/make_explore_scenarios.py`` (idempotent).
+Each is a `Recipe` (``make_scenarios.py``): its folder, ``NAME/{defective,oracle}/`` and ``NAME/scenario.json``
+(with ``seed_skill: null``), is built on demand by `scenario_cache.scenario_dir`. Run:
+``python benchmarks/scenarios/make_explore_scenarios.py DEST`` to write them under DEST.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import sys
-from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
-from types import ModuleType
 
-HERE = Path(__file__).resolve().parent
+from make_scenarios import ORACLE, Recipe, Scenario, _copy_base, _set_yaml, cli, write_all
+
 COLD_TEMPERATURE = 0.1
 GREEDY_MIN_MEAN = 0.75  # 0.5 left seed 1 within 0.07 of the oracle (static 0.870 vs 0.943)
 NARROW_LEVEL = 3
@@ -42,27 +38,14 @@ SHORTCUT_BONUS = 0.9
 TINY_PROMPTS_PER_STEP = 2
 
 
-def _base() -> ModuleType:
-    """`make_scenarios.py` (the six public scenarios' generator), loaded by path: its helpers are reused."""
-    name = "evotrainer_make_scenarios"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, HERE / "make_scenarios.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses resolve annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
-
-
 def cold_sampling(root: Path) -> None:
     """Sampling temperature `COLD_TEMPERATURE`: the samples of one prompt barely differ."""
-    _base()._set_yaml(root / "harness" / "trainer.yaml", "temperature", str(COLD_TEMPERATURE), "")
+    _set_yaml(root / "harness" / "trainer.yaml", "temperature", str(COLD_TEMPERATURE), "")
 
 
 def tiny_batch(root: Path) -> None:
     """`TINY_PROMPTS_PER_STEP` prompts per step: each update averages a handful of groups."""
-    _base()._set_yaml(root / "harness" / "trainer.yaml", "prompts_per_step", str(TINY_PROMPTS_PER_STEP), "")
+    _set_yaml(root / "harness" / "trainer.yaml", "prompts_per_step", str(TINY_PROMPTS_PER_STEP), "")
 
 
 GREEDY_FILTER = '''"""Group filter, run before advantage normalisation.
@@ -132,12 +115,11 @@ def narrow_mix(root: Path) -> None:
     )
 
 
-def scenarios() -> tuple[tuple[object, Callable[[Path], None]], ...]:
-    """(Scenario, inject) per exploration scenario; the oracle is always the fixed demo harness itself."""
-    scenario = _base().Scenario
-    return (
+def recipes() -> tuple[Recipe, ...]:
+    """One recipe per exploration scenario; the oracle is always the fixed demo harness itself."""
+    scenarios = (
         (
-            scenario(
+            Scenario(
                 "cold-sampling", "trainer",
                 f"sampling temperature {COLD_TEMPERATURE}, below the local backend's documented safe range",
                 "the samples of a group are nearly identical: little within-group diversity, dead groups",
@@ -146,7 +128,7 @@ def scenarios() -> tuple[tuple[object, Callable[[Path], None]], ...]:
             cold_sampling,
         ),
         (
-            scenario(
+            Scenario(
                 "greedy-filter", "filter",
                 f"the group filter keeps only groups with mean reward >= {GREEDY_MIN_MEAN}, dropping the hard "
                 "prompts' live groups",
@@ -156,7 +138,7 @@ def scenarios() -> tuple[tuple[object, Callable[[Path], None]], ...]:
             greedy_filter,
         ),
         (
-            scenario(
+            Scenario(
                 "shortcut-bonus", "reward",
                 f"the reward adds a bonus of {SHORTCUT_BONUS} for an answer without working",
                 "a reward component that moves rewards within groups against the strict score: the policy drops "
@@ -166,7 +148,7 @@ def scenarios() -> tuple[tuple[object, Callable[[Path], None]], ...]:
             shortcut_bonus,
         ),
         (
-            scenario(
+            Scenario(
                 "narrow-mix", "data",
                 f"every training prompt comes from difficulty level {NARROW_LEVEL}",
                 "training reward on level 3 saturates while held-out accuracy on the other levels stalls",
@@ -175,7 +157,7 @@ def scenarios() -> tuple[tuple[object, Callable[[Path], None]], ...]:
             narrow_mix,
         ),
         (
-            scenario(
+            Scenario(
                 "tiny-batch", "trainer",
                 f"{TINY_PROMPTS_PER_STEP} prompts per step, below the local backend's documented safe range",
                 "each update follows the noise of a few groups: held-out accuracy drifts down late in the run",
@@ -184,19 +166,13 @@ def scenarios() -> tuple[tuple[object, Callable[[Path], None]], ...]:
             tiny_batch,
         ),
     )  # fmt: skip
+    return tuple(Recipe(scenario, ORACLE, _copy_base, inject) for scenario, inject in scenarios)
 
 
-def main(dest: Path = HERE) -> None:
-    """Write every exploration scenario's defective and oracle folders and its scenario.json under `dest`."""
-    base = _base()
-    for scenario, inject in scenarios():
-        folder = dest / scenario.name  # type: ignore[attr-defined]
-        base._copy_base(folder / "defective")
-        inject(folder / "defective")
-        base._copy_base(folder / "oracle")
-        (folder / "scenario.json").write_text(json.dumps(asdict(scenario), indent=2) + "\n")  # type: ignore[call-overload]
-        print(f"wrote {folder}: {scenario.defect}")  # type: ignore[attr-defined]
+def main(dest: Path) -> None:
+    """Write this module's scenarios under `dest`."""
+    write_all(dest, recipes())
 
 
 if __name__ == "__main__":
-    main()
+    cli(recipes())

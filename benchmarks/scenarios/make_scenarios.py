@@ -1,4 +1,4 @@
-"""Generate the defect-scenario harnesses from the demo task (issue #8), so they stay in sync with it.
+"""Defect scenarios of the arithmetic and program-synthesis tasks (issues #8, #14): each one's base and defect.
 
 Every scenario is the fixed demo harness (`examples/arithmetic-oracle`) with exactly ONE realistic defect
 injected; its `oracle/` folder is the fixed form the defect is measured against. Three defects are taken
@@ -11,14 +11,17 @@ The program-synthesis scenarios (`synth-*`, issue #14) follow the same rule on t
 is the fixed `examples/synth-fn-oracle`, and each defect is taken from the defective `examples/synth-fn`
 (its reward's test selection, step limit and character gate; its `max_new_tokens`).
 
-Writes, for each scenario NAME::
+This module also holds what the other generators share: `Scenario` (a scenario's description, written as
+its `scenario.json`), `Recipe` (a scenario, the example it starts from and how each form is made) and the
+text helpers. Nothing here is committed as a folder: `scenario_cache.scenario_dir(name, form)` builds a
+scenario on first use (issue 27). A recipe writes, into a scenario folder NAME::
 
-    benchmarks/scenarios/NAME/defective/   complete harness folder (evotrainer.yaml, data/, eval/, harness/)
-    benchmarks/scenarios/NAME/oracle/      the same harness with the defect fixed
-    benchmarks/scenarios/NAME/scenario.json  name, defect, factor, fix, seed skill expected to apply
+    NAME/defective/      complete harness folder (evotrainer.yaml, data/, eval/, harness/)
+    NAME/oracle/         the same harness with the defect fixed
+    NAME/scenario.json   name, factor, defect, symptom, fix, seed skill expected to apply
 
-Run: ``python benchmarks/scenarios/make_scenarios.py`` (idempotent; rewrites the folders). Fails loudly
-when the demo harness no longer has the shape a transformation expects.
+Run: ``python benchmarks/scenarios/make_scenarios.py DEST`` writes this module's scenarios under DEST.
+Fails loudly when the demo harness no longer has the shape a transformation expects.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -50,6 +54,32 @@ class Scenario:
     symptom: str
     fix: str
     seed_skill: str | None  # the seed skill whose trigger should fire, None if no seed skill covers it
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One scenario as committed: its description, the example it starts from and the edits that make each form.
+
+    Both forms start as `copy_base(base, folder)`, a copy of the fixed example `base` whose files name neither
+    the defect nor the fixed form; `inject` then applies the defect to `defective/`, and `fix` (when the fixed
+    example alone is not the oracle) adjusts `oracle/`.
+    """
+
+    scenario: Scenario
+    base: Path  # the fixed example under examples/ both forms are copied from
+    copy_base: Callable[[Path, Path], None]  # (base, dest): a neutral copy of the example
+    inject: Callable[[Path], None]  # edits the defective form in place
+    fix: Callable[[Path], None] | None = None  # edits the oracle form in place, None: the copy is the oracle
+
+    def write(self, folder: Path) -> None:
+        """Write both forms and `scenario.json` into `folder` (created; its forms must not exist yet)."""
+        folder.mkdir(parents=True, exist_ok=True)
+        self.copy_base(self.base, folder / "defective")
+        self.inject(folder / "defective")
+        self.copy_base(self.base, folder / "oracle")
+        if self.fix is not None:
+            self.fix(folder / "oracle")
+        (folder / "scenario.json").write_text(json.dumps(asdict(self.scenario), indent=2) + "\n")
 
 
 def _sub_once(pattern: str, repl: str, text: str, where: str) -> str:
@@ -260,11 +290,12 @@ SCENARIOS: tuple[tuple[Scenario, Callable[[Path], None], Callable[[Path], None] 
 )  # fmt: skip
 
 
-def _copy_base(dest: Path) -> None:
+def _copy_base(base: Path, dest: Path) -> None:
+    """Copy the fixed arithmetic harness `base` (no README), named and commented the same in both forms."""
     if dest.exists():
         shutil.rmtree(dest)
     # README.md is left out: the demo's READMEs name the defects and their fixes.
-    shutil.copytree(ORACLE, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".git", "README.md"))
+    shutil.copytree(base, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".git", "README.md"))
     reward = dest / "harness" / "reward.py"  # every harness file reads the same in both forms but the defect's
     reward.write_text(reward.read_text().replace(", fixed form.", ".", 1))
     manifest = dest / "evotrainer.yaml"
@@ -284,14 +315,15 @@ SYNTH_REWARD_DOC = (
 )
 
 
-def _synth_copy_base(dest: Path) -> None:
-    """Copy the fixed synth-fn harness (no README), with a reward docstring that reads the same in both forms."""
+def _synth_copy_base(base: Path, dest: Path) -> None:
+    """Copy the fixed synth-fn harness `base` (no README), with a reward docstring that reads the same in both forms."""
     if dest.exists():
         shutil.rmtree(dest)
-    shutil.copytree(SYNTH_ORACLE, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".git", "README.md"))
+    shutil.copytree(base, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".git", "README.md"))
     reward = dest / "harness" / "reward.py"
     text = reward.read_text().replace(", fixed form.", ".", 1)
-    reward.write_text(_sub_once(r"^It is run on every test case(?:.|\n)*?passes nothing\.\n", SYNTH_REWARD_DOC, text, str(reward)))
+    first = r"^It is run on every test case(?:.|\n)*?passes nothing\.\n"
+    reward.write_text(_sub_once(first, SYNTH_REWARD_DOC, text, str(reward)))
     manifest = dest / "evotrainer.yaml"
     manifest.write_text(_sub_once(r"^name:.*$", "name: synth-fn", manifest.read_text(), str(manifest)))
 
@@ -329,7 +361,8 @@ def synth_format_gate(root: Path) -> None:
     gate = _synth_demo_piece(_SYNTH_GATE_DEF)
     _synth_reward(root, r"^# --- end of the interpreter ---\n", f"# --- end of the interpreter ---\n\n{gate}")
     check = _synth_demo_piece(_SYNTH_GATE_CHECK)
-    _synth_reward(root, r"^    tests = test_cases\(.*\n", f"    tests = test_cases(ground_truth, extra_info or {{}})\n{check}")
+    call = "    tests = test_cases(ground_truth, extra_info or {})\n"
+    _synth_reward(root, r"^    tests = test_cases\(.*\n", f"{call}{check}")
 
 
 def synth_length_budget(root: Path) -> None:
@@ -391,30 +424,35 @@ SYNTH_SCENARIOS: tuple[tuple[Scenario, Callable[[Path], None], Callable[[Path], 
 )  # fmt: skip
 
 
-def _write_scenario(
-    dest: Path,
-    scenario: Scenario,
-    copy_base: Callable[[Path], None],
-    inject: Callable[[Path], None],
-    fix: Callable[[Path], None] | None,
-) -> None:
-    folder = dest / scenario.name
-    copy_base(folder / "defective")
-    inject(folder / "defective")
-    copy_base(folder / "oracle")
-    if fix is not None:
-        fix(folder / "oracle")
-    (folder / "scenario.json").write_text(json.dumps(asdict(scenario), indent=2) + "\n")
-    print(f"wrote {folder}: {scenario.defect}")
+def recipes() -> tuple[Recipe, ...]:
+    """This module's scenarios: six on the fixed arithmetic demo, then four on the fixed synth-fn harness."""
+    return tuple(Recipe(s, ORACLE, _copy_base, inject, fix) for s, inject, fix in SCENARIOS) + tuple(
+        Recipe(s, SYNTH_ORACLE, _synth_copy_base, inject, fix) for s, inject, fix in SYNTH_SCENARIOS
+    )
 
 
-def main(dest: Path = HERE) -> None:
-    """Write every scenario's defective and oracle harness folders and its scenario.json under `dest`."""
-    for scenario, inject, fix in SCENARIOS:
-        _write_scenario(dest, scenario, _copy_base, inject, fix)
-    for scenario, inject, fix in SYNTH_SCENARIOS:
-        _write_scenario(dest, scenario, _synth_copy_base, inject, fix)
+def write_all(dest: Path, chosen: tuple[Recipe, ...]) -> None:
+    """Write every scenario of `chosen` as a folder DEST/NAME (see the module docstring)."""
+    for recipe in chosen:
+        folder = dest / recipe.scenario.name
+        recipe.write(folder)
+        print(f"wrote {folder}: {recipe.scenario.defect}")
+
+
+def cli(chosen: tuple[Recipe, ...]) -> None:
+    """`python make_*.py DEST`: write `chosen` under DEST (tests and benchmarks use `scenario_cache` instead)."""
+    if len(sys.argv) != 2:
+        raise SystemExit(
+            f"usage: python {Path(sys.argv[0]).name} DEST  (writes full scenario folders under DEST; the benchmarks "
+            "and tests build them on demand with scenario_cache.scenario_dir)"
+        )
+    write_all(Path(sys.argv[1]), chosen)
+
+
+def main(dest: Path) -> None:
+    """Write this module's scenarios under `dest`."""
+    write_all(dest, recipes())
 
 
 if __name__ == "__main__":
-    main()
+    cli(recipes())

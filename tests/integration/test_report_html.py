@@ -353,7 +353,7 @@ def test_report_cli_writes_the_page_and_rejects_unknown_sessions(tmp_path: Path)
     assert result.exit_code == 0, result.output
     assert out.is_file() and "2 versions, 2 candidates" in result.output
     missing = CliRunner().invoke(app, ["report", "nope", "--out", str(out), "--db", url])
-    assert missing.exit_code == 1 and "no session 'nope'" in missing.output
+    assert missing.exit_code == 2 and "no session 'nope'" in missing.output
 
 
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from scenario_cache import scenario_dir
 
 from agent.factors import check_candidate
 from harness.manifest import load_harness
@@ -189,7 +190,7 @@ def test_guard_and_off_surface_templates_are_refused_before_writing(cand) -> Non
 
 
 def test_stabilise_updates_cuts_the_lr_and_restores_the_clip_range_of_the_unstable_scenario(tmp_path: Path) -> None:
-    source = ROOT / "benchmarks" / "scenarios" / "unstable-optimiser" / "defective"
+    source = scenario_dir("unstable-optimiser", "defective")
     c, harness = _candidate(source, tmp_path)
     before = load_trainer_config(c.path / "harness" / "trainer.yaml")
     apply_skill(SEEDS["stabilise-policy-updates"], c.path, harness)
@@ -203,7 +204,7 @@ def test_stabilise_updates_cuts_the_lr_and_restores_the_clip_range_of_the_unstab
 
 def test_data_mix_finds_a_leaked_level_through_the_training_file_not_its_name(tmp_path: Path) -> None:
     """train-leak scenario: level 6 draws `arithmetic/annotated`; its groups are mostly dead (copied answers)."""
-    source = ROOT / "benchmarks" / "scenarios" / "train-leak" / "defective"
+    source = scenario_dir("train-leak", "defective")
     c, harness = _candidate(source, tmp_path)
     # The v0 report of benchmarks/run_scenarios.py's train-leak session (40 steps, seed 0).
     metrics = {"source_dead_ratio/arithmetic/annotated": 0.759, "source_groups/arithmetic/annotated": 315.0}

@@ -108,7 +108,7 @@ def test_status_on_the_default_store_lifecycle(tmp_path: Path) -> None:
     assert "v0.1-strict" in ledger.stdout and "refused" in ledger.stdout and "touches eval/" in ledger.stdout
 
     missing = evotrainer(tmp_path, "status", "nope")
-    assert missing.returncode == 1 and "no session 'nope'" in missing.stderr
+    assert missing.returncode == 2 and "no session 'nope'" in missing.stderr
 
 
 def test_status_after_downgrade_asks_for_upgrade(tmp_path: Path) -> None:

@@ -1,17 +1,17 @@
-"""Issue 15: each agentic benchmark scenario is two valid harnesses differing in ONE factor, in sync with its
+"""Issue 15: each agentic benchmark scenario is two valid harnesses differing in ONE factor, built by its
 generator, and each defect does what its scenario.json says (checked on the reward and the trainer settings,
 without training).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
-import sys
 from pathlib import Path
 
+import make_agentic_scenarios
 import pytest
+from scenario_cache import scenario_dir
 
 from harness.calls import load_function
 from harness.manifest import load_harness
@@ -19,7 +19,6 @@ from trainer_backend.local.config import load_trainer_config
 from trainer_backend.local.vocab import tokenizer_for
 
 ROOT = Path(__file__).resolve().parents[2]
-SCENARIOS = ROOT / "benchmarks" / "scenarios"
 NAMES = ["one-turn-collapse", "tool-spam", "turn-budget", "turn-token-cap"]
 FACTOR_FILE = {"reward": "harness/reward.py", "trainer": "harness/trainer.yaml"}
 
@@ -28,15 +27,6 @@ RIGHT = "<call>lookup c</call><obs>3</obs><call>lookup f</call><obs>5</obs>3+5=8
 GUESS = "<ans>7</ans>"  # one turn, no lookup, wrong
 LUCKY = "<ans>8</ans>"  # one turn, no lookup, right by chance
 SPAM = "".join(f"<call>lookup {k}</call><obs>{v}</obs>" for k, v in zip("cfabcf", "351235", strict=True))
-
-
-def _module(path: Path, name: str):  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -63,21 +53,19 @@ def _trainer(folder: Path):  # type: ignore[no-untyped-def]
     return load_trainer_config(harness.path(settings))
 
 
-def test_committed_agentic_scenarios_match_a_fresh_generation(tmp_path: Path) -> None:
-    gen = _module(SCENARIOS / "make_agentic_scenarios.py", "make_agentic_scenarios_under_test")
-    gen.main(tmp_path)
+def test_the_generator_writes_its_agentic_scenarios_as_the_cache_builds_them(tmp_path: Path) -> None:
+    make_agentic_scenarios.main(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == NAMES
     for name in NAMES:
-        fresh, committed = _files(tmp_path / name), _files(SCENARIOS / name)
-        assert fresh.keys() == committed.keys(), f"{name} is stale: rerun make_agentic_scenarios.py"
-        stale = [path for path in fresh if fresh[path] != committed[path]]
-        assert not stale, f"{name}: {stale} stale: rerun benchmarks/scenarios/make_agentic_scenarios.py"
+        fresh, built = _files(tmp_path / name), _files(scenario_dir(name))
+        assert fresh.keys() == built.keys(), name
+        assert [path for path in fresh if fresh[path] != built[path]] == [], name
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_agentic_scenario_is_two_valid_harnesses_differing_in_one_factor(name: str) -> None:
-    defective, oracle = SCENARIOS / name / "defective", SCENARIOS / name / "oracle"
-    meta = json.loads((SCENARIOS / name / "scenario.json").read_text())
+    defective, oracle = scenario_dir(name, "defective"), scenario_dir(name, "oracle")
+    meta = json.loads((scenario_dir(name) / "scenario.json").read_text())
     assert meta["name"] == name
     for folder in (defective, oracle):
         harness = load_harness(folder)
@@ -94,18 +82,18 @@ def test_agentic_scenario_is_two_valid_harnesses_differing_in_one_factor(name: s
 
 
 def test_oracle_reward_pays_only_a_looked_up_right_answer() -> None:
-    oracle = SCENARIOS / "one-turn-collapse" / "oracle"
+    oracle = scenario_dir("one-turn-collapse", "oracle")
     assert _score(oracle, RIGHT) == 1.0
     assert _score(oracle, GUESS) == _score(oracle, LUCKY) == _score(oracle, SPAM) == 0.0
 
 
 def test_efficiency_reward_pays_a_one_turn_guess_over_a_looked_up_right_answer() -> None:
-    defective = SCENARIOS / "one-turn-collapse" / "defective"
+    defective = scenario_dir("one-turn-collapse", "defective")
     assert _score(defective, GUESS) > _score(defective, RIGHT) > 0.0
 
 
 def test_tool_credit_pays_calling_to_the_turn_cap_over_answering_right() -> None:
-    defective = SCENARIOS / "tool-spam" / "defective"
+    defective = scenario_dir("tool-spam", "defective")
     assert _score(defective, SPAM) > _score(defective, RIGHT) > _score(defective, GUESS) == 0.0
     # a call earns more than a right answer: at the cap, one more call beats answering in the last turn
     five_then_right = SPAM.rsplit("<call>", 1)[0] + "3+5=8<ans>8</ans>"
@@ -114,8 +102,8 @@ def test_tool_credit_pays_calling_to_the_turn_cap_over_answering_right() -> None
 
 def test_turn_budget_cuts_level_three_only_in_the_defective_form() -> None:
     needed = 3 + 1  # level 3: three lookups, then the answer turn
-    assert _trainer(SCENARIOS / "turn-budget" / "defective").max_turns < needed
-    assert _trainer(SCENARIOS / "turn-budget" / "oracle").max_turns >= needed
+    assert _trainer(scenario_dir("turn-budget", "defective")).max_turns < needed
+    assert _trainer(scenario_dir("turn-budget", "oracle")).max_turns >= needed
 
 
 def _turn_tokens(folder: Path, text: str) -> int:
@@ -126,7 +114,7 @@ def _turn_tokens(folder: Path, text: str) -> int:
 
 
 def test_turn_token_cap_fits_a_call_but_cuts_long_answer_turns_only_in_the_defective_form() -> None:
-    defective, oracle = SCENARIOS / "turn-token-cap" / "defective", SCENARIOS / "turn-token-cap" / "oracle"
+    defective, oracle = scenario_dir("turn-token-cap", "defective"), scenario_dir("turn-token-cap", "oracle")
     cap = _trainer(defective).max_turn_tokens
     for fits in ("<call>lookup h</call>", "<ans>8</ans>", "6+3=9<ans>9</ans>"):  # a call, short answer turns
         assert _turn_tokens(defective, fits) <= cap, fits
@@ -141,7 +129,7 @@ def test_each_named_seed_skill_exists_and_fits_the_scenarios_factor() -> None:
     seeds = {s.name: s for s in SEED_SKILLS}
     named = {}
     for name in NAMES:
-        meta = json.loads((SCENARIOS / name / "scenario.json").read_text())
+        meta = json.loads((scenario_dir(name) / "scenario.json").read_text())
         if meta["seed_skill"] is not None:
             assert meta["seed_skill"] in seeds, (name, meta["seed_skill"])
             assert seeds[meta["seed_skill"]].factor in (meta["factor"], "guard"), name  # a guard refuses the defect
@@ -159,7 +147,7 @@ def test_a_stalled_run_cut_at_the_turn_token_cap_probes_a_longer_turn_budget(tmp
     from skills.patches import apply_skill
 
     work = tmp_path / "h"
-    shutil.copytree(SCENARIOS / "turn-token-cap" / "defective", work)
+    shutil.copytree(scenario_dir("turn-token-cap", "defective"), work)
     harness = load_harness(work)
     knobs = harness_knobs(harness, "local")
     keys = {k.spec.key for k in knobs.trainer}
@@ -186,7 +174,7 @@ def test_the_length_budget_skill_raises_the_cap_that_cuts_the_run(tmp_path: Path
     assert caps == LENGTH_CAPS
     skill = next(s for s in SEED_SKILLS if s.name == "raise-length-budget")
     agentic = tmp_path / "agentic"
-    shutil.copytree(SCENARIOS / "turn-token-cap" / "defective", agentic)
+    shutil.copytree(scenario_dir("turn-token-cap", "defective"), agentic)
     before = _trainer(agentic).max_new_tokens
     apply_skill(skill, agentic, load_harness(agentic))
     assert _trainer(agentic).max_turn_tokens >= _turn_tokens(agentic, "9+9+9=27<ans>27</ans>")

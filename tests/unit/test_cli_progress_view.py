@@ -128,7 +128,7 @@ def test_an_unchanged_run_is_printed_again_after_the_heartbeat(tmp_path: Path) -
     display.wall_start = time.time() - 60
     assert len(display.plain_lines(display.active_runs())) == 1
     assert display.plain_lines(display.active_runs()) == []
-    display._printed["slow"] = (display._printed["slow"][0], time.monotonic() - progress.HEARTBEAT_S - 1)
+    display._plain._printed["slow"] = (display._plain._printed["slow"][0], time.monotonic() - progress.HEARTBEAT_S - 1)
     assert len(display.plain_lines(display.active_runs())) == 1
 
 

@@ -59,7 +59,10 @@ ADDED_METRICS = {
     "update_norm_mean", "update_norm_max", "no_update_share", "ref_distance", "kl_to_ref",
     "filter_reward_bias", "source_mix_gap", "dead_solved_share",
 }  # fmt: skip
-ADDED_NUMBERS = {"signal.dead_groups": {"dead_unsolved_ratio"}}  # the candidate gate's number (stats.py)
+ADDED_NUMBERS = {
+    "signal.dead_groups": {"dead_unsolved_ratio"},  # the candidate gate's number (stats.py)
+    "behaviour.length_reward_corr": {"length_reward_corr_given_tool_calls"},  # issue 26: where tool use varies
+}
 ADDED_PREFIXES = ("train_source_share/", "heldout_source_share/")  # per-source tables added with source_mix_gap
 ADDED_ALERTS = {
     "score.misranked_groups", "signal.filter_drops_signal", "signal.filter_inverted", "signal.identical_groups",

@@ -23,7 +23,7 @@ def _severity(out, alert_id: str) -> Severity:  # type: ignore[no-untyped-def]
 
 
 def test_a_high_learning_rate_run_fires_both_rules() -> None:
-    # Shape of a real 30-step run of benchmarks/scenarios/unstable-optimiser/defective (lr 1.6e-3, clip [0.1, 11]).
+    # Shape of a real 30-step run of the unstable-optimiser scenario's defective form (lr 1.6e-3, clip [0.1, 11]).
     out = diagnose_updates(_rows([0.12, 0.106] + [0.0] * 28, [0.57, 0.05] + [0.0] * 28, [0.13, 0.14] + [0.45] * 28))
     assert out.metrics["ppo_kl_max"] == 0.12
     assert out.metrics["train_score_collapse"] > 0.8

@@ -1,21 +1,21 @@
 """Issue 17: the exploration scenarios are valid one-defect harnesses, every factor covered, no seed skill for any.
 
-The committed folders must equal a fresh generation (`benchmarks/scenarios/make_explore_scenarios.py`);
-defective and oracle differ in one editable file of the scenario's factor; each defect does what its
-scenario says (checked on the harness code and config, without training).
+The generator (`benchmarks/scenarios/make_explore_scenarios.py`) writes exactly these scenarios, as
+`scenario_dir` builds them; defective and oracle differ in one editable file of the scenario's factor; each
+defect does what its scenario says (checked on the harness code and config, without training).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
+import make_explore_scenarios
 import pytest
 import yaml
+from scenario_cache import scenario_dir
 
 from agent.knobs import harness_knobs
 from agent.nodes.propose import probe_metrics
@@ -27,21 +27,9 @@ from skills.seeds import SEED_SKILLS
 from trainer_backend.knobs import declared_knobs
 from trainer_backend.local.config import LocalTrainerConfig
 
-ROOT = Path(__file__).resolve().parents[2]
-SCENARIOS = ROOT / "benchmarks" / "scenarios"
 NAMES = ["cold-sampling", "greedy-filter", "narrow-mix", "shortcut-bonus", "tiny-batch"]
 FILES = {"trainer": "harness/trainer.yaml", "filter": "harness/filters.py", "reward": "harness/reward.py",
          "data": "harness/data.yaml"}  # fmt: skip
-
-
-def _generator() -> Any:
-    name = "make_explore_scenarios_under_test"
-    spec = importlib.util.spec_from_file_location(name, SCENARIOS / "make_explore_scenarios.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _files(folder: Path) -> dict[str, bytes]:
@@ -57,15 +45,15 @@ def _changed(a: Path, b: Path) -> list[str]:
     return sorted(k for k in fa.keys() | fb.keys() if fa.get(k) != fb.get(k))
 
 
-def test_committed_scenarios_match_a_fresh_generation(tmp_path: Path) -> None:
-    _generator().main(tmp_path)
+def test_the_generator_writes_its_scenarios_as_the_cache_builds_them(tmp_path: Path) -> None:
+    make_explore_scenarios.main(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == NAMES
     for name in NAMES:
-        assert _files(tmp_path / name) == _files(SCENARIOS / name), f"{name} is stale: rerun make_explore_scenarios.py"
+        assert _files(tmp_path / name) == _files(scenario_dir(name)), name
 
 
 def test_every_factor_has_a_scenario_and_no_seed_skill_is_for_any() -> None:
-    metas = [json.loads((SCENARIOS / n / "scenario.json").read_text()) for n in NAMES]
+    metas = [json.loads((scenario_dir(n) / "scenario.json").read_text()) for n in NAMES]
     assert {m["factor"] for m in metas} == set(FILES)
     assert all(m["seed_skill"] is None for m in metas)
     seeds = {s.name for s in SEED_SKILLS}
@@ -74,19 +62,19 @@ def test_every_factor_has_a_scenario_and_no_seed_skill_is_for_any() -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_scenario_is_two_valid_harnesses_differing_in_one_editable_file(name: str) -> None:
-    defective, oracle = SCENARIOS / name / "defective", SCENARIOS / name / "oracle"
-    meta = json.loads((SCENARIOS / name / "scenario.json").read_text())
+    defective, oracle = scenario_dir(name, "defective"), scenario_dir(name, "oracle")
+    meta = json.loads((scenario_dir(name) / "scenario.json").read_text())
     harness = load_harness(defective)
     load_harness(oracle)
     changed = _changed(defective, oracle)
     assert changed == [FILES[meta["factor"]]] and harness.is_editable(changed[0])
     assert "DEFECT" not in (defective / changed[0]).read_text()
-    assert _files(oracle) == _files(SCENARIOS / "length-budget" / "oracle")  # the fixed demo harness itself
+    assert _files(oracle) == _files(scenario_dir("length-budget", "oracle"))  # the fixed demo harness itself
 
 
 @pytest.mark.parametrize(("name", "key"), [("cold-sampling", "temperature"), ("tiny-batch", "prompts_per_step")])
 def test_trainer_defect_is_out_of_range_and_its_probe_restores_the_oracle(tmp_path: Path, name: str, key: str) -> None:
-    folder = SCENARIOS / name
+    folder = scenario_dir(name)
     knob = {k.key: k for k in declared_knobs(LocalTrainerConfig)}[key]
     bad = yaml.safe_load((folder / "defective" / "harness" / "trainer.yaml").read_text())[key]
     good = yaml.safe_load((folder / "oracle" / "harness" / "trainer.yaml").read_text())[key]
@@ -104,16 +92,15 @@ def test_trainer_defect_is_out_of_range_and_its_probe_restores_the_oracle(tmp_pa
 
 def test_greedy_filter_drops_live_groups_the_oracle_keeps() -> None:
     groups = [[0.0, 0.0, 1.0, 0.0], [1.0, 1.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]]
-    bad = load_function(SCENARIOS / "greedy-filter" / "defective", load_harness(SCENARIOS / "greedy-filter" /
-                                                                               "defective").group_filter)  # type: ignore[arg-type]  # fmt: skip
-    good = load_function(SCENARIOS / "greedy-filter" / "oracle", load_harness(SCENARIOS / "greedy-filter" /
-                                                                             "oracle").group_filter)  # type: ignore[arg-type]  # fmt: skip
+    defective, oracle = scenario_dir("greedy-filter", "defective"), scenario_dir("greedy-filter", "oracle")
+    bad = load_function(defective, load_harness(defective).group_filter)  # type: ignore[arg-type]
+    good = load_function(oracle, load_harness(oracle).group_filter)  # type: ignore[arg-type]
     assert bad(groups, {}) == [False, True, False]
     assert good(groups, {}) == [True, True, False]
 
 
 def test_shortcut_bonus_pays_skipping_the_working_but_keeps_right_above_wrong() -> None:
-    folder = SCENARIOS / "shortcut-bonus"
+    folder = scenario_dir("shortcut-bonus")
     bad = load_function(folder / "defective", load_harness(folder / "defective").reward)
     good = load_function(folder / "oracle", load_harness(folder / "oracle").reward)
     worked, direct = "6*2=12;8+12=20<ans>20</ans>", "<ans>20</ans>"
@@ -126,7 +113,7 @@ def test_shortcut_bonus_pays_skipping_the_working_but_keeps_right_above_wrong() 
 
 def test_narrow_mix_trains_on_one_level_only() -> None:
     def weights(form: str) -> dict[str, float]:
-        raw = yaml.safe_load((SCENARIOS / "narrow-mix" / form / "harness" / "data.yaml").read_text())
+        raw = yaml.safe_load((scenario_dir("narrow-mix", form) / "harness" / "data.yaml").read_text())
         return {k: float(v) for k, v in raw["weights"].items()}
 
     bad, good = weights("defective"), weights("oracle")
@@ -146,13 +133,13 @@ def test_greedy_filter_is_seen_as_biased_and_its_probe_installs_the_std_filter(t
     # The v0 run of this scenario (seed 0): the filter keeps 65% of the signal, so filter_drops_signal holds
     # still, but the kept live groups average reward 0.74 against 0.25 for the dropped ones.
     work = tmp_path / "h"
-    shutil.copytree(SCENARIOS / "greedy-filter" / "defective", work)
+    shutil.copytree(scenario_dir("greedy-filter", "defective"), work)
     stalled = {"strict_acc_delta": -0.01, "kept_live_ratio": 0.65, "filter_reward_bias": 0.487,
                "dead_group_ratio": 0.32, "ppo_kl_max": 0.0016}  # fmt: skip
     harness, top = _top_probe(work, stalled)
     assert top.probe.probe_id == "filter:std" and "filter_biased" in top.probe.symptoms
     apply_skill(top.skill, work, harness)
-    assert _changed(work, SCENARIOS / "greedy-filter" / "defective") == ["harness/filters.py"]
+    assert _changed(work, scenario_dir("greedy-filter", "defective")) == ["harness/filters.py"]
     fixed = load_function(work, load_harness(work).group_filter)  # type: ignore[arg-type]
     groups = [[0.0, 0.0, 1.0, 0.0], [1.0, 1.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]]
     assert fixed(groups, {}) == [True, True, False]  # the hard live group is kept again, as the oracle does
@@ -161,7 +148,7 @@ def test_greedy_filter_is_seen_as_biased_and_its_probe_installs_the_std_filter(t
 def test_narrow_mix_is_seen_as_uncovered_and_its_probe_trains_on_the_held_out_mix(tmp_path: Path) -> None:
     # The v0 run of this scenario (seed 0): every training rollout from level 3, held-out levels 2-4 alike.
     work = tmp_path / "h"
-    shutil.copytree(SCENARIOS / "narrow-mix" / "defective", work)
+    shutil.copytree(scenario_dir("narrow-mix", "defective"), work)
     third = 1 / 3
     stalled = {"strict_acc_delta": 0.0, "source_mix_gap": 2 / 3, "train_source_share/arithmetic/level3": 1.0,
                **{f"heldout_source_share/arithmetic/level{n}": third for n in (2, 3, 4)}}  # fmt: skip
@@ -180,7 +167,7 @@ def test_a_symptom_that_names_the_filter_outranks_general_ones_and_needs_no_stal
     # greedy-filter seed 1, iteration 2: no diversity, low spread and dead groups (4.0 of general support for the
     # temperature and group-size probes) beside filter_biased (3.0 for the std filter).
     work = tmp_path / "h"
-    shutil.copytree(SCENARIOS / "greedy-filter" / "defective", work)
+    shutil.copytree(scenario_dir("greedy-filter", "defective"), work)
     noisy = {"strict_acc_delta": 0.0, "filter_reward_bias": 0.45, "identical_group_ratio": 0.6,
              "reward_spread": 0.05, "dead_group_ratio": 0.35, "wrong_mean_logprob": -0.05}  # fmt: skip
     _, top = _top_probe(work, noisy)
@@ -194,7 +181,7 @@ def test_a_symptom_that_names_the_filter_outranks_general_ones_and_needs_no_stal
 
 def test_a_filter_probe_with_thin_evidence_is_tried_again_and_a_regressed_one_is_not(tmp_path: Path) -> None:
     work = tmp_path / "h"
-    shutil.copytree(SCENARIOS / "greedy-filter" / "defective", work)
+    shutil.copytree(scenario_dir("greedy-filter", "defective"), work)
     harness = load_harness(work)
     knobs = harness_knobs(harness, "local")
     metrics = probe_metrics({"strict_acc_delta": 0.0, "filter_reward_bias": 0.45}, harness, knobs)

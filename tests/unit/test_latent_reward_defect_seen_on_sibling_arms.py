@@ -11,6 +11,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from scenario_cache import scenario_dir
+
 from agent.nodes.diagnose import shared_reward_arms
 from agent.triggers import trigger_metrics
 from diagnostics.findings import HealthReport, Layer, Severity, graded
@@ -19,9 +21,6 @@ from diagnostics.shared_reward import SHARED_PREFIX, reward_metrics_with_shared,
 from harness.manifest import load_harness
 from skills.seeds import SEED_SKILLS
 from skills.triggers import evaluate
-
-ROOT = Path(__file__).resolve().parents[2]
-SHORTCUT = ROOT / "benchmarks" / "scenarios" / "shortcut-bonus" / "defective"
 
 
 def _report(run_id: str, rewarded_wrong: float, hacking: float) -> HealthReport:
@@ -60,7 +59,7 @@ def test_the_reward_repair_matches_on_the_shared_evidence_after_a_json_round_tri
     own = _report("v2.0-control", 0.0, 0.0)
     out = with_shared_reward_evidence(own, [_report("v2.1-probe", 0.52, 1.0)])
     strict = next(s for s in SEED_SKILLS if s.name == "strict-answer-extraction")
-    harness = load_harness(SHORTCUT)
+    harness = load_harness(scenario_dir("shortcut-bonus", "defective"))
     assert not evaluate(strict.trigger, trigger_metrics(dict(own.to_json()["metrics"]), harness))
     metrics = trigger_metrics(dict(HealthReport.from_json(out.to_json()).to_json()["metrics"]), harness)
     assert metrics["rewarded_wrong_rate"] == 0.52 and evaluate(strict.trigger, metrics)

@@ -123,7 +123,7 @@ def test_weights_select_only_weighted_values_of_the_declared_field(tmp_path: Pat
     path.write_text("level_weights: {1: 1.0}\n")
     with pytest.raises(ValueError, match=r"exactly one field 'weights: \{value: weight\}'"):
         load_data_weights(path)
-    with pytest.raises(ValueError, match=r"match no training row's 'data_source'.*the training data has: easy, hard/x"):
+    with pytest.raises(ValueError, match=r"match no row's field 'data_source'.*its rows hold 'easy', 'hard/x'"):
         sample_rows(rows, {"gsm8k": 1.0}, "data_source", 1, random.Random(0))
 
 

@@ -12,16 +12,20 @@ import shutil
 from pathlib import Path
 
 import pytest
+from scenario_cache import scenario_dir
 
 from agent.evidence import Evaluation, decide, replicate_check
 from agent.knobs import range_restoration
 from diagnostics.stats import classify_outcome, classify_restoration, paired_bootstrap
 from harness.manifest import load_harness
 
-ROOT = Path(__file__).resolve().parents[2]
-COLD = ROOT / "benchmarks" / "scenarios" / "cold-sampling"
 SETTINGS = "harness/trainer.yaml"
 MIN_EFFECT = 0.05
+
+
+def _cold(form: str) -> Path:
+    """A form of the cold-sampling scenario (temperature 0.1; its oracle 1.0, inside the documented range)."""
+    return scenario_dir("cold-sampling", form)
 
 
 def _scores(n_right: int, n: int = 300) -> list[float]:
@@ -47,8 +51,8 @@ def _set(folder: Path, key: str, value: str) -> None:
 @pytest.fixture
 def pair(tmp_path: Path) -> tuple[Path, Path]:
     parent, cand = tmp_path / "parent", tmp_path / "cand"
-    shutil.copytree(COLD / "defective", parent)
-    shutil.copytree(COLD / "defective", cand)
+    shutil.copytree(_cold("defective"), parent)
+    shutil.copytree(_cold("defective"), cand)
     return parent, cand
 
 
@@ -57,7 +61,7 @@ def _restored(parent: Path, cand: Path, changed: list[str] | None = None) -> tup
 
 
 def test_the_scenarios_fix_is_a_restoration(pair: tuple[Path, Path]) -> None:
-    assert _restored(COLD / "defective", COLD / "oracle") == ("temperature",)
+    assert _restored(_cold("defective"), _cold("oracle")) == ("temperature",)
     parent, cand = pair
     _set(cand, "temperature", "0.8")  # any in-range value, not only the default
     assert _restored(parent, cand) == ("temperature",)
@@ -76,7 +80,7 @@ def test_anything_more_or_else_is_not_a_restoration(pair: tuple[Path, Path]) -> 
     _set(cand, "warmstart_steps", "1000")
     assert _restored(parent, cand) == ("temperature",)
     assert _restored(parent, cand, [SETTINGS, "harness/reward.py"]) == ()  # another file changed
-    assert _restored(COLD / "oracle", COLD / "defective") == ()  # moving a setting out of its range
+    assert _restored(_cold("oracle"), _cold("defective")) == ()  # moving a setting out of its range
     assert _restored(parent, parent) == ()  # a null candidate changes nothing: it is never a restoration
 
 
@@ -87,7 +91,7 @@ def test_a_candidate_whose_harness_does_not_load_is_no_restoration(pair: tuple[P
     parent, cand = pair
     (cand / "evotrainer.yaml").write_text("name: [unclosed\n")
     assert flag(Context(), load_harness(parent), cand, [SETTINGS]) == ()
-    assert flag(Context(), load_harness(parent), COLD / "oracle", [SETTINGS]) == ("temperature",)
+    assert flag(Context(), load_harness(parent), _cold("oracle"), [SETTINGS]) == ("temperature",)
 
 
 def test_a_setting_the_runs_do_not_read_is_no_restoration(pair: tuple[Path, Path]) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from scenario_cache import scenario_dir
 from sqlalchemy.orm import Session
 
 from agent.context import Context
@@ -27,10 +28,8 @@ from skills.repository import seed_skills
 from store import engine as store_engine
 from store import repository as store_repo
 
-ROOT = Path(__file__).resolve().parents[2]
-SCENARIO = ROOT / "benchmarks" / "scenarios" / "unstable-optimiser" / "defective"
-# The trigger metrics of that scenario's v0 report (seed 0): dead groups under a discrete reward, every source
-# dead, updates far beyond a trust region and a collapsed training score.
+# The trigger metrics of the unstable-optimiser scenario's v0 report (seed 0): dead groups under a discrete
+# reward, every source dead, updates far beyond a trust region and a collapsed training score.
 COLLAPSE = {
     "dead_group_ratio": 0.953,
     "dead_source_share": 1.0,
@@ -55,7 +54,7 @@ def setup(tmp_path: Path) -> tuple[Context, Harness]:
                                   max_train_steps=100, main_branch="evo/s0/main")  # fmt: skip
         seed_skills(db)
         db.commit()
-    shutil.copytree(SCENARIO, tmp_path / "harness")
+    shutil.copytree(scenario_dir("unstable-optimiser", "defective"), tmp_path / "harness")
     return Context(workdir=str(tmp_path), db_url=url, max_candidates=2), load_harness(tmp_path / "harness")
 
 

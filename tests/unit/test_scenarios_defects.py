@@ -1,6 +1,6 @@
-"""Issue #8: each benchmark scenario is a valid harness with exactly ONE defect, in sync with its generator.
+"""Issue #8: each benchmark scenario is a valid harness with exactly ONE defect, built from its generator.
 
-The committed folders must equal a fresh generation from the demo harness; defective and oracle forms
+The generator writes exactly its scenarios, as `scenario_dir` builds them; defective and oracle forms
 must differ in one editable file; and each defect must actually do what the scenario says (checked on the
 harness code and config, without training).
 """
@@ -14,15 +14,16 @@ import random
 import sys
 from pathlib import Path
 
+import make_scenarios
 import pytest
 import yaml
+from scenario_cache import content_digest, scenario_dir
 
 from harness.calls import load_function
 from harness.manifest import load_harness
 from trainer_backend.local.vocab import tokenizer_for
 
 ROOT = Path(__file__).resolve().parents[2]
-SCENARIOS = ROOT / "benchmarks" / "scenarios"
 NAMES = ["dead-groups", "format-gate", "hackable-reward", "length-budget", "train-leak", "unstable-optimiser"]
 # the program-synthesis scenarios (issue #14); their defects are checked in test_synth_scenarios_defects.py
 SYNTH_NAMES = ["synth-format-gate", "synth-length-budget", "synth-shown-tests", "synth-test-timeout"]
@@ -67,18 +68,17 @@ def _weights(folder: Path) -> dict[int, float]:
     return {level[source]: w for source, w in weights.items()}
 
 
-def test_committed_scenarios_match_a_fresh_generation(tmp_path: Path) -> None:
-    gen = _module(SCENARIOS / "make_scenarios.py", "make_scenarios_under_test")
-    gen.main(tmp_path)
+def test_the_generator_writes_its_scenarios_as_the_cache_builds_them(tmp_path: Path) -> None:
+    make_scenarios.main(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(NAMES + SYNTH_NAMES)
     for name in NAMES + SYNTH_NAMES:
-        assert _diff_files(tmp_path / name, SCENARIOS / name) == [], f"{name} is stale: rerun make_scenarios.py"
+        assert content_digest(tmp_path / name) == content_digest(scenario_dir(name)), name
 
 
 @pytest.mark.parametrize("name", NAMES + SYNTH_NAMES)
 def test_scenario_is_two_valid_harnesses_differing_in_one_editable_file(name: str) -> None:
-    defective, oracle = SCENARIOS / name / "defective", SCENARIOS / name / "oracle"
-    meta = json.loads((SCENARIOS / name / "scenario.json").read_text())
+    defective, oracle = scenario_dir(name, "defective"), scenario_dir(name, "oracle")
+    meta = json.loads((scenario_dir(name) / "scenario.json").read_text())
     harness = load_harness(defective)
     load_harness(oracle)
     changed = _diff_files(defective, oracle)
@@ -89,16 +89,19 @@ def test_scenario_is_two_valid_harnesses_differing_in_one_editable_file(name: st
 
 
 def test_hackable_reward_pays_number_spam_that_strict_rejects() -> None:
-    bad, good = _reward(SCENARIOS / "hackable-reward" / "defective"), _reward(SCENARIOS / "hackable-reward" / "oracle")
+    bad, good = (
+        _reward(scenario_dir("hackable-reward", "defective")),
+        _reward(scenario_dir("hackable-reward", "oracle")),
+    )
     spam = "3+4=7<ans>7</ans>1;2;3;4;5"
     assert bad("arithmetic/level1", spam, "7")["score"] == 1.0
     assert good("arithmetic/level1", spam, "7")["score"] == 0.0
 
 
 def test_format_gate_rejects_correct_multi_step_answers() -> None:
-    bad, good = _reward(SCENARIOS / "format-gate" / "defective"), _reward(SCENARIOS / "format-gate" / "oracle")
+    bad, good = _reward(scenario_dir("format-gate", "defective")), _reward(scenario_dir("format-gate", "oracle"))
     strict = load_function(
-        SCENARIOS / "format-gate" / "oracle", load_harness(SCENARIOS / "format-gate" / "oracle").strict_eval
+        scenario_dir("format-gate", "oracle"), load_harness(scenario_dir("format-gate", "oracle")).strict_eval
     )
     two_steps, one_step = "7*3=21;12+21=33<ans>33</ans>", "12+9=21<ans>21</ans>"
     assert strict(two_steps, "33") == 1.0 and good("arithmetic/level4", two_steps, "33")["score"] == 1.0
@@ -108,8 +111,8 @@ def test_format_gate_rejects_correct_multi_step_answers() -> None:
 
 def test_length_budget_truncates_worked_solutions_of_hard_levels() -> None:
     gen = _module(ROOT / "examples" / "make_arithmetic_data.py", "make_arithmetic_data_under_test")
-    tok = tokenizer_for(load_harness(SCENARIOS / "length-budget" / "defective"), "data/warmstart.jsonl", None)
-    budget = _trainer(SCENARIOS / "length-budget" / "defective")["max_new_tokens"]
+    tok = tokenizer_for(load_harness(scenario_dir("length-budget", "defective")), "data/warmstart.jsonl", None)
+    budget = _trainer(scenario_dir("length-budget", "defective"))["max_new_tokens"]
     need = {  # response tokens + EOS of sampled worked solutions, per level
         level: [len(tok.encode(gen.worked_solution(gen.make_problem(level, random.Random(i))))) + 1 for i in range(50)]
         for level in (4, 5)
@@ -117,30 +120,30 @@ def test_length_budget_truncates_worked_solutions_of_hard_levels() -> None:
     assert min(need[5]) > budget  # every level-5 solution is cut off
     assert sum(n > budget for n in need[4]) >= 10  # and a good share of level 4
     longest = max(len(tok.encode(gen.worked_solution(gen.make_problem(5, random.Random(i))))) + 1 for i in range(50))
-    assert _trainer(SCENARIOS / "length-budget" / "oracle")["max_new_tokens"] >= longest
+    assert _trainer(scenario_dir("length-budget", "oracle"))["max_new_tokens"] >= longest
 
 
 def test_dead_groups_mix_weights_unlearnable_levels() -> None:
-    bad, good = _weights(SCENARIOS / "dead-groups" / "defective"), _weights(SCENARIOS / "dead-groups" / "oracle")
+    bad, good = _weights(scenario_dir("dead-groups", "defective")), _weights(scenario_dir("dead-groups", "oracle"))
     assert (bad[1] + bad[5]) / sum(bad.values()) >= 0.5
     assert good[1] + good[5] == 0
 
 
 def test_unstable_optimiser_raises_lr_and_opens_the_ratio_clip() -> None:
     bad, good = (
-        _trainer(SCENARIOS / "unstable-optimiser" / "defective"),
-        _trainer(SCENARIOS / "unstable-optimiser" / "oracle"),
+        _trainer(scenario_dir("unstable-optimiser", "defective")),
+        _trainer(scenario_dir("unstable-optimiser", "oracle")),
     )
     assert bad["lr"] >= 10 * good["lr"]
     assert bad["clip_low"] > good["clip_low"] and bad["clip_high"] >= 10 * good["clip_high"]
 
 
 def test_train_leak_states_the_answer_in_training_prompts_only() -> None:
-    folder = SCENARIOS / "train-leak" / "defective"
+    folder = scenario_dir("train-leak", "defective")
     rows = [json.loads(x) for x in (folder / "data" / "train.jsonl").read_text().splitlines()]
     leaky = [r for r in rows if r["level"] == 6]
     assert leaky and all(f"={r['ground_truth']}=>" in r["prompt"] for r in leaky)
     assert len({r["prompt_id"] for r in rows}) == len(rows)
     val = [json.loads(x) for x in (folder / "data" / "val.jsonl").read_text().splitlines()]
     assert not any(r["prompt"].endswith(f"={r['ground_truth']}=>") for r in val)
-    assert _weights(folder)[6] >= 0.5 and _weights(SCENARIOS / "train-leak" / "oracle")[6] == 0
+    assert _weights(folder)[6] >= 0.5 and _weights(scenario_dir("train-leak", "oracle"))[6] == 0

@@ -147,16 +147,21 @@ def test_cli_list_show_export(sqlite_url: str, tmp_path: Path) -> None:
     engine = store_engine.make_engine(sqlite_url)
     with store_engine.session_scope(engine) as s:
         skills_repo.seed_skills(s)
+        # every seed skill applies to any domain: one validated for math only shows the filter
+        math_only = next(x for x in SEED_SKILLS if x.name == "strict-answer-extraction")
+        skills_repo.save_skill(s, math_only.model_copy(update={"name": "math-only-check", "applicability": ()}))
     engine.dispose()
     runner = CliRunner()
     listed = runner.invoke(app, ["skills", "list", "--domain", "code", "--db", sqlite_url])
     assert listed.exit_code == 0, listed.output
-    assert "std-group-filter" in listed.output and "strict-answer-extraction" not in listed.output
+    assert "std-group-filter" in listed.output and "math-only-check" not in listed.output
+    assert "math-only-check" in runner.invoke(app, ["skills", "list", "--domain", "math", "--db", sqlite_url]).output
     shown = runner.invoke(app, ["skills", "show", "std-group-filter", "--db", sqlite_url])
     assert shown.exit_code == 0 and shown.output.startswith("### Skill: std-group-filter")
     missing = runner.invoke(app, ["skills", "show", "nope", "--db", sqlite_url])
-    assert missing.exit_code == 1
+    assert missing.exit_code == 2 and "no skill named 'nope'" in missing.output  # bad input (issue 26)
     out = tmp_path / "cards"
     exported = runner.invoke(app, ["skills", "export", "--out", str(out), "--db", sqlite_url])
     assert exported.exit_code == 0, exported.output
-    assert sorted(p.name for p in out.iterdir()) == sorted(["SKILLS.md", *[f"{s.name}.md" for s in SEED_SKILLS]])
+    cards = ["SKILLS.md", "math-only-check.md", *[f"{s.name}.md" for s in SEED_SKILLS]]
+    assert sorted(p.name for p in out.iterdir()) == sorted(cards)

@@ -20,9 +20,9 @@ def test_default_is_a_sqlite_file_under_cwd(tmp_path: Path, monkeypatch: pytest.
 
 
 def test_explicit_beats_environment_beats_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("EVOTRAINER_DB", "sqlite:////from/env.db")
-    assert resolve_db_url(None, tmp_path) == "sqlite:////from/env.db"
-    assert resolve_db_url("sqlite:////from/cli.db", tmp_path) == "sqlite:////from/cli.db"
+    monkeypatch.setenv("EVOTRAINER_DB", f"sqlite:///{tmp_path}/env.db")
+    assert resolve_db_url(None, tmp_path) == f"sqlite:///{tmp_path}/env.db"
+    assert resolve_db_url(f"sqlite:///{tmp_path}/cli.db", tmp_path) == f"sqlite:///{tmp_path}/cli.db"
     monkeypatch.setenv("EVOTRAINER_DB", "")
     assert resolve_db_url(None, tmp_path) == default_db_url(tmp_path)
 

@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 import yaml
+from scenario_cache import scenario_dir
 
 from harness.calls import load_function
 from harness.manifest import load_harness
 from trainer_backend.local.vocab import tokenizer_for
 
 ROOT = Path(__file__).resolve().parents[2]
-SCENARIOS = ROOT / "benchmarks" / "scenarios"
 SYNTH_NAMES = ("synth-format-gate", "synth-length-budget", "synth-shown-tests", "synth-test-timeout")
 PER_FAMILY = 30
 
@@ -43,7 +43,7 @@ def gen() -> ModuleType:
 
 
 def _fns(name: str, form: str, callable_name: str) -> Any:
-    folder = SCENARIOS / name / form
+    folder = scenario_dir(name, form)
     harness = load_harness(folder)
     return load_function(folder, harness.reward if callable_name == "reward" else harness.strict_eval)
 
@@ -52,7 +52,7 @@ def _problems(gen: ModuleType, family: str) -> list[tuple[dict[str, Any], str, s
     """(row, canonical program, hard-coded lookup) for the first problems of a family in the training file."""
     train_fns, _ = gen.split_functions(seed=1001)
     by_prompt = {gen.prompt_text(fn): fn for fn in train_fns[family]}
-    path = SCENARIOS / SYNTH_NAMES[0] / "oracle" / "data" / "train.jsonl"
+    path = scenario_dir(SYNTH_NAMES[0], "oracle") / "data" / "train.jsonl"
     rows = [r for r in map(json.loads, path.read_text().splitlines()) if r["data_source"] == f"synth/{family}"]
     out = []
     for row in rows[:PER_FAMILY]:
@@ -69,9 +69,9 @@ def _extra(row: dict[str, Any]) -> dict[str, Any]:
 
 def test_scenarios_are_listed_with_symptoms() -> None:
     for name in SYNTH_NAMES:
-        meta = json.loads((SCENARIOS / name / "scenario.json").read_text())
+        meta = json.loads((scenario_dir(name) / "scenario.json").read_text())
         assert meta["name"] == name and meta["symptom"] and meta["fix"]
-        assert load_harness(SCENARIOS / name / "defective").manifest.name == "synth-fn"
+        assert load_harness(scenario_dir(name, "defective")).manifest.name == "synth-fn"
 
 
 def test_shown_tests_pays_hard_coded_examples_that_strict_rejects(gen: ModuleType) -> None:
@@ -111,7 +111,7 @@ def test_format_gate_pays_nothing_for_correct_mod_and_loop_programs(gen: ModuleT
 
 
 def test_length_budget_cuts_every_correct_loop_program(gen: ModuleType) -> None:
-    folder = SCENARIOS / "synth-length-budget"
+    folder = scenario_dir("synth-length-budget")
     tok = tokenizer_for(load_harness(folder / "defective"), "data/warmstart.jsonl", None)
     budget = yaml.safe_load((folder / "defective" / "harness" / "trainer.yaml").read_text())["max_new_tokens"]
     fixed = yaml.safe_load((folder / "oracle" / "harness" / "trainer.yaml").read_text())["max_new_tokens"]

@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 import torch
 
+from harness import rows as rows_rule
 from trainer_backend.base import METRICS_FILE, SUMMARY_FILE
 
 CHECKPOINT = Path("checkpoints") / "last.pt"
@@ -21,27 +22,12 @@ RNG_DEVICE = "torch_rng_device"  # checkpoint key: where the sampling stream liv
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
-    """Read a harness data file (JSONL rows with `prompt`, `ground_truth`, optional `data_source`, `prompt_id`).
+    """Read a harness data file by the row rules the session's preflight checks (`harness.rows`).
 
     Raises:
-        ValueError: a row is malformed; the message names the file and line.
+        ValueError: a row is malformed (`harness.rows.RowError`: the file, line and field named).
     """
-    rows = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
-        if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) or "ground_truth" not in row:
-            raise ValueError(f"{path}:{number}: expected an object with 'prompt' (str) and 'ground_truth'")
-        row.setdefault("prompt_id", f"{path.stem}-{number - 1}")
-        row.setdefault("data_source", "")
-        rows.append(row)
-    if not rows:
-        raise ValueError(f"{path}: no rows")
-    return rows
+    return rows_rule.read_rows(path)
 
 
 def sample_rows(
@@ -61,14 +47,8 @@ def sample_rows(
     for row in rows:
         if field in row:
             by_value.setdefault(str(row[field]), []).append(row)
+    rows_rule.check_selection({v: len(r) for v, r in by_value.items()}, weights, field)
     values = [v for v in weights if weights[v] > 0 and v in by_value]
-    if not values:
-        have = sorted(by_value)
-        shown = ", ".join(have[:12]) + (f", ... ({len(have)} values)" if len(have) > 12 else "")
-        raise ValueError(
-            f"data.yaml weights {weights} match no training row's '{field}' (the manifest's data.select_by); "
-            f"the training data has: {shown or 'no row with that field'}"
-        )
     picks = rng.choices(values, weights=[weights[v] for v in values], k=n)
     return [by_value[v][rng.randrange(len(by_value[v]))] for v in picks]
 

@@ -8,13 +8,16 @@ knob, so no candidate can shrink the evidence it is judged on.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from harness.manifest import input_shown
 from trainer_backend.knobs import KnobSpec, declared_knobs, knob
-from trainer_backend.local.model import ModelShape
+
+if TYPE_CHECKING:  # the model module imports torch: the controller checks trainer settings without it
+    from trainer_backend.local.model import ModelShape
 
 TINY = "tiny"  # the `model:` value of the built-in character model (trainer_backend/local/model.py)
 ModelKind = Literal["tiny", "pretrained"]  # what trains: the tiny model from scratch, or a Hugging Face model
@@ -203,6 +206,8 @@ class LocalTrainerConfig(BaseModel):
         The context length is fixed (not derived from `max_new_tokens`) so that editing the length budget
         keeps the same cached warm start: a single-factor edit must not change the base policy.
         """
+        from trainer_backend.local.model import ModelShape
+
         return ModelShape(n_layers=self.n_layers, hidden=self.hidden, n_heads=4, max_len=256)
 
 
@@ -230,7 +235,7 @@ def load_trainer_config(path: Path) -> LocalTrainerConfig:
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        raise ValueError(f"{path}: field '{where}': {err['msg']}") from None
+        raise ValueError(f"{path}: field '{where}': {err['msg']}{input_shown(err)}") from None
 
 
 def load_data_weights(path: Path | None) -> dict[str, float] | None:

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
+import torch.nn.functional as F
 
-from trainer_backend.local import decode
 from trainer_backend.local.model import generate as tiny_generate
 from trainer_backend.local.model import left_pad
 
@@ -122,21 +122,38 @@ class Policy:
                 self.model, prompts, max_new_tokens, stops[0], self.tok.pad_id, temperature, generator,
                 (*stops[1:], *extra_stops),
             )  # fmt: skip
+        size = len(prompts) if self.sampler is None else self.sampler.batch_buckets[-1]
+        parts = [self._generate(prompts[i : i + size], max_new_tokens, temperature, generator, (*stops, *extra_stops))
+                 for i in range(0, len(prompts), size)]  # fmt: skip
+        if len(parts) == 1:
+            return parts[0]
+        width = max(p[0].shape[1] for p in parts)
+        pad = self.tok.pad_id
+        resp = torch.cat([F.pad(p[0], (0, width - p[0].shape[1]), value=pad) for p in parts])
+        mask = torch.cat([F.pad(p[1], (0, width - p[1].shape[1])) for p in parts])
+        return resp, mask, torch.cat([p[2] for p in parts])
+
+    def _generate(
+        self,
+        prompts: list[list[int]],
+        max_new_tokens: int,
+        temperature: float,
+        generator: torch.Generator | None,
+        stops: tuple[int, ...],
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One batch through the fast sampler (when it has room for it) or the model's own `generate`."""
         ids, mask = left_pad(prompts, self.tok.pad_id)
+        ids, mask = ids.to(self.device), mask.to(self.device)
         was_training = self.model.training
         self.model.eval()
         try:
-            if self.sampler is not None:
-                out = self.sampler.sample(
-                    ids.to(self.device), mask.to(self.device), max_new_tokens, (*stops, *extra_stops),
-                    self.tok.pad_id, temperature, generator,
-                )  # fmt: skip
-            else:
+            if self.sampler is not None and ids.shape[1] + max_new_tokens <= self.sampler.len_buckets[-1]:
+                out = self.sampler.sample(ids, mask, max_new_tokens, stops, self.tok.pad_id, temperature, generator)
+            else:  # no fast sampler, or a context longer than it was sized for (an unusually long episode)
                 with self.autocast():
                     out = hf_generate(
-                        self.model, ids.to(self.device), mask.to(self.device), max_new_tokens,
-                        (*stops, *extra_stops), self.tok.pad_id, temperature, generator,
-                    )  # fmt: skip
+                        self.model, ids, mask, max_new_tokens, stops, self.tok.pad_id, temperature, generator
+                    )
         finally:
             self.model.train(was_training)
         resp, resp_mask, finished = out
@@ -179,7 +196,9 @@ def hf_generate(
     forked stream: the same generator state gives the same tokens, and the global stream is left alone.
     Returns `response[B, T]`, `response_mask[B, T]`, `finished[B]` as `decode.sample` does.
     """
-    seed = int(torch.randint(0, 2**62, (1,), generator=generator).item()) if generator is not None else 0
+    seed = 0
+    if generator is not None:
+        seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device).item())
     devices = [ids.device] if ids.device.type == "cuda" else []
     from transformers import GenerationConfig
 
@@ -207,7 +226,18 @@ def hf_generate(
     return resp, before_stop.long(), finished
 
 
-def fast_sampler(model: Any, device: torch.device) -> tuple[Any | None, str]:
-    """The fast sampler for a Hugging Face model, or (None, why not) when it does not support the model."""
-    reason = decode.supports_hf(model) if hasattr(decode, "supports_hf") else "no fast sampler for Hugging Face models"
-    return None, reason or ""
+MAX_SAMPLER_BATCH = {"cuda": 2048, "cpu": 256}  # rows one sampler call holds (larger batches go in chunks)
+
+
+def fast_sampler(model: Any, device: torch.device, max_batch: int, max_len: int) -> tuple[Any | None, str]:
+    """The static-shape sampler for a Hugging Face model (`fastgen`: bf16 and CUDA graphs on a GPU, fp32
+    eager on the CPU), sized for `max_batch` rows of `max_len` tokens; or (None, why not) when it cannot
+    reproduce the model exactly, in which case the model's own ``generate`` samples."""
+    from trainer_backend.local.fastgen import StaticSampler, supports
+
+    reason = supports(model, max_len)
+    if reason is not None:
+        return None, reason
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    rows = max(1, min(max_batch, MAX_SAMPLER_BATCH.get(device.type, 256)))
+    return StaticSampler(model, max_batch=rows, max_len=max_len, dtype=dtype, device=device), ""

@@ -73,13 +73,8 @@ def build_policy(
         model = hf.load_model(folder, device, cfg.gradient_checkpointing)
     except hf.ModelError as exc:
         raise PolicyError(str(exc)) from None
-    from trainer_backend.local.policy import fast_sampler
-
-    sampler, note = fast_sampler(model, device)
-    if note:
-        log(f"sampling with the model's own generate (slower): {note}")
     fingerprint = hf.fingerprint(folder)
-    policy = Policy(model, hf_tok, device, cfg.render_prompt, "pretrained", sampler, note)
+    policy = Policy(model, hf_tok, device, cfg.render_prompt, "pretrained")
     warm = {
         "model": fingerprint,
         "tokenizer": hf_tok.identity,
@@ -151,20 +146,30 @@ def response_budget(cfg: LocalTrainerConfig, harness: Harness) -> int:
 
 
 def check_lengths(
-    tok: hf.HFTokenizer, cfg: LocalTrainerConfig, harness: Harness, prompts: Iterable[tuple[str, int, str]], limit: int
-) -> None:
-    """Refuse a prompt whose tokens plus the response budget exceed the model's context (`limit` positions).
+    tok: hf.HFTokenizer,
+    cfg: LocalTrainerConfig,
+    harness: Harness,
+    prompts: Iterable[tuple[str, int, str]],
+    limit: int | None,
+) -> int:
+    """Return the longest prompt plus the response budget, in tokens; refuse a prompt that is empty or whose
+    tokens plus the budget exceed the model's context (`limit` positions; None: the model declares none).
 
     Raises:
         PolicyError: naming the file, line, both lengths and the fix.
     """
     budget = response_budget(cfg, harness)
     render = cfg.render_prompt
+    longest = 0
     for file, line, prompt in prompts:
         n = len(tok.prompt_ids(render(prompt)))
-        if n + budget > limit:
+        if n == 0:
+            raise PolicyError(f"{file}:{line}: the prompt is no token at all for {cfg.model}'s tokenizer; give it text")
+        longest = max(longest, n)
+        if limit is not None and n + budget > limit:
             raise PolicyError(
                 f"{file}:{line}: the prompt is {n} tokens and the response budget {budget} "
                 f"(max_new_tokens, or max_turns x turn budget), together more than {cfg.model}'s context of {limit} "
                 "positions; shorten the prompt or lower max_new_tokens"
             )
+    return longest + budget

@@ -35,6 +35,7 @@ from diagnostics.schema import Rollout, Split, StopReason, append_metrics, write
 from harness.calls import RewardContractError, load_function, validate_reward
 from harness.failures import CandidateCodeError, Outcome
 from harness.manifest import Harness, HarnessError, load_harness
+from harness.rows import RowError
 from sandboxes.calls import open_calls
 from trainer_backend.base import CONFIG_FILE, METRICS_FILE, RunSpec
 from trainer_backend.local import LOCK_FILE, grpo, hold_folder_lock
@@ -42,7 +43,7 @@ from trainer_backend.local import artifacts as art
 from trainer_backend.local import episodes as ep
 from trainer_backend.local.config import LocalTrainerConfig, load_data_weights, load_trainer_config
 from trainer_backend.local.hf import context_length
-from trainer_backend.local.policy import Policy
+from trainer_backend.local.policy import Policy, fast_sampler
 from trainer_backend.local.setup import POLICY_KEY, PolicyError, build_policy, check_continuation, check_lengths
 from trainer_backend.local.vocab import VocabularyError
 from trainer_backend.local.warmstart import warm_start
@@ -524,6 +525,9 @@ def load_run(spec: RunSpec) -> Loaded:
         art.sample_rows(train_rows, weights, select_by, 1, random.Random(0))  # the selection must match some rows
         if not harness.path(cfg.warmstart_data).is_file() and cfg.warmstart_steps > 0:
             raise ValueError(f"trainer.yaml field 'warmstart_data': {cfg.warmstart_data} does not exist")
+    except RowError as exc:  # a data row (harness/rows.py): the data file is at fault, not the harness folder
+        where = os.path.relpath(exc.path, spec.harness_dir) if exc.path else "harness/"
+        raise CandidateCodeError(Outcome.CANDIDATE_ERROR, f"invalid harness: {exc}", where) from exc
     except (HarnessError, ValueError, TypeError, KeyError) as exc:  # e.g. a data row with a malformed field
         raise CandidateCodeError(Outcome.CANDIDATE_ERROR, f"invalid harness: {exc}", "harness/") from exc
     return Loaded(harness, cfg, weights, train_rows, val_rows)
@@ -545,8 +549,12 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
         check_continuation(cfg, continued)
         policy, ident = build_policy(harness, cfg, continued, spec.seed, log)
         episodes = ep.settings_for(harness, policy.tok, cfg)  # an agentic harness's call/observation tokens
-        if policy.kind != "tiny" and (limit := context_length(policy.model)) is not None:
-            check_lengths(policy.tok, cfg, harness, loaded.prompts(), limit)
+        if policy.kind != "tiny":
+            longest = check_lengths(policy.tok, cfg, harness, loaded.prompts(), context_length(policy.model))
+            batch = max(cfg.prompts_per_step * cfg.group_size, len(val_rows) * VAL_SAMPLES)
+            policy.sampler, policy.note = fast_sampler(policy.model, policy.device, batch, longest)
+            if policy.note:
+                log(f"sampling with the model's own generate (slower): {policy.note}")
     except VocabularyError as exc:
         raise CandidateCodeError(Outcome.CANDIDATE_ERROR, str(exc), exc.path) from exc
     except (PolicyError, ValueError) as exc:

@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from harness.rows import iter_rows
 from trainer_backend.local.model import left_pad
 from trainer_backend.local.policy import Policy
 
@@ -93,19 +94,8 @@ def _load_pairs(
     path: Path, policy: Policy, observation: re.Pattern[str] | None = None
 ) -> list[tuple[list[int], list[int], list[int]]]:
     pairs = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        row = json.loads(line)
-        if (
-            not isinstance(row, dict)
-            or not isinstance(row.get("prompt"), str)
-            or not isinstance(row.get("response"), str)
-        ):
-            raise ValueError(f"{path}:{number}: expected {{'prompt': str, 'response': str}}")
+    for _, row in iter_rows(path, "warmstart"):  # the row rules the session's preflight checks
         pairs.append((policy.prompt_ids(row["prompt"]), *_encode_response(row["response"], policy.tok, observation)))
-    if not pairs:
-        raise ValueError(f"{path}: no warm-start rows")
     return pairs
 
 

@@ -21,6 +21,7 @@ import orjson
 
 from harness.env import EnvSpec
 from harness.manifest import Harness
+from harness.rows import check_row
 from trainer_backend.verl.agentic import row_fields
 from trainer_backend.verl.config import DATA_DIR, VerlConfigError
 
@@ -33,18 +34,16 @@ def convert_row(
     """Map one harness data row to verl's columns (with the agent-loop fields when `env` is set).
 
     Raises:
-        ValueError: the row lacks `prompt` or `ground_truth`, or the prompt is not text or chat messages.
+        ValueError: the row breaks the row rules (`harness.rows`, with chat-message prompts allowed).
     """
-    for name in ("prompt", "ground_truth"):
-        if name not in row:
-            raise ValueError(f"missing field '{name}'")
+    problem = check_row(row, "chat_data")
+    if problem is not None:
+        raise ValueError(problem)
     prompt = row["prompt"]
     if isinstance(prompt, str):
         messages = [{"role": "user", "content": prompt}]
-    elif isinstance(prompt, list) and all(isinstance(m, dict) and {"role", "content"} <= m.keys() for m in prompt):
-        messages = [{"role": str(m["role"]), "content": str(m["content"])} for m in prompt]
     else:
-        raise ValueError("field 'prompt' must be a string or a list of {'role', 'content'} messages")
+        messages = [{"role": str(m["role"]), "content": str(m["content"])} for m in prompt]
     extra = {k: v for k, v in row.items() if k not in _TOP_LEVEL}
     extra.update(index=index, split=split)
     out = {

@@ -1,0 +1,171 @@
+"""Issue 27: scenarios are committed as their defects and built on demand, byte for byte as they were committed.
+
+`scenario_cache.scenario_dir` builds each scenario into a cache keyed by a digest of its inputs, atomically,
+once; the tracked tree holds no scenario folder. The pinned digests below are those of the scenario folders
+as last committed (commit 0a22c3f, before they were deleted): every build must still equal them, so the
+benchmark results measured on those folders stay valid. When an example or a generator is changed on
+purpose, re-measure the scenarios it touches (benchmarks/RESULTS.md) and update the digests here.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import make_scenarios
+import pytest
+import scenario_cache
+from scenario_cache import CACHE_ENV, content_digest, inputs_digest, scenario_dir, scenario_names
+
+ROOT = Path(__file__).resolve().parents[2]
+GENERATORS = ROOT / "benchmarks" / "scenarios"
+
+# content_digest of each scenario folder (both forms and scenario.json) as committed at 0a22c3f.
+COMMITTED = {
+    "cold-sampling": "00cfc1ecc83851c970e5f5d5b8389e8ed2c73fad61741ee04c87093a1e7f032a",
+    "dead-groups": "c5557c137308024ea9e31110b9e3c77822f559c9d2d9281906f2f4f8571ae043",
+    "format-gate": "ac80a57104e5409d1522672579b6f21ae90f4a60fa1a47b7d0675e97ad2da58a",
+    "greedy-filter": "21a6247f4decf28a31e9ed0756ba1e7ab80a41c19bdb5e3056a88dc9a427e790",
+    "hackable-reward": "650f24cc1bea5cc73139ab7c5c6f64afc5c273132a120e563e8a79b23c6b29aa",
+    "length-budget": "54647574803edf64be5a9950760e2ee1c12175133efe6376cad51eb91933f5dd",
+    "narrow-mix": "0690ccbf913105ebfc96f73c617f2183e12dad949890e43a404451ed906d6244",
+    "one-turn-collapse": "3e6a8f4c743d32b422df73f6efa0f3e3cfe70f0cbfaf20a0d975c8d623542b87",
+    "shortcut-bonus": "275e1792a29db3442224d782efa2ff990363032ac762f3316a04d678c6922bbe",
+    "synth-format-gate": "f6249012ee198bbe6f6b84e430a1f58a7704dac926e6a65d1ad8ce90576425a5",
+    "synth-length-budget": "d2cedfdc074c51b96ab7f86fe58cb818be6bb4436ba8904d5c1d908253b7510b",
+    "synth-shown-tests": "36842c768c96d843f2ff2a75ebfe69a64ea6d8726c50db149e5f8bf59d71c8ff",
+    "synth-test-timeout": "e08e27624632d21d5453860fb1e641c360e54ef29d8979249ee59a075ed92b49",
+    "tiny-batch": "5465aa7d130e0379026a33306b834b1e550f8cdedb43b5d44a323b191baeb829",
+    "tool-spam": "2001b8a8b815bb9789bf5b16ce74da1440abeb4b2852b7cfaaab55388fef7de0",
+    "train-leak": "6fa9a1f84cb4899e49337bede0ed951ea5ce28222c38c6eb0531cdbe4c11ae6a",
+    "turn-budget": "b8a9c494398f58ae78b25e019a9f72cce76b085a5eb6538b743107b25b6d9011",
+    "turn-token-cap": "c6b81bef302e23d9e2b884a15f161d07342bbb43cccded9747b42a7707cd7a61",
+    "unstable-optimiser": "f154d10dc748e14e46f269eedcd1da787eaeadf93bbde817d46f14fd11b02fdb",
+}
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private, empty cache for one test."""
+    root = tmp_path / "cache"
+    monkeypatch.setenv(CACHE_ENV, str(root))
+    return root
+
+
+def test_every_scenario_builds_to_its_committed_content() -> None:
+    assert scenario_names() == sorted(COMMITTED)
+    changed = [name for name in scenario_names() if content_digest(scenario_dir(name)) != COMMITTED[name]]
+    assert changed == [], f"{changed} no longer build as committed; see this module's docstring"
+
+
+def test_a_build_holds_both_forms_under_a_folder_named_after_the_scenario(cache: Path) -> None:
+    folder = scenario_dir("tiny-batch")
+    assert folder == cache / inputs_digest() / "tiny-batch"
+    assert sorted(p.name for p in folder.iterdir()) == ["defective", "oracle", "scenario.json"]
+    assert scenario_dir("tiny-batch", "oracle") == folder / "oracle"
+    assert content_digest(folder) == COMMITTED["tiny-batch"]
+
+
+def test_a_build_is_reused_not_redone(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = scenario_dir("narrow-mix", "defective")
+    marker = first / "marker"  # a rebuild would not keep it
+    marker.write_text("x")
+
+    def no_build(*args: object) -> None:
+        raise AssertionError("rebuilt a scenario that was built already")
+
+    monkeypatch.setattr(scenario_cache, "_build", no_build)
+    assert scenario_dir("narrow-mix", "defective") == first and marker.is_file()
+
+
+def test_any_input_change_moves_the_cache_path_and_bytecode_does_not(tmp_path: Path) -> None:
+    generators, examples = tmp_path / "generators", tmp_path / "examples"
+    generators.mkdir()
+    for path in GENERATORS.glob("*.py"):
+        shutil.copy(path, generators)
+    shutil.copytree(ROOT / "examples", examples, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    base = inputs_digest(generators, examples)
+    assert base == inputs_digest()  # names are relative: the same inputs anywhere give the same digest
+
+    (examples / "arithmetic-oracle" / "__pycache__").mkdir()
+    (examples / "arithmetic-oracle" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"\0")
+    assert inputs_digest(generators, examples) == base  # bytecode is never copied into a scenario
+
+    data = examples / "arithmetic-oracle" / "data" / "val.jsonl"
+    data.write_bytes(data.read_bytes() + b"\n")
+    assert inputs_digest(generators, examples) != base  # an example's data
+    shutil.copy(ROOT / "examples" / "arithmetic-oracle" / "data" / "val.jsonl", data)
+    assert inputs_digest(generators, examples) == base
+    (examples / "lookup-agent" / "harness" / "new.py").write_text("")
+    assert inputs_digest(generators, examples) != base  # a new file in an example
+    (examples / "lookup-agent" / "harness" / "new.py").unlink()
+    gen = generators / "make_explore_scenarios.py"
+    gen.write_text(gen.read_text().replace("COLD_TEMPERATURE = 0.1", "COLD_TEMPERATURE = 0.2"))
+    assert inputs_digest(generators, examples) != base  # a generator's code
+
+
+def test_a_failed_build_leaves_nothing_behind(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    recipe = scenario_cache.recipes()["cold-sampling"]
+
+    def broken(root: Path) -> None:
+        raise RuntimeError("the demo changed shape")
+
+    table = {"cold-sampling": make_scenarios.Recipe(recipe.scenario, recipe.base, recipe.copy_base, broken)}
+    monkeypatch.setattr(scenario_cache, "recipes", lambda: table)
+    with pytest.raises(RuntimeError, match="changed shape"):
+        scenario_dir("cold-sampling")
+    assert list((cache / inputs_digest()).iterdir()) == []  # neither a half-built scenario nor its temporary copy
+    monkeypatch.undo()
+    monkeypatch.setenv(CACHE_ENV, str(cache))
+    assert content_digest(scenario_dir("cold-sampling")) == COMMITTED["cold-sampling"]
+
+
+def test_a_build_that_loses_the_race_keeps_the_winners_folder(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    final = cache / inputs_digest() / "turn-budget"
+    write = make_scenarios.Recipe.write
+
+    def racing(self: make_scenarios.Recipe, folder: Path) -> None:
+        write(self, final)  # another process renames its build into place while this one writes
+        (final / "winner").write_text("x")
+        write(self, folder)
+
+    monkeypatch.setattr(make_scenarios.Recipe, "write", racing)
+    assert scenario_dir("turn-budget") == final
+    assert (final / "winner").is_file()  # the winner's folder was neither replaced nor merged into
+    assert sorted(p.name for p in final.parent.iterdir()) == ["turn-budget"]  # the loser's copy is gone
+
+
+def test_processes_building_one_scenario_at_once_all_get_the_complete_folder(cache: Path) -> None:
+    code = "import scenario_cache as c; print(c.scenario_dir('train-leak'))"
+    env = {**os.environ, CACHE_ENV: str(cache), "PYTHONPATH": str(GENERATORS)}
+    cmd, pipe = [sys.executable, "-c", code], subprocess.PIPE
+    procs = [subprocess.Popen(cmd, env=env, stdout=pipe, stderr=pipe, text=True) for _ in range(4)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, [err for _, err in outs]
+    folders = {Path(out.strip()) for out, _ in outs}
+    assert folders == {cache / inputs_digest() / "train-leak"}
+    assert content_digest(folders.pop()) == COMMITTED["train-leak"]
+    assert sorted(p.name for p in (cache / inputs_digest()).iterdir()) == ["train-leak"]  # no temporary copy left
+
+
+def test_an_unknown_scenario_or_form_is_named_with_the_valid_ones(cache: Path) -> None:
+    with pytest.raises(ValueError, match=r"unknown scenario 'nope'.*tiny-batch"):
+        scenario_dir("nope")
+    with pytest.raises(ValueError, match=r"unknown scenario form 'fixed'.*defective, oracle"):
+        scenario_dir("tiny-batch", "fixed")
+    assert not cache.exists()  # nothing was built
+
+
+@pytest.mark.usefixtures("git_available")
+def test_the_tracked_tree_holds_the_generators_not_the_folders() -> None:
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    listed = subprocess.run(
+        ["git", "ls-files", "benchmarks/scenarios"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout.split()
+    assert sorted(listed) == sorted(
+        ["benchmarks/scenarios/README.md"] + [f"benchmarks/scenarios/{p.name}" for p in GENERATORS.glob("*.py")]
+    )
