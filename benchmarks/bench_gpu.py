@@ -342,6 +342,7 @@ def smollm2(out: Path, steps: int, smoke: bool) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp")) / "bench_gpu")
+    parser.add_argument("--work", type=Path, default=None, help="model folders and run folders (default OUT/work)")
     parser.add_argument("--parts", default="throughput,trl,smollm2,smollm2_trl")
     parser.add_argument("--smoke", action="store_true", help="tiny shapes, for a CPU check of this script")
     parser.add_argument("--budget-s", type=float, default=480.0, help="skip parts that would not fit")
@@ -353,7 +354,7 @@ def main() -> int:
     import transformers
 
     budget = Budget(args.budget_s)
-    work = args.out / "work"
+    work = args.work or args.out / "work"
     work.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},

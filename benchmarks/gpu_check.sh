@@ -11,7 +11,7 @@
 #              SmolLM2 parts are skipped
 #   BUDGET_S   wall-clock budget for the benchmark parts (default 480); a part that would not fit is skipped
 # Needs python3 with a CUDA torch, transformers, accelerate and pyarrow (the lent H200 machine has them).
-# Writes $OUT/gpu_check (default /tmp/gpu_check): bench_gpu.json, fastgen.json, the runs' train.log files.
+# Writes $OUT/gpu_check (default /tmp/gpu_check): bench_gpu.json, gpu_fastgen_check.json, the runs' train.log files.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 WHEELS=${1:-.whl}
@@ -35,7 +35,7 @@ PY
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader || true
 
 if [ -f benchmarks/gpu_fastgen_check.py ]; then
-  timeout 150 python3 benchmarks/gpu_fastgen_check.py --json "$RESULTS/fastgen.json" 2>&1 | tail -n 25
+  OUT="$RESULTS" timeout 150 python3 benchmarks/gpu_fastgen_check.py 2>&1 | tail -n 25
 fi
 
 parts=throughput,trl
@@ -49,8 +49,9 @@ folder = models.ensure("smollm2-135m-instruct", source=Path(sys.argv[1]))
 print(f"smollm2: {folder} ready in {time.time() - t0:.1f}s")
 PY
 fi
-python3 benchmarks/bench_gpu.py --out "$RESULTS" --parts "$parts" --budget-s "$BUDGET"
-for log in "$RESULTS"/work/*/train.log; do
+WORK=${EVOTRAINER_BENCH_WORK:-/tmp/evotrainer-bench}  # model folders and checkpoints: GBs, kept out of $OUT
+python3 benchmarks/bench_gpu.py --out "$RESULTS" --work "$WORK" --parts "$parts" --budget-s "$BUDGET"
+for log in "$WORK"/*/train.log; do
   [ -f "$log" ] && cp "$log" "$RESULTS/$(basename "$(dirname "$log")").train.log"
 done
 python3 - "$RESULTS/bench_gpu.json" <<'PY'
