@@ -27,15 +27,17 @@ if ls "$WHEELS"/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/evotrainer-site \
     "$WHEELS"/*.whl || { echo "wheel install failed"; exit 1; }
 fi
+SMOKE=${EVOTRAINER_GPU_CHECK_SMOKE:-}  # 1: rehearse on a CPU with tiny shapes (how this script is tested)
 python3 - <<'PY' || exit 1
-import torch, transformers
-assert torch.cuda.is_available(), "no CUDA device visible to torch"
-print(f"gpu: {torch.cuda.get_device_name(0)}  torch {torch.__version__}  transformers {transformers.__version__}")
+import os, torch, transformers
+assert torch.cuda.is_available() or os.environ.get("EVOTRAINER_GPU_CHECK_SMOKE"), "no CUDA device visible to torch"
+gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none (CPU rehearsal)"
+print(f"gpu: {gpu}  torch {torch.__version__}  transformers {transformers.__version__}")
 PY
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader || true
 
 if [ -f benchmarks/gpu_fastgen_check.py ]; then
-  OUT="$RESULTS" timeout 150 python3 benchmarks/gpu_fastgen_check.py 2>&1 | tail -n 25
+  OUT="$RESULTS" timeout 150 python3 benchmarks/gpu_fastgen_check.py ${SMOKE:+--device cpu --tiny} 2>&1 | tail -n 25
 fi
 
 parts=throughput,trl
@@ -50,7 +52,8 @@ print(f"smollm2: {folder} ready in {time.time() - t0:.1f}s")
 PY
 fi
 WORK=${EVOTRAINER_BENCH_WORK:-/tmp/evotrainer-bench}  # model folders and checkpoints: GBs, kept out of $OUT
-python3 benchmarks/bench_gpu.py --out "$RESULTS" --work "$WORK" --parts "$parts" --budget-s "$BUDGET"
+python3 benchmarks/bench_gpu.py --out "$RESULTS" --work "$WORK" --parts "$parts" --budget-s "$BUDGET" \
+  ${SMOKE:+--smoke --steps 3 --trl-generations 2 --smollm2-steps 2}
 for log in "$WORK"/*/train.log; do
   [ -f "$log" ] && cp "$log" "$RESULTS/$(basename "$(dirname "$log")").train.log"
 done
