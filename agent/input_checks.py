@@ -162,7 +162,6 @@ def check_local_trainer_config(path: Path, manifest: Path, harness: Harness | No
     import yaml
 
     from trainer_backend.local.config import LocalTrainerConfig, load_trainer_config
-    from trainer_backend.local.setup import PolicyError, check_policy
 
     try:
         raw = yaml.safe_load(path.read_text()) or {}
@@ -176,8 +175,10 @@ def check_local_trainer_config(path: Path, manifest: Path, harness: Harness | No
         cfg = load_trainer_config(path)
     except ValueError as exc:
         raise SetupError(f"{exc}; fix the value (trainer.config in {manifest})") from None
-    if harness is None:
+    if harness is None or cfg.kind == "tiny":
         return
+    from trainer_backend.local.setup import PolicyError, check_policy  # torch: only for a Hugging Face model
+
     try:
         check_policy(harness, cfg, _prompts(harness))
     except PolicyError as exc:

@@ -187,6 +187,8 @@ class LocalTrainerConfig(BaseModel):
     def _heads_fit(self) -> LocalTrainerConfig:
         if self.hidden % 32:
             raise ValueError(f"hidden={self.hidden} must be a multiple of 32 (4 heads of >= 8 dims)")
+        if self.model == TINY and self.device == "cuda":
+            raise ValueError("device 'cuda': the tiny model trains on the CPU; use device: auto or cpu")
         if self.prompt_format == "chat" and self.model == TINY:
             raise ValueError("prompt_format 'chat' needs a model with a chat template; the tiny model reads raw text")
         return self
