@@ -73,7 +73,7 @@ def check_harness(folder: Path) -> Harness:
     for field, entry in entries:
         _check_function(harness.root / entry.path, entry.function, field, manifest)
     if harness.manifest.trainer.backend == "local":
-        check_local_trainer_config(harness.path(harness.manifest.trainer.config), manifest)
+        check_local_trainer_config(harness.path(harness.manifest.trainer.config), manifest, harness)
     return harness
 
 
@@ -155,8 +155,10 @@ def _check_function(path: Path, function: str, field: str, manifest: Path) -> No
     )
 
 
-def check_local_trainer_config(path: Path, manifest: Path) -> None:
-    """The local trainer's config parses, has only known keys (closest suggested) and valid values."""
+def check_local_trainer_config(path: Path, manifest: Path, harness: Harness | None = None) -> None:
+    """The local trainer's config parses, has only known keys (closest suggested) and valid values; with the
+    `harness`, the policy it names can train here (issue 30: the model folder and its tokenizer, the harness's
+    special tokens, the device, prompts plus the response budget within the model's context)."""
     import yaml
 
     from trainer_backend.local.config import LocalTrainerConfig, load_trainer_config
@@ -170,9 +172,33 @@ def check_local_trainer_config(path: Path, manifest: Path) -> None:
     for _, key, valid in unknown_keys(raw, LocalTrainerConfig):
         raise SetupError(f"{path}: unknown trainer key '{key}'; {closest(str(key), valid)}")
     try:
-        load_trainer_config(path)
+        cfg = load_trainer_config(path)
     except ValueError as exc:
         raise SetupError(f"{exc}; fix the value (trainer.config in {manifest})") from None
+    if harness is None or cfg.kind == "tiny":
+        return
+    from trainer_backend.local.setup import PolicyError, check_policy  # torch: only for a Hugging Face model
+
+    try:
+        check_policy(harness, cfg, _prompts(harness))
+    except PolicyError as exc:
+        raise SetupError(f"{path}: {exc}") from None
+
+
+def _prompts(harness: Harness) -> Iterable[tuple[str, int, str]]:
+    """`(file, line, prompt)` of the training and held-out rows (rows that are not objects with a text prompt
+    are skipped: the data checks name those)."""
+    import json
+
+    for relative in (harness.manifest.data.train, harness.manifest.data.val):
+        with open(harness.path(relative), encoding="utf-8") as fh:
+            for number, line in enumerate(fh, start=1):
+                try:
+                    row = json.loads(line) if line.strip() else None
+                except ValueError:
+                    continue
+                if isinstance(row, dict) and isinstance(row.get("prompt"), str):
+                    yield relative, number, row["prompt"]
 
 
 def check_store(url: str) -> None:

@@ -81,17 +81,21 @@ class HarnessKnobs:
         return {f"{SETTING_PREFIX}{k.spec.key}": float(k.current) for k in self.trainer}
 
 
-def trainer_knobs(backend: BackendName) -> tuple[KnobSpec, ...]:
-    """The knobs the backend's settings class declares (imported lazily: the local config pulls in torch)."""
+def trainer_knobs(backend: BackendName, settings: Mapping[str, Any] | None = None) -> tuple[KnobSpec, ...]:
+    """The knobs the backend's settings class declares, for the model `settings` (its settings file) names.
+
+    Imported lazily: the local config pulls in torch. The local backend's ranges depend on what trains (the
+    tiny model or a pretrained one, `trainer_backend.local.config.knobs_for`)."""
     from trainer_backend.knobs import declared_knobs
 
     if backend == "verl":
         from trainer_backend.verl.config import VerlTrainerConfig
 
         return declared_knobs(VerlTrainerConfig)
-    from trainer_backend.local.config import LocalTrainerConfig
+    from trainer_backend.local.config import TINY, knobs_for, model_kind
 
-    return declared_knobs(LocalTrainerConfig)
+    model = (settings or {}).get("model", TINY)
+    return knobs_for(model_kind(model if isinstance(model, str) else TINY))
 
 
 def harness_knobs(harness: Harness, backend: BackendName, train_rows: pl.DataFrame | None = None) -> HarnessKnobs:
@@ -107,7 +111,7 @@ def harness_knobs(harness: Harness, backend: BackendName, train_rows: pl.DataFra
     ref = "@trainer_config" if settings_file == harness.manifest.trainer.config else settings_file
     trainer = []
     agentic = harness.manifest.env is not None
-    for spec in trainer_knobs(backend):
+    for spec in trainer_knobs(backend, settings):
         if not spec.acts_on(agentic):
             continue  # e.g. the single-turn response cap of an agentic harness: moving it changes nothing
         value = _number(settings.get(spec.key, spec.default))
@@ -149,7 +153,7 @@ def range_restoration(
     before, after = _yaml(parent, settings_file), _yaml(candidate, settings_file)
     moved = sorted(k for k in before.keys() | after.keys() if before.get(k, _UNSET) != after.get(k, _UNSET))
     agentic = parent.manifest.env is not None
-    specs = {spec.key: spec for spec in trainer_knobs(backend) if spec.acts_on(agentic)}
+    specs = {spec.key: spec for spec in trainer_knobs(backend, before) if spec.acts_on(agentic)}
     for key in moved:
         spec = specs.get(key)
         if spec is None:

@@ -33,9 +33,11 @@ from harness.calls import InProcessCalls, load_function, validate_reward
 from harness.manifest import load_harness
 from trainer_backend.base import RunSpec
 from trainer_backend.local import artifacts as art
+from trainer_backend.local import episodes as ep
 from trainer_backend.local.config import load_trainer_config
 from trainer_backend.local.model import CharTokenizer, build_model
-from trainer_backend.local.train import PPO_MINIBATCHES, train_step
+from trainer_backend.local.policy import Policy
+from trainer_backend.local.train import PPO_MINIBATCHES, RunContext, train_step
 from trainer_backend.local.vocab import tokenizer_for
 
 HARNESS = Path(__file__).resolve().parents[1] / "examples" / "arithmetic-oracle"
@@ -133,6 +135,8 @@ def main() -> None:
     rng = random.Random(0)
     run_dir = Path(tempfile.mkdtemp(prefix="bench-local-"))
     spec = RunSpec(run_id="bench", harness_dir=harness.root, out_dir=run_dir, steps=10**6)
+    policy = Policy(local_model, tok, torch.device("cpu"), cfg.render_prompt)
+    ctx = RunContext(spec, harness, cfg, calls, strict, policy, ep.settings_for(harness, tok, cfg))
     state: dict[str, Any] = {"filter": {}}
     step = 0
     local_s, trl_s, ratios, local_tokens = [], [], [], []
@@ -142,9 +146,7 @@ def main() -> None:
             step += 1
             batch = art.sample_rows(rows, None, harness.manifest.data.select_by, cfg.prompts_per_step, rng)
             t0 = time.perf_counter()
-            metrics = train_step(
-                local_model, None, opt, tok, spec, harness, calls, strict, cfg, batch, state, gen, step
-            )
+            metrics = train_step(ctx, opt, None, batch, state, gen, step)
             round_local.append(time.perf_counter() - t0)
             local_tokens.append(metrics["response_length/mean"])
         trainer = trl_trainer(trl_model, tok, cfg, rng.sample(rows, 64), reward_fn, args.steps_per_round, args.out)

@@ -1,7 +1,7 @@
 """Generate the arithmetic demo task's data files, deterministically (issue #3).
 
-Writes, for both `examples/arithmetic` and `examples/arithmetic-oracle` (identical data; the harnesses
-differ only in `harness/`):
+Writes, for `examples/arithmetic`, `examples/arithmetic-oracle` and `examples/arithmetic-smollm2` (identical
+data; the harnesses differ only in `harness/` and, for the pretrained model, the manifest's tokens):
 
 - `data/train.jsonl`: training prompts at every difficulty level (the harness's `harness/data.yaml`
   chooses the mix);
@@ -42,7 +42,7 @@ from pathlib import Path
 
 LEVELS = (1, 2, 3, 4, 5)
 HERE = Path(__file__).resolve().parent
-TARGETS = (HERE / "arithmetic", HERE / "arithmetic-oracle")
+TARGETS = (HERE / "arithmetic", HERE / "arithmetic-oracle", HERE / "arithmetic-smollm2")
 NUM_TRAIN_PER_LEVEL = 800
 VAL_LEVELS = (2, 3, 4)  # the learnable levels the fixed data mix trains; 1 is solved, 5 is out of reach
 NUM_VAL_PER_LEVEL = 100
@@ -188,7 +188,7 @@ def _write(path: Path, rows: list[dict[str, object]] | list[dict[str, str]]) -> 
 
 
 def main() -> None:
-    """Write train/val/warmstart files into both example harnesses."""
+    """Write train/val/warmstart files into every arithmetic example harness."""
     val = make_rows(seed=1001, per_level=NUM_VAL_PER_LEVEL, split="val", exclude=set(), levels=VAL_LEVELS)
     val_prompts = {str(r["prompt"]) for r in val}
     train = make_rows(seed=2002, per_level=NUM_TRAIN_PER_LEVEL, split="train", exclude=val_prompts)

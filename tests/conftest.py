@@ -46,3 +46,14 @@ def git_available() -> None:
     if shutil.which("git") is None:
         _unavailable("git is not installed")
     subprocess.run(["git", "--version"], check=True, capture_output=True)
+
+
+@pytest.fixture(scope="session")
+def hf_arith_folder(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A real Hugging Face model folder (random-init Qwen2, BPE tokenizer trained on the arithmetic data; issue 30)."""
+    from pathlib import Path
+
+    from hf_models import harness_texts, make_model_folder
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "arithmetic-oracle"
+    return make_model_folder(tmp_path_factory.mktemp("hf") / "qwen2-arith", harness_texts(example))

@@ -81,6 +81,7 @@ class RunResult(BaseModel):
     summary: dict[str, float] = Field(default_factory=dict)
     message: str = ""
     log_path: Path | None = None
+    warnings: tuple[str, ...] = ()  # what the trainer says the user must know (no signal, cut responses, ...)
 
 
 class RunRefused(BadInput):

@@ -103,19 +103,34 @@ def knob(
     down: tuple[tuple[float, ...], tuple[Effect, ...], str] | None = None,
     from_zero: float | None = None,
     episodes: Episodes = "any",
+    pretrained: tuple[float, float] | None = None,
 ) -> dict[str, Any]:
-    """Return the ``json_schema_extra`` that declares a field a knob: ``up``/``down`` = (factors, effects, why)."""
+    """Return the ``json_schema_extra`` that declares a field a knob: ``up``/``down`` = (factors, effects, why).
+
+    `pretrained` is the safe range when the backend trains a pretrained model (issue 30: a tiny model's
+    learning rate is far too large for a pretrained 0.5 B model); without it the one range holds for both.
+    """
     moves = [
         {"direction": name, "factors": list(spec[0]), "effects": list(spec[1]), "why": spec[2]}
         for name, spec in (("up", up), ("down", down))
         if spec is not None
     ]
     meta = {"safe_min": safe[0], "safe_max": safe[1], "moves": moves, "from_zero": from_zero, "episodes": episodes}
+    if pretrained is not None:
+        meta[PRETRAINED_KEY] = list(pretrained)
     return {KNOB_KEY: meta}
 
 
-def declared_knobs(config_cls: type[BaseModel]) -> tuple[KnobSpec, ...]:
-    """Return the knobs a config class declares, in field order.
+PRETRAINED_KEY = "pretrained"  # in a knob's metadata: the safe range for pretrained models
+
+
+def declared_knobs(
+    config_cls: type[BaseModel], kind: str = "tiny", defaults: dict[str, Any] | None = None
+) -> tuple[KnobSpec, ...]:
+    """Return the knobs a config class declares, in field order, for a model of `kind`.
+
+    `kind` ``pretrained`` takes each knob's pretrained range where it declares one; `defaults` replace the
+    class defaults (a backend whose defaults depend on the model kind).
 
     Raises:
         ValueError: a field's knob metadata is malformed (names the class and field).
@@ -125,12 +140,17 @@ def declared_knobs(config_cls: type[BaseModel]) -> tuple[KnobSpec, ...]:
         extra = field.json_schema_extra
         if not isinstance(extra, dict) or KNOB_KEY not in extra:
             continue
-        kind = "int" if field.annotation is int else "float"
+        value_kind = "int" if field.annotation is int else "float"
         raw = extra[KNOB_KEY]
         if not isinstance(raw, dict):
             raise ValueError(f"{config_cls.__name__}.{name}: knob metadata must be a mapping (use knob(...))")
+        meta = {k: v for k, v in raw.items() if k != PRETRAINED_KEY}
+        pretrained = raw.get(PRETRAINED_KEY)
+        if kind == "pretrained" and isinstance(pretrained, list | tuple):
+            meta["safe_min"], meta["safe_max"] = pretrained
+        default = (defaults or {}).get(name, field.default)
         try:
-            out.append(KnobSpec.model_validate({"key": name, "kind": kind, "default": field.default, **raw}))
+            out.append(KnobSpec.model_validate({"key": name, "kind": value_kind, "default": default, **meta}))
         except ValidationError as exc:
             raise ValueError(f"{config_cls.__name__}.{name}: bad knob metadata: {exc.errors()[0]['msg']}") from None
     return tuple(out)

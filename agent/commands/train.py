@@ -176,5 +176,7 @@ def _print_summary(console, result) -> None:  # type: ignore[no-untyped-def]
         )
     if result.message:
         table.add_row("message", Text(result.message))  # candidate error text: never parsed as markup
+    for warning in result.warnings:
+        table.add_row(Text("warning", style="yellow"), Text(warning))
     table.add_row("artefacts", Text(str(result.out_dir)))
     console.print(table)

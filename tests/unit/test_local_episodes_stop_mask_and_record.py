@@ -1,7 +1,7 @@
 """Issue 15: the local trainer's episode loop — stop reasons, echo-trap cut, masking, what a trajectory records.
 
 The policy is scripted here (the real one is a tiny LM whose outputs a unit test cannot choose): a stand-in
-for `model.generate` that writes each episode's next turn from a script, under the same contract (stop at
+for `Policy.generate` that writes each episode's next turn from a script, under the same contract (stop at
 ``call_end`` or EOS, cut at the token budget). Everything else is the trainer's own code: the tokenizer built
 from the harness, `harness.env` parsing and checks, in-process harness calls, the GRPO loss on a real model.
 """
@@ -24,6 +24,7 @@ from trainer_backend.local import episodes as ep
 from trainer_backend.local import grpo
 from trainer_backend.local.config import LocalTrainerConfig
 from trainer_backend.local.model import CharTokenizer, ModelShape, build_model
+from trainer_backend.local.policy import Policy
 from trainer_backend.local.vocab import tokenizer_for
 from trainer_backend.local.warmstart import _encode_response, observation_regex
 
@@ -82,8 +83,9 @@ class Script:
         self.widths: list[int] = []
 
     def __call__(
-        self, model: Any, prompts: list[list[int]], max_new_tokens: int, eos: int, pad: int, *rest: Any
+        self, prompts: list[list[int]], max_new_tokens: int, *rest: Any
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        eos, pad = self.tok.eos_id, self.tok.pad_id
         rows, finished = [], []
         for context in prompts:
             text = self.tok.decode(context)
@@ -104,10 +106,11 @@ class Script:
 def _play(harness: Any, turns: dict[str, list[str]], monkeypatch: pytest.MonkeyPatch, **cfg: Any) -> list[Any]:
     tok = tokenizer_for(harness, "data/warmstart.jsonl", None)
     settings = ep.settings_for(harness, tok, LocalTrainerConfig(**cfg))
-    monkeypatch.setattr(ep, "generate", Script(tok, turns))
+    policy = Policy(None, tok, torch.device("cpu"), str)
+    monkeypatch.setattr(policy, "generate", Script(tok, turns))
     calls = InProcessCalls(harness)
     rows = [{"prompt": p, "ground_truth": "1", "table": TABLE, "prompt_id": p} for p in turns]
-    sampled = ep.sample(None, tok, settings, calls, rows, 48, 1.0, None)
+    sampled = ep.sample(policy, settings, calls, rows, 48, 1.0, None)
     assert sampled.trajectories is not None
     return [sampled, calls, tok]
 
@@ -176,15 +179,14 @@ def test_a_trajectory_records_turns_tokens_and_what_the_policy_read(
 
 
 def test_observation_tokens_get_no_gradient_unless_unmasked(harness: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from trainer_backend.local.train import sequence_logits
-
     script = {"a+b=>": ["<call>lookup a</call>", "<call>lookup b</call>", "0+1=1<ans>1</ans>"]}
     sampled, _, tok = _play(harness, script, monkeypatch)
     model = build_model(ModelShape(n_layers=1, hidden=32), len(tok), 0)
+    scorer = Policy(model, tok, torch.device("cpu"), str)
     obs = (sampled.resp_mask - sampled.policy_mask).bool()[0]
     assert obs.any() and (~obs & sampled.resp_mask.bool()[0]).any()
     for mask_observations in (True, False):
-        logits = sequence_logits(model, sampled.prompt_ids, sampled.prompt_mask, sampled.resp, sampled.resp_mask)
+        logits = scorer.sequence_logits(sampled.prompt_ids, sampled.prompt_mask, sampled.resp, sampled.resp_mask)
         logits.retain_grad()
         logp = grpo.token_logprobs(logits, sampled.resp, 1.0)
         train_mask = sampled.policy_mask if mask_observations else sampled.resp_mask

@@ -11,6 +11,7 @@ import json
 import random
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -134,7 +135,14 @@ def test_the_warm_start_cache_key_follows_the_vocabulary(tmp_path: Path) -> None
     plain = CharTokenizer.build(["<x>ab"], alphabet="ab")
     special = CharTokenizer.build(["<x>ab"], special_tokens=("<x>",), alphabet="ab")
     reordered = CharTokenizer.build(["<x>ab"], alphabet="ba")
-    keys = {cache_key(data, shape, t, 10, 0) for t in (plain, special, reordered)}
+
+    def key(tok: CharTokenizer, *rest: Any) -> str:
+        return cache_key(data, {"shape": shape.__dict__, "vocab": tok.vocab}, 10, 0, *rest)
+
+    keys = {key(t) for t in (plain, special, reordered)}
     assert len(keys) == 3  # a changed vocabulary never loads a warm start trained for another
     again = CharTokenizer.build(["ab<x>", "b"], alphabet="ab")
-    assert cache_key(data, shape, again, 10, 0) == cache_key(data, shape, plain, 10, 0)
+    assert key(again) == key(plain)
+    # issue 30 generalised the key to any model; the tiny model's keys stay what they were (caches stay valid)
+    assert key(plain) == "ea0e881e22baa43fba5d6ea7"
+    assert key(plain, "<obs>{result}</obs>") == "467035e96cd416ec347e2bf7"

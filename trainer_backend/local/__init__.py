@@ -235,6 +235,7 @@ def collect(handle: Handle) -> RunResult:
         summary=numbers,
         message=message,
         log_path=log_path,
+        warnings=tuple(str(w) for w in raw.get("warnings", ()) if isinstance(w, str)),
     )
 
 

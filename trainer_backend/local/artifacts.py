@@ -18,6 +18,7 @@ from trainer_backend.base import METRICS_FILE, SUMMARY_FILE
 CHECKPOINT = Path("checkpoints") / "last.pt"
 START = Path("checkpoints") / "start.pt"  # a root run's step-0 state (a rollback target)
 REFERENCE = "reference"  # checkpoint key: the lineage's reference policy (weights the KL term anchors to)
+RNG_DEVICE = "torch_rng_device"  # checkpoint key: where the sampling stream lives ("cuda"); absent: the CPU
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
@@ -117,8 +118,7 @@ def continue_from(
     for group in opt.param_groups:
         group["lr"] = lr
     if mode == "exact":
-        gen.set_state(parent["torch_rng"])
-        rng.setstate(parent["py_rng"])
+        set_random_streams(parent, gen, rng, where, log)
     parent_state = parent.get("state", {})
     same_filter = parent_state.get("filter_key") == filter_key
     log(
@@ -126,6 +126,19 @@ def continue_from(
         f" filter state {'carried' if same_filter else 'fresh (filter code changed)'}"
     )
     return parent_state.get("filter", {}) if same_filter else {}
+
+
+def set_random_streams(
+    source: dict[str, Any], gen: torch.Generator, rng: random.Random, where: str, log: Callable[[str], None]
+) -> None:
+    """Carry the checkpoint's random streams into this run (the sampling stream only on the same device kind:
+    a CPU and a CUDA generator's states are different things; the log says when it is not carried)."""
+    rng.setstate(source["py_rng"])
+    saved = source.get(RNG_DEVICE, "cpu")
+    if saved == gen.device.type:
+        gen.set_state(source["torch_rng"])
+    else:
+        log(f"continuing {where}: its sampling stream was on {saved}, this run samples on {gen.device.type}: fresh")
 
 
 def reset_after(out_dir: Path, step: int) -> None:

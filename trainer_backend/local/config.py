@@ -8,31 +8,60 @@ knob, so no candidate can shrink the evidence it is judged on.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness.manifest import input_shown
-from trainer_backend.knobs import knob
+from trainer_backend.knobs import KnobSpec, declared_knobs, knob
 
 if TYPE_CHECKING:  # the model module imports torch: the controller checks trainer settings without it
     from trainer_backend.local.model import ModelShape
 
+TINY = "tiny"  # the `model:` value of the built-in character model (trainer_backend/local/model.py)
+ModelKind = Literal["tiny", "pretrained"]  # what trains: the tiny model from scratch, or a Hugging Face model
+TINY_MAX_NEW_TOKENS = 200  # the tiny model's context is 256 tokens (`LocalTrainerConfig.shape`)
+# Settings whose default depends on what trains (docs/models.md): a pretrained model needs a small learning
+# rate and no warm start; the tiny model learns from scratch. A value written in trainer.yaml always wins.
+KIND_DEFAULTS: dict[str, dict[str, Any]] = {
+    "tiny": {"lr": 1e-4, "warmstart_steps": 1000, "warmstart_lr": 3e-3},
+    "pretrained": {"lr": 2e-6, "warmstart_steps": 0, "warmstart_lr": 3e-5},
+}
+
+
+def model_kind(model: str) -> ModelKind:
+    """The kind of policy a `model:` value names: the built-in tiny model, or a Hugging Face model."""
+    return "tiny" if model == TINY else "pretrained"
+
 
 class LocalTrainerConfig(BaseModel):
-    """`harness/trainer.yaml` for the local GRPO backend (paper §14 defaults, scaled to a tiny model)."""
+    """`harness/trainer.yaml` for the local GRPO backend (paper §14 defaults, scaled to a tiny model).
+
+    `model` picks what trains: ``tiny`` (the built-in character model, trained from scratch after a warm
+    start) or a Hugging Face causal LM (`trainer_backend/local/hf.py`: a model cache name, an absolute
+    folder path, or a hub id already in the local Hugging Face cache). Defaults that depend on it come from
+    `KIND_DEFAULTS`; knob ranges per kind from `knobs_for`.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    model: str = Field(TINY, min_length=1, description="tiny, a models-cache name, a folder, or a cached hub id")
+    device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: cuda when available; EVOTRAINER_DEVICE overrides
+    # How a row's prompt reaches the model: `prompt_template` ({prompt} is the row's text) then, for `chat`,
+    # the tokenizer's chat template as one user turn with the generation prompt (pretrained models only).
+    prompt_format: Literal["raw", "chat"] = "raw"
+    prompt_template: str = "{prompt}"
+    gradient_checkpointing: bool = False  # recompute activations in the update (large models; slower)
     # Knobs (trainer_backend/knobs.py): the range this tiny model is meant to train in (the demo harness uses
     # lr 1e-4, temperature 1.0, 16 new tokens for its short answers), and what moving each way does; the
-    # controller's exploration reads only these.
+    # controller's exploration reads only these. `pretrained=` gives a range of its own for pretrained models.
     lr: float = Field(
         1e-4,
         gt=0,
         le=1e-1,
         json_schema_extra=knob(
             safe=(2e-5, 4e-4),
+            pretrained=(5e-7, 2e-5),
             up=((2.0, 4.0), ("bigger_steps",), "larger updates learn faster when each step barely moves the policy"),
             down=((0.5, 0.25), ("smaller_steps",), "smaller updates stop a policy that jumps or collapses"),
         ),
@@ -58,9 +87,10 @@ class LocalTrainerConfig(BaseModel):
     max_new_tokens: int = Field(
         48,
         ge=1,
-        le=200,
+        le=32768,
         json_schema_extra=knob(
             safe=(8, 200),
+            pretrained=(8, 4096),
             up=((1.5, 2.0), ("longer_responses",), "a longer budget lets responses reach their answer"),
             episodes="single",  # an agentic episode's turns are capped by max_turn_tokens
         ),
@@ -110,6 +140,8 @@ class LocalTrainerConfig(BaseModel):
     hidden: int = Field(128, ge=16, le=1024)
     warmstart_steps: int = Field(1000, ge=0)
     warmstart_data: str = "data/warmstart.jsonl"
+    warmstart_lr: float = Field(3e-3, gt=0, le=1.0)
+    warmstart_batch_size: int = Field(64, ge=1, le=4096)
     data_selection: str | None = "harness/data.yaml"
     # Agentic harnesses only (an `env:` in the manifest; single-turn runs never read these): turns per
     # episode, the token budget of one turn (cut there: stop reason `length`), and whether observation
@@ -118,20 +150,57 @@ class LocalTrainerConfig(BaseModel):
     max_turn_tokens: int = Field(
         32,
         ge=1,
-        le=200,
+        le=32768,
         json_schema_extra=knob(
             safe=(8, 200),
+            pretrained=(8, 4096),
             up=((1.5, 2.0), ("longer_responses",), "a longer turn budget lets a turn reach its call or its answer"),
             episodes="agentic",
         ),
     )
     mask_observations: bool = True
 
+    @model_validator(mode="before")
+    @classmethod
+    def _kind_defaults(cls, raw: Any) -> Any:
+        if not isinstance(raw, dict):
+            return raw
+        model = raw.get("model", TINY)
+        defaults = KIND_DEFAULTS[model_kind(model) if isinstance(model, str) else "tiny"]
+        return {**defaults, **raw}
+
+    @field_validator("max_new_tokens", "max_turn_tokens")
+    @classmethod
+    def _fits_tiny_context(cls, value: int, info: Any) -> int:
+        if info.data.get("model", TINY) == TINY and value > TINY_MAX_NEW_TOKENS:
+            raise ValueError(f"Input should be less than or equal to {TINY_MAX_NEW_TOKENS} (the tiny model's context)")
+        return value
+
+    @field_validator("prompt_template")
+    @classmethod
+    def _template_has_prompt(cls, value: str) -> str:
+        if "{prompt}" not in value:
+            raise ValueError("must contain {prompt} (where the row's prompt goes), e.g. '{prompt} Answer briefly.'")
+        return value
+
     @model_validator(mode="after")
     def _heads_fit(self) -> LocalTrainerConfig:
         if self.hidden % 32:
             raise ValueError(f"hidden={self.hidden} must be a multiple of 32 (4 heads of >= 8 dims)")
+        if self.model == TINY and self.device == "cuda":
+            raise ValueError("device 'cuda': the tiny model trains on the CPU; use device: auto or cpu")
+        if self.prompt_format == "chat" and self.model == TINY:
+            raise ValueError("prompt_format 'chat' needs a model with a chat template; the tiny model reads raw text")
         return self
+
+    @property
+    def kind(self) -> ModelKind:
+        """What trains: ``tiny`` or ``pretrained`` (a Hugging Face model)."""
+        return model_kind(self.model)
+
+    def render_prompt(self, prompt: str) -> str:
+        """The row's prompt through `prompt_template` (the chat template, if any, is the tokenizer's job)."""
+        return prompt if self.prompt_template == "{prompt}" else self.prompt_template.replace("{prompt}", prompt)
 
     def shape(self) -> ModelShape:
         """Return the model size knobs.
@@ -142,6 +211,11 @@ class LocalTrainerConfig(BaseModel):
         from trainer_backend.local.model import ModelShape
 
         return ModelShape(n_layers=self.n_layers, hidden=self.hidden, n_heads=4, max_len=256)
+
+
+def knobs_for(kind: ModelKind) -> tuple[KnobSpec, ...]:
+    """The knobs the local trainer declares for a model of `kind` (safe ranges and defaults per kind)."""
+    return declared_knobs(LocalTrainerConfig, kind=kind, defaults=KIND_DEFAULTS[kind])
 
 
 def load_trainer_config(path: Path) -> LocalTrainerConfig:

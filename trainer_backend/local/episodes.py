@@ -52,7 +52,8 @@ from harness.env import EnvContractError, EnvResult, EnvSpec, ToolCall, parse_ca
 from harness.failures import CandidateCodeError, Outcome
 from harness.manifest import Harness
 from trainer_backend.local.config import LocalTrainerConfig
-from trainer_backend.local.model import CharTokenizer, TokenizerError, generate, left_pad
+from trainer_backend.local.model import TokenizerError, left_pad
+from trainer_backend.local.policy import Policy, Tokenizer
 
 ECHO_TRAP_REPEATS = 3  # the third identical call in a row ends the episode (two tries are a retry, not a trap)
 MAX_OBSERVATION_TOKENS = 64  # result tokens one observation may add to the context
@@ -75,7 +76,7 @@ class EpisodeSettings:
     structural: tuple[str, ...]  # texts removed from a result before it enters the context
 
     @classmethod
-    def of(cls, harness: Harness, tok: CharTokenizer, max_turns: int, max_turn_tokens: int) -> EpisodeSettings:
+    def of(cls, harness: Harness, tok: Tokenizer, max_turns: int, max_turn_tokens: int) -> EpisodeSettings:
         """Resolve the manifest's `env:` section for `tok`.
 
         Raises:
@@ -86,7 +87,13 @@ class EpisodeSettings:
         assert spec is not None and entry is not None, "EpisodeSettings of a single-turn harness"
         call_end = tok.id_of(spec.call_end)
         if call_end is None:
-            raise ValueError(f"env.call_end {spec.call_end!r} is not one token of the policy's vocabulary")
+            raise ValueError(
+                f"env.call_end {spec.call_end!r} is not one token of the policy's vocabulary: a turn stops on it, so "
+                "it must be one (for a Hugging Face tokenizer: add it with tokenizer.add_tokens and resize the "
+                "model's embeddings, then save_pretrained)"
+            )
+        if call_end in tok.stop_ids:
+            raise ValueError(f"env.call_end {spec.call_end!r} is one of the tokenizer's stop tokens; pick another")
         prefix, _, suffix = spec.observation.partition("{result}")
         try:
             ids = tuple(tok.encode(prefix)), tuple(tok.encode(suffix))
@@ -96,7 +103,7 @@ class EpisodeSettings:
         return cls(spec, str(entry), harness.manifest.answer, max_turns, max_turn_tokens, call_end, *ids, structural)
 
 
-def settings_for(harness: Harness, tok: CharTokenizer, cfg: LocalTrainerConfig) -> EpisodeSettings | None:
+def settings_for(harness: Harness, tok: Tokenizer, cfg: LocalTrainerConfig) -> EpisodeSettings | None:
     """The episode rules of an agentic harness, None for a single-turn one (see `EpisodeSettings.of`)."""
     if harness.manifest.env is None:
         return None
@@ -153,8 +160,7 @@ class Sampled:
 
 
 def sample(
-    model: Any,
-    tok: CharTokenizer,
+    policy: Policy,
     episodes: EpisodeSettings | None,
     calls: HarnessCalls,
     rows: list[dict[str, Any]],
@@ -163,20 +169,19 @@ def sample(
     generator: torch.Generator | None,
 ) -> Sampled:
     """Sample one response per row (single-turn, `episodes` None) or one episode per row (agentic)."""
-    prompts = [[tok.bos_id, *tok.encode(r["prompt"])] for r in rows]
+    tok = policy.tok
+    prompts = [policy.prompt_ids(r["prompt"]) for r in rows]
     if episodes is None:
-        eos, pad = tok.eos_id, tok.pad_id
-        resp, resp_mask, finished = generate(model, prompts, max_new_tokens, eos, pad, temperature, generator)
+        resp, resp_mask, finished = policy.generate(prompts, max_new_tokens, temperature, generator)
         prompt_ids, prompt_mask = left_pad(prompts, tok.pad_id)
         texts = [tok.decode(x.tolist()) for x in resp]
         return Sampled(prompt_ids, prompt_mask, resp, resp_mask, resp_mask, finished, texts)
-    trajectories = run_episodes(model, tok, episodes, calls, rows, prompts, temperature, generator)
+    trajectories = run_episodes(policy, episodes, calls, rows, prompts, temperature, generator)
     return batch_of(trajectories, tok.pad_id)
 
 
 def run_episodes(
-    model: Any,
-    tok: CharTokenizer,
+    policy: Policy,
     settings: EpisodeSettings,
     calls: HarnessCalls,
     rows: list[dict[str, Any]],
@@ -189,6 +194,7 @@ def run_episodes(
     Raises:
         CandidateCodeError: the environment failed (raised, hung, returned something off the contract).
     """
+    tok = policy.tok
     trajectories = [Trajectory(p) for p in prompts]
     env_ids = calls.open_episodes([{k: v for k, v in r.items() if k != "ground_truth"} for r in rows])
     try:
@@ -197,15 +203,8 @@ def run_episodes(
             if not live:
                 break
             contexts = [trajectories[i].prompt_ids + trajectories[i].ids for i in live]
-            resp, mask, finished = generate(
-                model,
-                contexts,
-                settings.max_turn_tokens,
-                tok.eos_id,
-                tok.pad_id,
-                temperature,
-                generator,
-                (settings.call_end_id,),
+            resp, mask, finished = policy.generate(
+                contexts, settings.max_turn_tokens, temperature, generator, (settings.call_end_id,)
             )
             last = turn == settings.max_turns - 1
             pending: list[tuple[int, ToolCall, str, int]] = []
@@ -228,7 +227,7 @@ def run_episodes(
 
 
 def _policy_turn(
-    t: Trajectory, tokens: list[int], finished: bool, tok: CharTokenizer, settings: EpisodeSettings, last: bool
+    t: Trajectory, tokens: list[int], finished: bool, tok: Tokenizer, settings: EpisodeSettings, last: bool
 ) -> tuple[ToolCall, str, int] | None:
     """Record one generated turn; return the call to run `(call, turn text, policy tokens)`, else None."""
     text = tok.decode(tokens)
@@ -286,7 +285,7 @@ def _observe(
     text: str,
     n: int,
     result: EnvResult,
-    tok: CharTokenizer,
+    tok: Tokenizer,
     settings: EpisodeSettings,
 ) -> None:
     """Append a call's observation to the context and record the turn; an env's `done` ends the episode."""

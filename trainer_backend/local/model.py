@@ -53,6 +53,8 @@ class CharTokenizer:
         self.specials = tuple(sorted((t for t in vocab[3:] if len(t) > 1), key=len, reverse=True))  # longest wins
         self._ids = {tok: i for i, tok in enumerate(self.vocab)}
         self.pad_id, self.bos_id, self.eos_id = 0, 1, 2
+        self.end_id = self.eos_id  # what a warm-start target ends with
+        self.stop_ids: tuple[int, ...] = (self.eos_id,)
 
     @classmethod
     def build(cls, texts: Iterable[str], special_tokens: Sequence[str] = (), alphabet: str = "") -> CharTokenizer:
@@ -69,6 +71,14 @@ class CharTokenizer:
 
     def __len__(self) -> int:
         return len(self.vocab)
+
+    def prompt_ids(self, prompt: str) -> list[int]:
+        """The ids the model reads before its response: BOS, then the prompt's characters.
+
+        Raises:
+            TokenizerError: a character is not in the vocabulary.
+        """
+        return [self.bos_id, *self.encode(prompt)]
 
     def encode(self, text: str) -> list[int]:
         """Return the ids of `text` (no BOS/EOS added).

@@ -1,10 +1,16 @@
-"""Supervised warm start of the tiny policy on worked solutions (with the task's injected mistakes).
+"""Supervised warm start of the policy on worked solutions (with the task's injected mistakes).
 
-RL needs a policy that sometimes succeeds; a random-init model never does. The warm start trains on the
-harness's `warmstart_data` (prompt + imperfect worked solution) so the base policy is mediocre, then caches
-the weights under ``$EVOTRAINER_CACHE/warmstart/<hash>.pt`` (default ``~/.cache/evotrainer``), keyed by
-the data file's bytes, the model shape, the tokenizer, the step count and the seed. Later runs load it in
-well under a second.
+RL needs a policy that sometimes succeeds; a random-init model never does, and a pretrained one may never
+write the task's answer format (issue 32: SmolLM2 as shipped never writes ``<ans>``). The warm start trains
+on the harness's `warmstart_data` (prompt + imperfect worked solution) so the base policy is mediocre, then
+caches the weights under ``$EVOTRAINER_CACHE/warmstart/<hash>.pt`` (default ``~/.cache/evotrainer``), keyed
+by the data file's bytes, what the model is (the tiny model's shape and vocabulary; a Hugging Face model's
+folder fingerprint, tokenizer, prompt format and device), the step count, batch size, learning rate and
+seed. Later runs load it in well under a second.
+
+Prompts are what the policy reads in RL (`Policy.prompt_ids`: the prompt template and, for ``chat``, the
+chat template); every target ends with the tokenizer's `end_id`, the token sampling stops on (the chat
+template's end of turn: never ``tokenizer.eos_token`` alone, issue 32).
 
 For an agentic harness a warm-start response is a whole worked trajectory, observations included (a
 tool call, the environment's observation, then the final answer, each in the harness's own syntax): the
@@ -22,14 +28,15 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
-from transformers import LlamaForCausalLM
 
 from harness.rows import iter_rows
-from trainer_backend.local.model import CharTokenizer, ModelShape, build_model, left_pad
+from trainer_backend.local.model import left_pad
+from trainer_backend.local.policy import Policy
 
-BATCH_SIZE = 64
+BATCH_SIZE = 64  # the tiny model's defaults (trainer.yaml: warmstart_batch_size, warmstart_lr)
 PEAK_LR = 3e-3
 
 
@@ -40,11 +47,20 @@ def cache_dir() -> Path:
 
 
 def cache_key(
-    data: bytes, shape: ModelShape, tok: CharTokenizer, steps: int, seed: int, observation: str | None = None
+    data: bytes,
+    identity: dict[str, Any],
+    steps: int,
+    seed: int,
+    observation: str | None = None,
+    batch_size: int = BATCH_SIZE,
+    lr: float = PEAK_LR,
 ) -> str:
-    """Return the content hash naming one warm start (`observation`: the masked template, agentic only)."""
-    fields = {"shape": shape.__dict__, "vocab": tok.vocab, "steps": steps, "seed": seed}
-    fields.update(bs=BATCH_SIZE, lr=PEAK_LR)
+    """Return the content hash naming one warm start.
+
+    `identity` says what the model is (the tiny model: ``shape`` and ``vocab``, as every key before issue 30
+    was made, so existing caches stay valid); `observation` is the masked template (agentic only)."""
+    fields = {**identity, "steps": steps, "seed": seed}
+    fields.update(bs=batch_size, lr=lr)
     if observation is not None:  # only agentic harnesses: every single-turn key stays what it was
         fields["masked_observation"] = observation
     meta = json.dumps(fields, sort_keys=True)
@@ -59,10 +75,10 @@ def observation_regex(observation: str) -> re.Pattern[str] | None:
     return re.compile(re.escape(prefix) + ".*?" + re.escape(suffix), re.S)
 
 
-def _encode_response(text: str, tok: CharTokenizer, observation: re.Pattern[str] | None) -> tuple[list[int], list[int]]:
-    """Response ids (EOS added) and their labels: -100 inside observation spans, else the id."""
+def _encode_response(text: str, tok: Any, observation: re.Pattern[str] | None) -> tuple[list[int], list[int]]:
+    """Response ids (the end id added) and their labels: -100 inside observation spans, else the id."""
     if observation is None:
-        ids = [*tok.encode(text), tok.eos_id]
+        ids = [*tok.encode(text), tok.end_id]
         return ids, ids
     ids, labels, at = [], [], 0
     for match in observation.finditer(text):
@@ -70,16 +86,16 @@ def _encode_response(text: str, tok: CharTokenizer, observation: re.Pattern[str]
         ids += policy + obs
         labels += policy + [-100] * len(obs)
         at = match.end()
-    tail = [*tok.encode(text[at:]), tok.eos_id]
+    tail = [*tok.encode(text[at:]), tok.end_id]
     return ids + tail, labels + tail
 
 
 def _load_pairs(
-    path: Path, tok: CharTokenizer, observation: re.Pattern[str] | None = None
+    path: Path, policy: Policy, observation: re.Pattern[str] | None = None
 ) -> list[tuple[list[int], list[int], list[int]]]:
     pairs = []
     for _, row in iter_rows(path, "warmstart"):  # the row rules the session's preflight checks
-        pairs.append(([tok.bos_id, *tok.encode(row["prompt"])], *_encode_response(row["response"], tok, observation)))
+        pairs.append((policy.prompt_ids(row["prompt"]), *_encode_response(row["response"], policy.tok, observation)))
     return pairs
 
 
@@ -99,27 +115,31 @@ def sft_batch(pairs: list[tuple[list[int], list[int], list[int]]], pad_id: int) 
 
 
 def train_warmstart(
-    model: LlamaForCausalLM,
+    policy: Policy,
     pairs: list[tuple[list[int], list[int], list[int]]],
     steps: int,
     seed: int,
-    pad_id: int,
     log: Callable[[str], None],
+    batch_size: int = BATCH_SIZE,
+    peak_lr: float = PEAK_LR,
 ) -> None:
     """Run `steps` AdamW steps of next-token cross-entropy on response tokens (warm-up + cosine schedule)."""
-    opt = torch.optim.AdamW(model.parameters(), lr=PEAK_LR, weight_decay=0.01)
+    model = policy.model
+    opt = torch.optim.AdamW(model.parameters(), lr=peak_lr, weight_decay=0.01)
     gen = torch.Generator().manual_seed(seed)
     model.train()
     warmup = max(1, steps // 20)
     for step in range(steps):
-        lr = PEAK_LR * min(1.0, (step + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * step / max(1, steps)))
+        lr = peak_lr * min(1.0, (step + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * step / max(1, steps)))
         for group in opt.param_groups:
             group["lr"] = lr
-        idx = torch.randint(len(pairs), (BATCH_SIZE,), generator=gen).tolist()
-        ids, attn, positions, labels = sft_batch([pairs[i] for i in idx], pad_id)
-        logits = model(input_ids=ids, attention_mask=attn, position_ids=positions).logits
+        idx = torch.randint(len(pairs), (batch_size,), generator=gen).tolist()
+        batch = sft_batch([pairs[i] for i in idx], policy.tok.pad_id)
+        ids, attn, positions, labels = (t.to(policy.device) for t in batch)
+        with policy.autocast():
+            logits = model(input_ids=ids, attention_mask=attn, position_ids=positions).logits
         loss = torch.nn.functional.cross_entropy(
-            logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1), ignore_index=-100
+            logits[:, :-1].float().reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1), ignore_index=-100
         )
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -131,16 +151,19 @@ def train_warmstart(
 
 def warm_start(
     data_path: Path,
-    shape: ModelShape,
-    tok: CharTokenizer,
+    policy: Policy,
+    identity: dict[str, Any],
     steps: int,
     seed: int,
     log: Callable[[str], None],
     observation: str | None = None,
-) -> tuple[LlamaForCausalLM, bool, Path]:
-    """Return the warm-started model, whether it came from the cache, and the cache file.
+    batch_size: int = BATCH_SIZE,
+    peak_lr: float = PEAK_LR,
+) -> tuple[bool, Path]:
+    """Warm-start `policy.model` in place (or load the cached result); return whether it was cached, and the file.
 
-    `observation` is an agentic harness's observation template: its spans in the responses are masked.
+    `identity` names the model as `cache_key` needs it; `observation` is an agentic harness's observation
+    template: its spans in the responses are masked.
 
     Raises:
         ValueError: the warm-start data file is missing or malformed.
@@ -148,17 +171,16 @@ def warm_start(
     if not data_path.is_file():
         raise ValueError(f"{data_path}: warm-start data not found (trainer.yaml field 'warmstart_data')")
     data = data_path.read_bytes()
-    path = cache_dir() / f"{cache_key(data, shape, tok, steps, seed, observation)}.pt"
-    model = build_model(shape, len(tok), seed)
+    path = cache_dir() / f"{cache_key(data, identity, steps, seed, observation, batch_size, peak_lr)}.pt"
     if path.is_file():
-        model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-        return model, True, path
+        policy.model.load_state_dict(torch.load(path, map_location=policy.device, weights_only=True))
+        return True, path
     t0 = time.time()
     spans = None if observation is None else observation_regex(observation)
-    train_warmstart(model, _load_pairs(data_path, tok, spans), steps, seed, tok.pad_id, log)
+    train_warmstart(policy, _load_pairs(data_path, policy, spans), steps, seed, log, batch_size, peak_lr)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
-    torch.save(model.state_dict(), tmp)
+    torch.save(policy.model.state_dict(), tmp)
     tmp.replace(path)
     log(f"warmstart: trained {steps} steps in {time.time() - t0:.1f}s, cached at {path}")
-    return model, False, path
+    return False, path

@@ -87,6 +87,9 @@ def gguf_metadata(path: Path) -> dict[str, Any]:
 def template_end_of_turn(tokenizer: Any) -> str:
     """Return the special token the chat template writes right after an assistant message's content.
 
+    Whitespace the template writes first is skipped (a template may write ``" </s>"``); plain text first
+    means the turn ends with no special token.
+
     Raises:
         ModelError: the tokenizer has no chat template, or the template ends a turn with no special token.
     """
@@ -95,11 +98,14 @@ def template_end_of_turn(tokenizer: Any) -> str:
     turn = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": _SENTINEL}]
     text = tokenizer.apply_chat_template(turn, tokenize=False)
     tail = text[text.rindex(_SENTINEL) + len(_SENTINEL) :]
-    ids = tokenizer(tail, add_special_tokens=False)["input_ids"] if tail else []
     special = {i for i, added in tokenizer.added_tokens_decoder.items() if added.special}
-    if not ids or ids[0] not in special:
-        raise ModelError(f"the chat template ends an assistant turn with {tail!r}, not a special token")
-    return str(tokenizer.convert_ids_to_tokens(ids[0]))
+    special |= set(getattr(tokenizer, "all_special_ids", ()))
+    for token in tokenizer(tail, add_special_tokens=False)["input_ids"] if tail else []:
+        if token in special:
+            return str(tokenizer.convert_ids_to_tokens(token))
+        if tokenizer.decode([token]).strip():
+            break
+    raise ModelError(f"the chat template ends an assistant turn with {tail!r}, not a special token")
 
 
 def _repair_tokenizer_pipeline(tokenizer: Any, pre: str) -> None:
