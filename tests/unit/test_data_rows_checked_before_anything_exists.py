@@ -74,14 +74,18 @@ def test_the_preflight_names_the_file_the_line_and_the_field(
 
 def _trainer_refusal(harness: Path, file: str) -> str:
     """What the local trainer's own readers say about `file` (one definition of a valid row)."""
+    import torch
+
     from harness.manifest import load_harness
     from trainer_backend.local.artifacts import read_rows
+    from trainer_backend.local.policy import Policy
     from trainer_backend.local.vocab import tokenizer_for
     from trainer_backend.local.warmstart import _load_pairs
 
     with pytest.raises(RowError) as info:
         if file.endswith("warmstart.jsonl"):
-            _load_pairs(harness / file, tokenizer_for(load_harness(harness), file, None))
+            tok = tokenizer_for(load_harness(harness), file, None)
+            _load_pairs(harness / file, Policy(None, tok, torch.device("cpu"), str))
         else:
             read_rows(harness / file)
     return str(info.value)

@@ -1,7 +1,7 @@
 """Supervised warm start of the policy on worked solutions (with the task's injected mistakes).
 
 RL needs a policy that sometimes succeeds; a random-init model never does, and a pretrained one may never
-write the task's answer format (issue 32: SmolLM2 as shipped never writes ``<ans>``). The warm start trains
+write the answer format its task declares (issue 32: SmolLM2 as shipped never does). The warm start trains
 on the harness's `warmstart_data` (prompt + imperfect worked solution) so the base policy is mediocre, then
 caches the weights under ``$EVOTRAINER_CACHE/warmstart/<hash>.pt`` (default ``~/.cache/evotrainer``), keyed
 by the data file's bytes, what the model is (the tiny model's shape and vocabulary; a Hugging Face model's
