@@ -33,9 +33,15 @@ sandbox-image: $(DEMO_STAMP) demo-services
 models: $(DEMO_STAMP)
 	$(BIN)/evotrainer models get smollm2-135m-instruct
 
-# The demo runs unattended: no human gates, no escalation to gated mode (see `evotrainer run --help`).
+# The demo runs unattended: no human gates, no escalation to gated mode (see `evotrainer run --help`). With a
+# CUDA device it trains the real pretrained SmolLM2 (examples/arithmetic-smollm2); on a CPU the tiny model.
 demo: $(DEMO_STAMP) demo-services sandbox-image
-	$(BIN)/evotrainer run --escalate-after 0
+	@if $(BIN)/python -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then \
+		$(BIN)/evotrainer models get smollm2-135m-instruct >/dev/null && \
+		$(BIN)/evotrainer run --escalate-after 0 --harness examples/arithmetic-smollm2; \
+	else \
+		$(BIN)/evotrainer run --escalate-after 0; \
+	fi
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
