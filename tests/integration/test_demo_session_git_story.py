@@ -18,8 +18,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -185,7 +187,10 @@ def test_a_resumed_session_finds_its_old_named_run_folder(demo: Demo, tmp_path: 
     legacy = f"{sid}-i{cand.iteration}-k{name[1:]}"
     runs_dir = tmp_path / ".evotrainer" / "sessions" / sid / "runs"
     shutil.copytree(run.artefact_dir, runs_dir / legacy)
-    shutil.copy(demo.cwd / ".evotrainer" / "evotrainer.db", tmp_path / ".evotrainer" / "evotrainer.db")
+    # SQLite's backup API, not a file copy: the store runs in WAL mode, so recent commits may live in `-wal` only.
+    with closing(sqlite3.connect(demo.cwd / ".evotrainer" / "evotrainer.db")) as src:
+        with closing(sqlite3.connect(tmp_path / ".evotrainer" / "evotrainer.db")) as dst:
+            src.backup(dst)
     url = f"sqlite:///{tmp_path / '.evotrainer' / 'evotrainer.db'}"
     ctx = Context(workdir=str(tmp_path), db_url=url, sandbox="none")
     payload = {
