@@ -188,9 +188,11 @@ def test_a_resumed_session_finds_its_old_named_run_folder(demo: Demo, tmp_path: 
     runs_dir = tmp_path / ".evotrainer" / "sessions" / sid / "runs"
     shutil.copytree(run.artefact_dir, runs_dir / legacy)
     # SQLite's backup API, not a file copy: the store runs in WAL mode, so recent commits may live in `-wal` only.
-    with closing(sqlite3.connect(demo.cwd / ".evotrainer" / "evotrainer.db")) as src:
-        with closing(sqlite3.connect(tmp_path / ".evotrainer" / "evotrainer.db")) as dst:
-            src.backup(dst)
+    with (
+        closing(sqlite3.connect(demo.cwd / ".evotrainer" / "evotrainer.db")) as src,
+        closing(sqlite3.connect(tmp_path / ".evotrainer" / "evotrainer.db")) as dst,
+    ):
+        src.backup(dst)
     url = f"sqlite:///{tmp_path / '.evotrainer' / 'evotrainer.db'}"
     ctx = Context(workdir=str(tmp_path), db_url=url, sandbox="none")
     payload = {
