@@ -46,7 +46,7 @@ from trainer_backend.local.hf import context_length
 from trainer_backend.local.policy import Policy, fast_sampler
 from trainer_backend.local.setup import POLICY_KEY, PolicyError, build_policy, check_continuation, check_lengths
 from trainer_backend.local.vocab import VocabularyError
-from trainer_backend.local.warmstart import warm_start
+from trainer_backend.local.warmstart import Evidence, WarmStart, format_probe, warm_start
 
 PPO_MINIBATCHES = 2  # one pass over the batch in two minibatches: the second is slightly off-policy
 LOGP_CHUNK = 16  # sequences per no-grad scoring forward of a Hugging Face model (bounds [B, T, V] logits)
@@ -375,6 +375,26 @@ def warn_format(ctx: RunContext, metrics: dict[str, float], summary: dict[str, A
     )
 
 
+def report_warmstart(ctx: RunContext, warmed: WarmStart, summary: dict[str, Any]) -> None:
+    """Record what the warm start reached (steps, answer-format rate); say plainly when it fell short."""
+    summary["warmstart_steps"] = float(warmed.steps)
+    if warmed.format_rate is None:
+        return
+    summary["warmstart_format_rate"] = warmed.format_rate
+    if warmed.reached:
+        return
+    answer = ctx.harness.manifest.answer
+    assert answer is not None  # a format rate exists only with a declared answer protocol
+    cfg = ctx.cfg
+    warn(
+        summary,
+        f"the warm start stopped at its cap ({warmed.steps} steps, warmstart_max_steps) with the answer format "
+        f"({answer.render('N')}) in {warmed.format_rate:.0%} of greedy responses to training prompts, below "
+        f"warmstart_min_format {cfg.warmstart_min_format}; check that {cfg.warmstart_data}'s responses are written "
+        "in that format, add rows, or raise warmstart_max_steps",
+    )
+
+
 def track_signal(metrics: dict[str, float], state: dict[str, Any], step: int) -> None:
     """Warn once when the first steps carry no gradient at all, and once when most responses hit the token cap."""
     summary, seen = state["summary"], state.setdefault("signal", {})
@@ -578,15 +598,22 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
     if policy.kind != "tiny":
         log(f"policy: {cfg.model} on {policy.device} ({policy.dtype_name}); {policy_line(policy)}")
 
+    warmed: WarmStart | None = None
     if parent is not None and spec.init_checkpoint is not None:  # a pilot continues its parent: no warm start
         cache_hit, ws_path = True, spec.init_checkpoint
         policy.model.load_state_dict(parent["model"])
     elif cfg.warmstart_steps > 0 or policy.kind == "tiny":
         observation = None if harness.manifest.env is None else harness.manifest.env.observation
-        cache_hit, ws_path = warm_start(
+        answer = harness.manifest.answer  # single-turn runs with an answer protocol warm-start on evidence
+        probe = None
+        if answer is not None and observation is None:
+            probe = format_probe(policy, [r["prompt"] for r in loaded.train_rows], answer.extract, cfg.max_new_tokens)
+        warmed = warm_start(
             harness.path(cfg.warmstart_data), policy, ident["warmstart"], cfg.warmstart_steps, spec.seed, log,
             observation, cfg.warmstart_batch_size, cfg.warmstart_lr,
+            Evidence(probe, cfg.warmstart_min_format, cfg.warmstart_max_steps),
         )  # fmt: skip
+        cache_hit, ws_path = warmed.cached, warmed.path
     else:
         cache_hit, ws_path = True, Path(cfg.model)  # a pretrained model as it ships
     policy.updated()
@@ -631,6 +658,8 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
             summary["strict_acc_before"] = metrics["val/strict_acc"]
             summary["strict_acc_avg4_before"] = metrics["val/strict_acc_avg4"]
             log(f"step 0 | val/strict_acc {metrics['val/strict_acc']:.3f} | warm start {ws_path} hit={cache_hit}")
+            if warmed is not None:
+                report_warmstart(ctx, warmed, summary)
             warn_format(ctx, metrics, summary)
             if spec.init_checkpoint is None:  # keep the starting policy: a later rollback restarts from it
                 start = training_state(policy, opt, gen, rng, state, save, ref_state)

@@ -8,6 +8,11 @@ by the data file's bytes, what the model is (the tiny model's shape and vocabula
 folder fingerprint, tokenizer, prompt format and device), the step count, batch size, learning rate and
 seed. Later runs load it in well under a second.
 
+The warm start stops on evidence (issue 26: 300 steps gave a letters task a policy that never wrote its
+answer): after the configured steps a `probe` reads the greedy answer-format rate on the task's training
+prompts; below the threshold it trains another round of the same length, up to a step cap. What it
+reached (steps, rate) is kept beside the cached weights (``<hash>.json``) and reported by the run.
+
 Prompts are what the policy reads in RL (`Policy.prompt_ids`: the prompt template and, for ``chat``, the
 chat template); every target ends with the tokenizer's `end_id`, the token sampling stops on (the chat
 template's end of turn: never ``tokenizer.eos_token`` alone, issue 32).
@@ -27,6 +32,7 @@ import os
 import re
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +44,39 @@ from trainer_backend.local.policy import Policy
 
 BATCH_SIZE = 64  # the tiny model's defaults (trainer.yaml: warmstart_batch_size, warmstart_lr)
 PEAK_LR = 3e-3
+MIN_FORMAT = 0.5  # trainer.yaml warmstart_min_format: the answer-format rate the warm start must reach
+MAX_ROUNDS = 8  # warmstart_max_steps defaults to this many rounds of warmstart_steps
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """When the warm start stops: a format-rate threshold and a step cap (None: MAX_ROUNDS rounds)."""
+
+    probe: Callable[[], float | None] | None = None  # the greedy answer-format rate now (None: not measurable)
+    min_format: float = MIN_FORMAT
+    max_steps: int | None = None
+
+    def cap(self, steps: int) -> int:
+        return MAX_ROUNDS * steps if self.max_steps is None else max(steps, self.max_steps)
+
+    def short(self, rate: float | None) -> bool:
+        return rate is not None and rate < self.min_format
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """One warm start's outcome: cached or trained now, its weights file, the steps trained in all, and the
+    answer-format rate it reached (None: not measured: no answer protocol, an agentic harness, an old cache)."""
+
+    cached: bool
+    path: Path
+    steps: int
+    format_rate: float | None
+    min_format: float
+
+    @property
+    def reached(self) -> bool:
+        return self.format_rate is None or self.format_rate >= self.min_format
 
 
 def cache_dir() -> Path:
@@ -54,15 +93,19 @@ def cache_key(
     observation: str | None = None,
     batch_size: int = BATCH_SIZE,
     lr: float = PEAK_LR,
+    stop: tuple[float, int | None] = (MIN_FORMAT, None),
 ) -> str:
     """Return the content hash naming one warm start.
 
     `identity` says what the model is (the tiny model: ``shape`` and ``vocab``, as every key before issue 30
-    was made, so existing caches stay valid); `observation` is the masked template (agentic only)."""
+    was made, so existing caches stay valid); `observation` is the masked template (agentic only); `stop` the
+    format threshold and step cap (keyed only when not the defaults, so existing keys stay valid)."""
     fields = {**identity, "steps": steps, "seed": seed}
     fields.update(bs=batch_size, lr=lr)
     if observation is not None:  # only agentic harnesses: every single-turn key stays what it was
         fields["masked_observation"] = observation
+    if stop != (MIN_FORMAT, None):
+        fields["stop"] = list(stop)
     meta = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(data + meta.encode()).hexdigest()[:24]
 
@@ -149,6 +192,30 @@ def train_warmstart(
             log(f"warmstart step {step}/{steps} loss {loss.item():.4f} lr {lr:.2e}")
 
 
+PROBE_ROWS = 64  # training prompts the format probe answers greedily
+
+
+def format_probe(
+    policy: Policy, prompts: list[str], extract: Callable[[str], Any], max_new_tokens: int
+) -> Callable[[], float | None]:
+    """The share of the first PROBE_ROWS `prompts` whose greedy response `extract` reads a non-empty answer from.
+
+    It draws no random numbers the run uses (greedy, in a forked RNG) and leaves the model's mode as it was."""
+    ids = [policy.prompt_ids(p) for p in prompts[:PROBE_ROWS]]
+
+    def probe() -> float | None:
+        if not ids:
+            return None
+        model, training = policy.model, policy.model.training
+        policy.updated()
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            resp, _, _ = policy.generate(ids, max_new_tokens, 0.0, None)
+        model.train(training)
+        return sum(bool(extract(policy.tok.decode(r.tolist()))) for r in resp) / len(ids)  # an empty answer: none
+
+    return probe
+
+
 def warm_start(
     data_path: Path,
     policy: Policy,
@@ -159,11 +226,14 @@ def warm_start(
     observation: str | None = None,
     batch_size: int = BATCH_SIZE,
     peak_lr: float = PEAK_LR,
-) -> tuple[bool, Path]:
-    """Warm-start `policy.model` in place (or load the cached result); return whether it was cached, and the file.
+    evidence: Evidence = Evidence(),
+) -> WarmStart:
+    """Warm-start `policy.model` in place (or load the cached result) until `evidence` says stop.
 
     `identity` names the model as `cache_key` needs it; `observation` is an agentic harness's observation
-    template: its spans in the responses are masked.
+    template: its spans in the responses are masked. After `steps`, and after each further round of `steps`,
+    `evidence.probe` reads the answer-format rate; training goes on while it is below `evidence.min_format`
+    and the steps stay within `evidence.cap(steps)`.
 
     Raises:
         ValueError: the warm-start data file is missing or malformed.
@@ -171,16 +241,51 @@ def warm_start(
     if not data_path.is_file():
         raise ValueError(f"{data_path}: warm-start data not found (trainer.yaml field 'warmstart_data')")
     data = data_path.read_bytes()
-    path = cache_dir() / f"{cache_key(data, identity, steps, seed, observation, batch_size, peak_lr)}.pt"
+    stop = (evidence.min_format, evidence.max_steps)
+    path = cache_dir() / f"{cache_key(data, identity, steps, seed, observation, batch_size, peak_lr, stop)}.pt"
+    facts = path.with_suffix(".json")
+    cap = evidence.cap(steps)
     if path.is_file():
         policy.model.load_state_dict(torch.load(path, map_location=policy.device, weights_only=True))
-        return True, path
-    t0 = time.time()
-    spans = None if observation is None else observation_regex(observation)
-    train_warmstart(policy, _load_pairs(data_path, policy, spans), steps, seed, log, batch_size, peak_lr)
+        if facts.is_file():
+            known = json.loads(facts.read_text())
+            return WarmStart(True, path, int(known["steps"]), known["format_rate"], evidence.min_format)
+        trained, cached = steps, True  # cached before the warm start stopped on evidence: check it now
+    else:
+        t0 = time.time()
+        spans = None if observation is None else observation_regex(observation)
+        pairs = _load_pairs(data_path, policy, spans)
+        train_warmstart(policy, pairs, steps, seed, log, batch_size, peak_lr)
+        log(f"warmstart: trained {steps} steps in {time.time() - t0:.1f}s")
+        trained, cached = steps, False
+    probe = evidence.probe
+    rate = None if probe is None else probe()
+    while probe is not None and evidence.short(rate) and 0 < steps <= cap - trained:
+        log(f"warmstart: answer-format rate {rate:.2f} < {evidence.min_format} after {trained} steps: {steps} more")
+        if cached:
+            spans = None if observation is None else observation_regex(observation)
+            pairs, cached = _load_pairs(data_path, policy, spans), False
+        train_warmstart(policy, pairs, steps, seed + trained, log, batch_size, peak_lr)
+        trained += steps
+        rate = probe()
+    if rate is not None:
+        log(f"warmstart: answer-format rate {rate:.2f} after {trained} steps (threshold {evidence.min_format})")
+    if not cached or not path.is_file():
+        _store(path, policy.model.state_dict())
+        log(f"warmstart: {trained} steps cached at {path}")
+    _store_facts(facts, {"steps": trained, "format_rate": rate})
+    return WarmStart(cached, path, trained, rate, evidence.min_format)
+
+
+def _store(path: Path, state: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
-    torch.save(policy.model.state_dict(), tmp)
+    torch.save(state, tmp)
     tmp.replace(path)
-    log(f"warmstart: trained {steps} steps in {time.time() - t0:.1f}s, cached at {path}")
-    return False, path
+
+
+def _store_facts(path: Path, facts: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".jtmp{os.getpid()}")
+    tmp.write_text(json.dumps(facts))
+    tmp.replace(path)
