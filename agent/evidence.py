@@ -196,3 +196,27 @@ def apply_replication(
                 d["rationale"] += "; not replicated: not merged"
         out.append(d)
     return out
+
+
+def decline_stop(
+    before: Mapping[str, float], after: Mapping[str, float], steps_left: int, max_steps: int
+) -> tuple[str, PairedComparison | None]:
+    """Do not feed a decline (issue 29 §2): the reason to stop a session whose incumbent, trained on with no
+    candidate to test, got significantly worse on the held-out prompts (paired bootstrap 95% CI below 0).
+
+    `before` / `after` are the per-prompt strict scores of the version that was continued and of its
+    continuation. Returns ("", comparison) when the continuation did not decline significantly, or when
+    there are fewer than two shared prompts to compare (comparison None).
+    """
+    a, b = paired(before, after)
+    if len(a) < 2:
+        return "", None
+    cmp = paired_bootstrap(a, b)
+    if cmp.ci_high >= 0:
+        return "", cmp
+    return (
+        f"the incumbent declined with no candidate to test (strict {cmp.mean_a:.3f} → {cmp.mean_b:.3f}, Δ "
+        f"{cmp.delta:+.3f}, 95% CI [{cmp.ci_low:+.3f}, {cmp.ci_high:+.3f}], n={cmp.n}): training it on would "
+        f"feed the decline, so the session stops with {steps_left} of {max_steps} training steps unused",
+        cmp,
+    )

@@ -62,6 +62,8 @@ def record(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     }
     trained = not pilots or any(p["outcome"] == "ok" for p in pilots.values())  # no pilots: a gate said no
     stop = _stop_reason(ctx, state, it, steps_used, trained=trained)
+    if not stop and not decisions and version["run_id"] != state["version"]["run_id"]:
+        stop = _decline(ctx, state, version, steps_used)
     _store_budget(ctx, state, steps_used)
     return {
         "candidates": candidates,
@@ -247,6 +249,26 @@ def _domain(state: State) -> str:
     from harness.manifest import load_harness
 
     return load_harness(Path(state["harness_dir"])).manifest.domain
+
+
+def _decline(ctx: Context, state: State, new: VersionInfo, steps_used: int) -> str:
+    """A control-only iteration that made the incumbent significantly worse ends the session (issue 29 §2).
+
+    Compares the continued version's final per-prompt strict scores with its continuation's (the same
+    held-out prompts every decision uses); the final summary then recommends the better version as usual.
+    """
+    from agent.evidence import decline_stop, final_strict_scores
+    from agent.nodes.common import run_table, session_answer
+
+    answer = session_answer(state)
+    old = state["version"]
+    try:
+        before = final_strict_scores(run_table(Path(old["run_dir"]), answer).val)
+        after = final_strict_scores(run_table(Path(new["run_dir"]), answer).val)
+    except (OSError, ValueError):  # a version without readable held-out scores gives no evidence of a decline
+        return ""
+    reason, _ = decline_stop(before, after, max(ctx.max_train_steps - steps_used, 0), ctx.max_train_steps)
+    return reason
 
 
 def _stop_reason(ctx: Context, state: State, it: int, steps_used: int, trained: bool) -> str:
