@@ -92,7 +92,7 @@ class Context:
         if self.policy == "llm" and self.max_cost_usd > 0 and not has_price(self.llm_model, self.price_per_1k):
             raise ValueError(
                 f"--max-cost needs a price for model {self.llm_model!r}, which is not in the price table "
-                "(agent/accounting.py): pass --price-per-1k USD"
+                "(agent/prices.py): pass --price-per-1k USD"
             )
         if self.escalate_after < 0 or self.llm_max_turns < 1:
             raise ValueError("escalate_after must be >= 0 (0 = never) and llm_max_turns >= 1")
