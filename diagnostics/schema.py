@@ -290,7 +290,7 @@ def read_rollout_file(path: Path, result: ReadResult | None = None) -> ReadResul
     return result
 
 
-def rollout_files(run_dir: Path, split: Split) -> list[Path]:
+def rollout_files(run_dir: Path, split: str) -> list[Path]:
     """Return `run_dir/rollouts/<split>/step_<N>.jsonl` files sorted by step number."""
     folder = run_dir / "rollouts" / split
     if not folder.is_dir():

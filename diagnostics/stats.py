@@ -62,6 +62,19 @@ def _boot_means(d: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndar
     return out
 
 
+def mean_ci(values: Sequence[float], n_boot: int = 10_000, seed: int = 42) -> tuple[float, float, float]:
+    """`(mean, 95% CI low, high)` of per-prompt scores by the bootstrap (one sample; `paired_bootstrap` pairs).
+
+    Raises:
+        ValueError: `values` is empty or holds NaN or infinity.
+    """
+    x = np.asarray(values, dtype=np.float64)
+    if x.size == 0 or not np.isfinite(x).all():
+        raise ValueError("scores must be a non-empty sequence of finite numbers")
+    boots = _boot_means(x, n_boot, np.random.default_rng(seed))
+    return float(x.mean()), float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))
+
+
 def wilcoxon_p(d: np.ndarray) -> float:
     """Two-sided Wilcoxon signed-rank p-value of paired differences `d`; 1.0 when every difference is 0."""
     if not np.any(d != 0):

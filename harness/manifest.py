@@ -45,6 +45,7 @@ from harness.answers import AnswerProtocol
 from harness.env import EnvSpec
 from harness.failures import BadInput, shown
 from harness.paths import PathRuleError, is_under, normalise
+from harness.splits import SEALED_FRACTION
 
 MANIFEST_NAME = "evotrainer.yaml"
 BackendName = Literal["local", "verl"]  # the training backends (trainer_backend.BACKENDS holds their modules)
@@ -94,6 +95,10 @@ class DataPaths(BaseModel):
     train: str
     val: str
     select_by: str = Field("data_source", min_length=1, description="row field harness/data.yaml weighs")
+    test: str | None = Field(None, description="the sealed test file (protected); default: part of `val` is sealed")
+    sealed_fraction: float = Field(
+        SEALED_FRACTION, ge=0.0, lt=1.0, description="share of `val` sealed for the final figure when no `test`"
+    )
 
 
 class EvalSpec(BaseModel):
@@ -325,6 +330,7 @@ def load_harness(root: Path) -> Harness:
     files = {
         "data.train": manifest.data.train,
         "data.val": manifest.data.val,
+        **({"data.test": manifest.data.test} if manifest.data.test is not None else {}),
         "reward": harness.reward.path,
         "eval.strict": harness.strict_eval.path,
         "trainer.config": manifest.trainer.config,
@@ -342,8 +348,8 @@ def load_harness(root: Path) -> Harness:
             )
     if manifest.diagnostics is not None and not (root / manifest.diagnostics).is_dir():
         raise HarnessError(f"{manifest_path}: field 'diagnostics': folder {manifest.diagnostics} does not exist")
-    for field_name in ("eval.strict", "data.val"):
-        if not harness.is_protected(files[field_name]):
+    for field_name in ("eval.strict", "data.val", "data.test"):
+        if field_name in files and not harness.is_protected(files[field_name]):
             raise HarnessError(
                 f"{manifest_path}: field 'surface.protected' must cover {files[field_name]} "
                 f"({field_name}); add it to surface.protected"

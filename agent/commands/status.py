@@ -9,7 +9,7 @@ Read-only by design: status never creates or migrates a store. A missing default
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -123,7 +123,11 @@ def _ledger_tables(db: Session, session_id: str, url: str) -> list[Table]:
             *(Text(x) for x in (candidate_name(session_id, c.id), str(c.iteration), parent, c.factor, c.status)),
             Text(_excerpt(note)),
         )
-    tables = [ledger, candidates] if candidates.row_count else [ledger]
+    tables: list[Any] = [ledger, candidates] if candidates.row_count else [ledger]
+    if session.status == "finished":  # the sealed test split is read only once the session has ended
+        from agent.reporting.summary import sealed_lines, session_summary
+
+        tables += [Text(line) for line in sealed_lines(session_summary(db, session_id))]
     llm = _llm_table(db, session_id)
     return [*tables, llm] if llm is not None else tables
 

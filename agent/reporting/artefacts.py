@@ -214,7 +214,7 @@ def read_samples(run_id: str, artefact_dir: str, label: str) -> RunRollouts:
     samples: list[RolloutSample] = []
     problems = 0
     for split, limit in (("val", VAL_SAMPLES), ("train", TRAIN_SAMPLES)):
-        files = rollout_files(folder, split)  # type: ignore[arg-type]
+        files = rollout_files(folder, split)
         if not files:
             continue
         read = read_rollout_file(files[-1], ReadResult())

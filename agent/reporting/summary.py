@@ -11,6 +11,10 @@ replicated on fresh seeds; a candidate that only moves settings back into their 
 gain with the CI above -`min_effect`, and no loss on a fresh seed). An earlier version with a higher
 single-run score is preferred only when a paired comparison of the two on the held-out prompts shows the
 final version significantly and materially worse.
+
+Every one of those decisions read the held-out *selection* split. Once the session has ended, the summary
+also shows the version to use (and the final one) on the *sealed test* split no decision saw
+(harness/splits.py): the figure to quote for new prompts, with its bootstrap 95% CI.
 """
 
 from __future__ import annotations
@@ -71,10 +75,65 @@ class SessionSummary:
     steps_used: int
     max_train_steps: int
     command_wall_s: float = 0.0  # how long the printing command (run / resume) ran; 0 = unknown
+    sealed: dict[int, SealedScore] | None = None  # version index -> sealed score; None until the session ended
 
     def version(self, index: int) -> VersionLine:
         """The version with this index."""
         return next(v for v in self.versions if v.index == index)
+
+
+@dataclass(frozen=True, slots=True)
+class SealedScore:
+    """A version's strict score on the sealed test split, or why it has none (`mean` None)."""
+
+    mean: float | None
+    ci_low: float = 0.0
+    ci_high: float = 0.0
+    n: int = 0
+    note: str = ""
+
+    def text(self) -> str:
+        """`0.812 [0.745, 0.871], n=75`, or the reason there is no score."""
+        if self.mean is None:
+            return f"none ({self.note})"
+        return f"{self.mean:.3f} [95% CI {self.ci_low:.3f}, {self.ci_high:.3f}], n={self.n}"
+
+
+def sealed_score(run_dir: str) -> SealedScore:
+    """The sealed split's per-prompt strict scores of a version's run (`rollouts/sealed/`, its last step).
+
+    Call only once a session has ended: nothing that decides may read these (harness/splits.py).
+    """
+    from diagnostics.schema import read_rollout_file, rollout_files
+    from diagnostics.stats import mean_ci
+    from harness.splits import SEALED_SPLIT
+
+    files = rollout_files(Path(run_dir), SEALED_SPLIT) if run_dir else []
+    if not files:
+        return SealedScore(None, note="its run scored no sealed split: a verl run, or one from before the split")
+    read = read_rollout_file(files[-1])
+    scores = [r.strict_score for r in read.rollouts if r.strict_score is not None]
+    if not scores:
+        return SealedScore(None, note=f"{files[-1]} holds no strict scores")
+    mean, low, high = mean_ci(scores)
+    return SealedScore(mean, low, high, len(scores))
+
+
+def sealed_lines(s: SessionSummary) -> list[str]:
+    """The version to use (and the final one) on the sealed test split, beside the selection score."""
+    if s.choice is None or not s.versions:
+        return []
+    if s.sealed is None:
+        return ["sealed test split: scored, and shown here, once the session has ended"]
+    out = []
+    for v in dict.fromkeys([s.version(s.choice.use), s.versions[-1]]):
+        role = "the version to use" if v.index == s.choice.use else "the final version"
+        sealed = s.sealed.get(v.index) or SealedScore(None, note="not read")
+        out.append(
+            f"v{v.index} ({role}): selection split {_f(v.strict)} (every decision read it); "
+            f"sealed test split {sealed.text()} (no decision read it)"
+        )
+    return out
 
 
 def choose_version(
@@ -188,6 +247,10 @@ def session_summary(
         if best.index != final.index and best.run_dir and final.run_dir:
             cmp, _ = compare_pilot(best.run_dir, final.run_dir)
         choice = choose_version(final, best, cmp, min_effect)
+    sealed = None
+    if session.status == "finished" and choice is not None:
+        shown = {choice.use, lines[-1].index}
+        sealed = {v.index: sealed_score(v.run_dir) for v in lines if v.index in shown}
     return SessionSummary(
         session_id=session.id,
         status=session.status,
@@ -196,6 +259,7 @@ def session_summary(
         choice=choice,
         steps_used=session.steps_used,
         max_train_steps=session.max_train_steps,
+        sealed=sealed,
     )
 
 
@@ -212,6 +276,7 @@ def summary_lines(s: SessionSummary, report_hint: bool = True) -> list[str]:
         f"final v{final.index}: strict {_f(final.strict)} after {final.lineage_steps} lineage steps "
         f"(v0 {_f(first.strict)}); best v{best.index}: strict {_f(best.strict)}",
         f"use v{use.index}: {s.choice.reason}",
+        *sealed_lines(s),
         f"final checkpoint (v{final.index}): {final.checkpoint}",
     ]
     if use.index != final.index:

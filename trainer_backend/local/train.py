@@ -36,6 +36,7 @@ from harness.calls import RewardContractError, load_function, validate_reward
 from harness.failures import CandidateCodeError, Outcome
 from harness.manifest import Harness, HarnessError, load_harness
 from harness.rows import RowError
+from harness.splits import SEALED_SPLIT, heldout_splits
 from sandboxes.calls import open_calls
 from trainer_backend.base import CONFIG_FILE, METRICS_FILE, RunSpec
 from trainer_backend.local import LOCK_FILE, grpo, hold_folder_lock
@@ -169,6 +170,15 @@ def format_rate(ctx: RunContext, texts: list[str]) -> float | None:
     if answer is None or not texts:
         return None
     return sum(answer.extract(t) is not None for t in texts) / len(texts)
+
+
+def seal(ctx: RunContext, rows: list[dict[str, Any]], step: int) -> None:
+    """Score the sealed test split once, greedily, at the run's last step into `rollouts/sealed/` (no metric:
+    nothing in the loop may see it; the session's end reads it, harness/splits.py)."""
+    greedy = ctx.sample(rows, 0.0, None)
+    scores = score_batch(ctx, rows, greedy.texts, "val", ep.reward_infos(greedy))
+    records = make_rollouts(ctx, step, "val", rows, greedy, scores, [r["prompt_id"] for r in rows], [0] * len(rows))
+    write_rollouts(rollout_path(ctx, SEALED_SPLIT, step), records)
 
 
 def validate(ctx: RunContext, val_rows: list[dict[str, Any]], step: int, gen_device: str) -> dict[str, float]:
@@ -516,14 +526,14 @@ class Loaded:
     cfg: LocalTrainerConfig
     weights: dict[str, float] | None
     train_rows: list[dict[str, Any]]
-    val_rows: list[dict[str, Any]]
+    val_rows: list[dict[str, Any]]  # the selection split: every validation, hence every decision, reads it
+    sealed_rows: list[dict[str, Any]]  # the sealed test split: scored once, at the run's end (harness/splits.py)
+    heldout_files: dict[str, list[dict[str, Any]]]  # each held-out file's rows as read (both splits)
 
     def prompts(self) -> list[tuple[str, int, str]]:
         """`(file, row number, prompt)` of every training and held-out row."""
-        data = self.harness.manifest.data
-        return [(data.train, i, r["prompt"]) for i, r in enumerate(self.train_rows, 1)] + [
-            (data.val, i, r["prompt"]) for i, r in enumerate(self.val_rows, 1)
-        ]
+        rows = {self.harness.manifest.data.train: self.train_rows, **self.heldout_files}
+        return [(file, i, r["prompt"]) for file, part in rows.items() for i, r in enumerate(part, 1)]
 
 
 def load_run(spec: RunSpec) -> Loaded:
@@ -541,7 +551,10 @@ def load_run(spec: RunSpec) -> Loaded:
         weights = load_data_weights(None if cfg.data_selection is None else harness.path(cfg.data_selection))
         select_by = harness.manifest.data.select_by
         train_rows = art.read_rows(harness.path(harness.manifest.data.train))
-        val_rows = art.read_rows(harness.path(harness.manifest.data.val))
+        heldout: dict[str, list[dict[str, Any]]] = {}
+        val_rows, sealed_rows = heldout_splits(
+            harness.manifest.data, lambda rel: heldout.setdefault(rel, art.read_rows(harness.path(rel)))
+        )
         art.sample_rows(train_rows, weights, select_by, 1, random.Random(0))  # the selection must match some rows
         if not harness.path(cfg.warmstart_data).is_file() and cfg.warmstart_steps > 0:
             raise ValueError(f"trainer.yaml field 'warmstart_data': {cfg.warmstart_data} does not exist")
@@ -550,7 +563,7 @@ def load_run(spec: RunSpec) -> Loaded:
         raise CandidateCodeError(Outcome.CANDIDATE_ERROR, f"invalid harness: {exc}", where) from exc
     except (HarnessError, ValueError, TypeError, KeyError) as exc:  # e.g. a data row with a malformed field
         raise CandidateCodeError(Outcome.CANDIDATE_ERROR, f"invalid harness: {exc}", "harness/") from exc
-    return Loaded(harness, cfg, weights, train_rows, val_rows)
+    return Loaded(harness, cfg, weights, train_rows, val_rows, sealed_rows, heldout)
 
 
 def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
@@ -571,7 +584,7 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
         episodes = ep.settings_for(harness, policy.tok, cfg)  # an agentic harness's call/observation tokens
         if policy.kind != "tiny":
             longest = check_lengths(policy.tok, cfg, harness, loaded.prompts(), context_length(policy.model))
-            batch = max(cfg.prompts_per_step * cfg.group_size, len(val_rows) * VAL_SAMPLES)
+            batch = max(cfg.prompts_per_step * cfg.group_size, len(val_rows) * VAL_SAMPLES, len(loaded.sealed_rows))
             policy.sampler, policy.note = fast_sampler(policy.model, policy.device, batch, longest)
             if policy.note:
                 log(f"sampling with the model's own generate (slower): {policy.note}")
@@ -691,12 +704,15 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
                 t_start = time.time()
                 saved = training_state(policy, opt, gen, rng, state, save, ref_state)
                 ckpt_path = art.save_checkpoint(spec.out_dir, saved)
+        if loaded.sealed_rows and not rollout_path(ctx, SEALED_SPLIT, state["step"]).exists():
+            seal(ctx, loaded.sealed_rows, state["step"])
     finally:
         calls.close()
     summary.update(
         steps_done=state["step"],
         final_checkpoint=str(ckpt_path),
         val_n=len(val_rows),
+        sealed_n=len(loaded.sealed_rows),
         wall_time_s=state.get("elapsed_s", 0.0) + time.time() - t_start,
     )
     if policy.device.type == "cuda":

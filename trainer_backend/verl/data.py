@@ -20,8 +20,9 @@ from typing import Any
 import orjson
 
 from harness.env import EnvSpec
-from harness.manifest import Harness
+from harness.manifest import DataPaths, Harness
 from harness.rows import check_row
+from harness.splits import split_heldout
 from trainer_backend.verl.agentic import row_fields
 from trainer_backend.verl.config import DATA_DIR, VerlConfigError
 
@@ -61,9 +62,15 @@ def convert_row(
 
 
 def convert_file(
-    src: Path, dst: Path, split: str, default_source: str, default_ability: str, env: EnvSpec | None = None
+    src: Path,
+    dst: Path,
+    split: str,
+    default_source: str,
+    default_ability: str,
+    env: EnvSpec | None = None,
+    skip_lines: frozenset[int] = frozenset(),
 ) -> int:
-    """Convert one JSONL file to parquet atomically; return the number of rows.
+    """Convert one JSONL file to parquet atomically, leaving out the lines `skip_lines` numbers; return the rows.
 
     Raises:
         VerlConfigError: naming the file and line of a bad row, or a field whose type varies across rows.
@@ -74,7 +81,7 @@ def convert_file(
     rows = []
     with open(src, "rb") as fh:
         for number, raw in enumerate(fh, start=1):
-            if not raw.strip():
+            if not raw.strip() or number in skip_lines:
                 continue
             try:
                 rows.append(convert_row(orjson.loads(raw), len(rows), split, default_source, default_ability, env))
@@ -96,12 +103,35 @@ def convert_file(
 
 
 def convert_harness_data(harness: Harness, out_dir: Path) -> tuple[Path, Path]:
-    """Write `<out_dir>/verl_data/{train,val}.parquet` from the harness data; return their absolute paths."""
+    """Write `<out_dir>/verl_data/{train,val}.parquet` from the harness data; return their absolute paths.
+
+    `val` holds the held-out selection split only: the sealed rows (harness/splits.py) never reach verl's
+    validation, so no decision reads them (a verl run does not score the sealed split).
+    """
     folder = out_dir.resolve() / DATA_DIR
     paths = []
-    for split, rel in (("train", harness.manifest.data.train), ("val", harness.manifest.data.val)):
+    m = harness.manifest
+    for split, rel in (("train", m.data.train), ("val", m.data.val)):
         dst = folder / f"{split}.parquet"
-        m = harness.manifest
-        convert_file(harness.path(rel), dst, split, m.name, m.domain, m.env)
+        skip = sealed_lines(harness.path(rel), m.data) if split == "val" else frozenset()
+        convert_file(harness.path(rel), dst, split, m.name, m.domain, m.env, skip)
         paths.append(dst)
     return paths[0], paths[1]
+
+
+def sealed_lines(src: Path, data: DataPaths) -> frozenset[int]:
+    """Line numbers of the held-out file's sealed rows (none when the manifest names a separate `test` file)."""
+    if data.test is not None or data.sealed_fraction == 0:
+        return frozenset()
+    numbered: list[tuple[int, dict[str, Any]]] = []
+    with open(src, "rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            if raw.strip():
+                try:
+                    row = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    continue  # convert_file names the bad line
+                if isinstance(row, dict):
+                    numbered.append((number, {**row, "_line": number}))
+    _, sealed = split_heldout([r for _, r in numbered], data.sealed_fraction, data.select_by)
+    return frozenset(int(r["_line"]) for r in sealed)
