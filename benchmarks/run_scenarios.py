@@ -49,6 +49,7 @@ import orjson
 from sqlalchemy import select
 
 from agent.evidence import final_strict_scores, paired
+from agent.reporting.summary import sealed_score, session_summary
 from agent.rollback import START_CHECKPOINT_FILE
 from diagnostics.stats import HACK_ALERT_IDS, paired_bootstrap
 from diagnostics.table import read_run_table
@@ -90,6 +91,11 @@ class Row:
     pilot_phase_s: float | None = None
     session_id: str | None = None
     final_run_dir: str | None = None
+    # the sealed test split (harness/splits.py) of the version a session recommends (static/oracle: their run)
+    use_version: int | None = None
+    sealed: float | None = None
+    sealed_ci: tuple[float, float] | None = None
+    sealed_run_dir: str | None = None
 
 
 def _cli() -> list[str]:
@@ -127,7 +133,7 @@ def run_static(harness: Path, budget: int, seed: int, work: Path, timeout_s: flo
         row.train_s = data.get("wall_time_s")
         row.ok = row.ok and data.get("outcome") == "ok"
         row.message = row.message or data.get("message", "")
-    row.final_run_dir = str(out)
+    row.final_run_dir = row.sealed_run_dir = str(out)
     if row.train_s is not None and wall > 0:
         row.overhead_pct = 100.0 * max(0.0, wall - row.train_s) / wall
     return row
@@ -213,6 +219,10 @@ def _read_session(db: Any, row: Row, wall: float) -> None:
         row.ok, row.message = False, row.message or "session has no trained version"
         return
     row.final_run_dir = runs[final.run_id].artefact_dir
+    choice = session_summary(db, session.id).choice  # the version the session tells its user to use
+    use = next((v for v in versions if choice is not None and v.index == choice.use), final)
+    row.use_version = use.index
+    row.sealed_run_dir = runs[use.run_id].artefact_dir if use.run_id in runs else None
     row.lineage_steps = policy_lineage_steps(Path(row.final_run_dir))
     row.total_train_steps = sum(r.steps for r in runs.values() if r.status == "finished")
     candidates = list(db.scalars(select(models.Candidate).where(models.Candidate.session_id == session.id)))
@@ -271,7 +281,12 @@ def _union_length(intervals: list[tuple[float, float]]) -> float:
 
 
 def add_strict(rows: list[Row]) -> None:
-    """Fill strict accuracy and the paired CI against static (same scenario and seed)."""
+    """Fill strict accuracy and the paired CI against static (same scenario and seed), and the sealed score of
+    the recommended version (static and oracle: of their run), on the same sealed prompts for every mode."""
+    for r in rows:
+        sealed = sealed_score(r.sealed_run_dir) if r.sealed_run_dir else None
+        if sealed is not None and sealed.mean is not None:
+            r.sealed, r.sealed_ci = sealed.mean, (sealed.ci_low, sealed.ci_high)
     scores = {
         (r.scenario, r.mode, r.seed): strict_scores(Path(r.final_run_dir)) if r.final_run_dir else {} for r in rows
     }
@@ -305,18 +320,26 @@ def markdown(rows: list[Row], meta: dict[str, Any]) -> str:
         f"Seeds: {meta['seeds']}. Candidates per iteration: {meta['candidates']}; fresh-seed replicates before a "
         f"merge: {meta.get('replicates', 0)}. Sandbox: {meta['sandbox']}.",
         "",
-        "| scenario | mode | seed | strict | Δ vs static [95% CI] | lineage steps | train steps (all runs) | "
+        "| scenario | mode | seed | strict (selection) | Δ vs static [95% CI] | sealed test, version used [95% CI] | "
+        "lineage steps | train steps (all runs) | "
         "iterations with candidates | merges | invalid promotions | wall (s) | controller overhead | "
         "backtest / pilot phase (s) | note |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         ci = "—" if r.delta_vs_static is None else f"{r.delta_vs_static:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}]"
+        used = f" (v{r.use_version})" if r.use_version is not None else ""
+        sealed = (
+            "—"
+            if r.sealed is None or r.sealed_ci is None
+            else (f"{r.sealed:.3f}{used} [{r.sealed_ci[0]:.3f}, {r.sealed_ci[1]:.3f}]")
+        )
         cost = "—" if r.pilot_phase_s is None else f"{r.backtest_phase_s:.0f} / {r.pilot_phase_s:.0f}"
         note = r.message.replace("|", "/")
         lines.append(
-            f"| {r.scenario} | {r.mode} | {r.seed} | {_fmt(r.strict)} | {ci} | {_fmt(r.lineage_steps, 'd')} | "
-            f"{_fmt(r.total_train_steps, 'd')} | {_fmt(r.iterations, 'd')} | {_fmt(r.merges, 'd')} | "
+            f"| {r.scenario} | {r.mode} | {r.seed} | {_fmt(r.strict)} | {ci} | {sealed} | "
+            f"{_fmt(r.lineage_steps, 'd')} | {_fmt(r.total_train_steps, 'd')} | {_fmt(r.iterations, 'd')} | "
+            f"{_fmt(r.merges, 'd')} | "
             f"{_invalid(r)} | {_fmt(r.wall_s, '.0f')} | "
             f"{_fmt(r.overhead_pct, '.1f')}{'%' if r.overhead_pct is not None else ''} | {cost} | {note} |"
         )

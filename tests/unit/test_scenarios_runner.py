@@ -130,3 +130,23 @@ def test_a_merge_below_its_parent_within_noise_is_counted_apart(tmp_path: Path) 
     assert rs._significantly_below(None, runs["parent"])  # a drop that cannot be tested counts as real
     row = rs.Row("x", "evotrainer", 0, True, "", invalid_promotions=0, below_parent_ns=1)
     assert rs._invalid(row) == "0 (1 n.s.)" and rs._invalid(rs.Row("x", "static", 0, True, "")) == "—"
+
+
+def test_the_table_shows_the_sealed_score_of_the_version_used(tmp_path: Path) -> None:
+    runner = _runner()
+    rows = []
+    for mode, correct in (("static", 4), ("oracle", 8)):
+        run_dir = tmp_path / mode
+        _val(run_dir, correct)
+        sealed = [
+            Rollout("r", 5, "val", f"s{i}", f"s{i}", 0, "1+1=>", "x", "2", 0.0, strict_score=float(i < correct - 1))
+            for i in range(10)
+        ]
+        write_rollouts(run_dir / "rollouts" / "sealed" / "step_5.jsonl", sealed)
+        rows.append(runner.Row("demo", mode, 0, True, "", final_run_dir=str(run_dir), sealed_run_dir=str(run_dir)))
+    runner.add_strict(rows)
+    assert [r.strict for r in rows] == [0.4, 0.8] and [r.sealed for r in rows] == [0.3, 0.7]
+    meta = {"base_steps": 1, "iterations": 1, "pilot_steps": 1, "budget": 2, "seeds": [0], "candidates": 1,
+            "sandbox": "process", "command": "x", "machine": "m", "date": "d"}  # fmt: skip
+    table = runner.markdown(rows, meta)
+    assert "| demo | oracle | 0 | 0.800 |" in table and "| 0.700 [" in table
