@@ -29,6 +29,7 @@ from agent.nodes.train import candidate_name
 from agent.reporting.artefacts import REPORT_FILE, compare_pilot
 from agent.runs import final_checkpoint
 from diagnostics.stats import PairedComparison
+from trainer_backend.base import SUMMARY_FILE
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -110,13 +111,26 @@ def sealed_score(run_dir: str) -> SealedScore:
 
     files = rollout_files(Path(run_dir), SEALED_SPLIT) if run_dir else []
     if not files:
-        return SealedScore(None, note="its run scored no sealed split: a verl run, or one from before the split")
+        return SealedScore(None, note=_no_sealed_scores(Path(run_dir)) if run_dir else "no run")
     read = read_rollout_file(files[-1])
     scores = [r.strict_score for r in read.rollouts if r.strict_score is not None]
     if not scores:
         return SealedScore(None, note=f"{files[-1]} holds no strict scores")
     mean, low, high = mean_ci(scores)
     return SealedScore(mean, low, high, len(scores))
+
+
+def _no_sealed_scores(run_dir: Path) -> str:
+    """Why a run folder holds no sealed scores, from its summary (the trainer records how many rows it sealed)."""
+    import orjson
+
+    try:
+        sealed_n = orjson.loads((run_dir / SUMMARY_FILE).read_bytes()).get("sealed_n")
+    except (OSError, orjson.JSONDecodeError, AttributeError):
+        sealed_n = None
+    if sealed_n == 0:
+        return "the harness seals no held-out rows: data.sealed_fraction is 0 or each source has a single row"
+    return "its run scored no sealed split: a verl run, or one from before the split existed"
 
 
 def sealed_lines(s: SessionSummary) -> list[str]:
