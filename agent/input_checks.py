@@ -190,7 +190,7 @@ def _prompts(harness: Harness) -> Iterable[tuple[str, int, str]]:
     are skipped: the data checks name those)."""
     import json
 
-    for relative in (harness.manifest.data.train, harness.manifest.data.val):
+    for relative in harness.manifest.data.files:
         with open(harness.path(relative), encoding="utf-8") as fh:
             for number, line in enumerate(fh, start=1):
                 try:

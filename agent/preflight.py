@@ -87,8 +87,9 @@ def check_data(backend: str, harness: Harness) -> None:
         value = with_defaults(row, train, number).get(m.data.select_by)
         if value is not None:
             counts[str(value)] = counts.get(str(value), 0) + 1
-    for _ in iter_rows(harness.path(m.data.val), "chat_data" if backend == "verl" else "data"):
-        pass
+    for heldout in m.data.heldout:
+        for _ in iter_rows(harness.path(heldout), "chat_data" if backend == "verl" else "data"):
+            pass
     settings = m.trainer.settings("local")
     if backend != "local" or settings is None:
         return  # verl has no warm start and no data selection of its own
@@ -309,7 +310,7 @@ def _unread_changes(backend: str, harness: Harness, candidate_dir: Path) -> list
         return []
     m = harness.manifest
     gf = harness.group_filter
-    read = {m.trainer.settings("verl"), m.data.train, m.data.val}
+    read = {m.trainer.settings("verl"), *m.data.files}
     if any(p in read or (p.endswith(".py") and (gf is None or p != gf.path)) for p in changed):
         return []
     return [

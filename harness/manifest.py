@@ -100,6 +100,16 @@ class DataPaths(BaseModel):
         SEALED_FRACTION, ge=0.0, lt=1.0, description="share of `val` sealed for the final figure when no `test`"
     )
 
+    @property
+    def heldout(self) -> tuple[str, ...]:
+        """The held-out files: `val`, and `test` when the manifest names one (harness/splits.py)."""
+        return (self.val,) if self.test is None else (self.val, self.test)
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """Every data file the trainers read rows from: training, then held-out."""
+        return (self.train, *self.heldout)
+
 
 class EvalSpec(BaseModel):
     """The protected strict evaluator."""

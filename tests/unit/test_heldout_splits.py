@@ -61,3 +61,24 @@ def test_verl_leaves_out_the_same_rows_the_local_trainer_seals(tmp_path: Path) -
     lines = sealed_lines(path, DataPaths(train="t", val="val.jsonl"))
     assert {rows[n - 1]["prompt"] for n in lines} == {r["prompt"] for r in sealed}
     assert sealed_lines(path, DataPaths(train="t", val="val.jsonl", test="s.jsonl")) == frozenset()
+
+
+def test_a_test_file_must_be_protected_and_counts_as_held_out_data(tmp_path: Path) -> None:
+    import shutil
+
+    from harness.manifest import HarnessError, load_harness
+    from trainer_backend.local.vocab import harness_texts
+
+    root = Path(shutil.copytree(Path(__file__).resolve().parents[2] / "examples" / "arithmetic-oracle", tmp_path / "h"))
+    (root / "data" / "test.jsonl").write_text(json.dumps({"prompt": "7%7=>", "ground_truth": "0"}) + "\n")
+    manifest = root / "evotrainer.yaml"
+    text = manifest.read_text()
+    assert "val: data/val.jsonl" in text
+    manifest.write_text(text.replace("val: data/val.jsonl", "val: data/val.jsonl, test: data/test.jsonl"))
+    with pytest.raises(HarnessError, match=r"surface.protected' must cover data/test.jsonl \(data.test\)"):
+        load_harness(root)  # the example protects data/val.jsonl file by file
+    protect = manifest.read_text().replace("eval/, data/val.jsonl,", "eval/, data/val.jsonl, data/test.jsonl,")
+    manifest.write_text(protect)
+    harness = load_harness(root)
+    assert harness.manifest.data.heldout == ("data/val.jsonl", "data/test.jsonl")
+    assert any(t.path == "data/test.jsonl" and "%" in t.text for t in harness_texts(harness, None))

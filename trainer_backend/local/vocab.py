@@ -75,7 +75,7 @@ def harness_texts(harness: Harness, warmstart_data: str | None) -> list[HarnessT
         ValueError: a data line is not JSON (named by file and line).
     """
     out: list[HarnessText] = []
-    for relative in (harness.manifest.data.train, harness.manifest.data.val):
+    for relative in harness.manifest.data.files:
         for number, row in _rows(harness.root, relative):
             if isinstance(row.get("prompt"), str):
                 out.append(HarnessText(relative, number, "prompt", str(row["prompt"])))
