@@ -55,7 +55,7 @@ def test_sdk_starts_a_session_from_a_harness_path_streams_it_and_answers_its_gat
 
         async def schema_and_bad_input() -> tuple[dict[str, Any], Any]:
             client = get_client(url=url)
-            [assistant] = [a for a in await client.assistants.search() if a["graph_id"] == "evotrainer"]
+            [assistant] = await client.assistants.search(graph_id="evotrainer", metadata={"created_by": "system"})
             schemas = await client.assistants.get_schemas(assistant["assistant_id"])
             thread = await client.threads.create()
             bad = await client.runs.wait(
