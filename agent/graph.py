@@ -8,7 +8,9 @@
                                           └───────────────┴→ promote_gate → record → observe (budget left) | finish
 
 `graph` (for `langgraph.json`) is compiled WITHOUT a checkpointer: `langgraph dev` refuses graphs that
-bring their own (langgraph.md §4). The CLI compiles `builder` with a SQLite/Postgres checkpointer.
+bring their own (langgraph.md §4). The CLI compiles `builder` with a SQLite/Postgres checkpointer and passes
+its own `Context`; `graph` takes a client's context, so its schema is `ServerContext` (the owner's settings,
+the client's allowed choices: agent/server_context.py).
 All nodes are sync `def`: git, Docker and training are blocking calls (langgraph.md §5).
 """
 
@@ -32,6 +34,7 @@ from agent.nodes import (
     train,
     upgrade,
 )
+from agent.server_context import ServerContext
 from agent.state import InputState, State
 
 builder = StateGraph(State, context_schema=Context, input_schema=InputState)
@@ -69,3 +72,4 @@ builder.add_conditional_edges("record", routing.route_after_record, ["observe", 
 builder.add_edge("finish", END)
 
 graph = builder.compile(name="evotrainer")
+graph.context_schema = ServerContext  # the server builds every run's context from the client's JSON with it

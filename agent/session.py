@@ -45,8 +45,11 @@ __all__ = ["ensure_session", "new_session_id", "start_session"]
 
 @contextmanager
 def checkpointer(url: str) -> Iterator[Any]:
-    """A LangGraph checkpointer on the store's database (SQLite file or Postgres)."""
-    from store.engine import sqlite_path
+    """A LangGraph checkpointer on the store's database (SQLite file or Postgres).
+
+    On Postgres its table set-up runs under the store's migration lock (`store.engine.migration_lock`).
+    """
+    from store.engine import migration_lock, sqlite_path
 
     path = sqlite_path(url)
     if path is not None:
@@ -63,7 +66,10 @@ def checkpointer(url: str) -> Iterator[Any]:
     from langgraph.checkpoint.postgres import PostgresSaver
 
     with PostgresSaver.from_conn_string(url.replace("postgresql+psycopg://", "postgresql://")) as pg_saver:
-        pg_saver.setup()
+        # setup() creates tables, then inserts its migration rows: not safe against a second process doing
+        # the same (issue 25 §7: UniqueViolation on checkpoint_migrations_pkey), so it runs under the store's lock.
+        with migration_lock(url):
+            pg_saver.setup()
         yield pg_saver
 
 

@@ -20,6 +20,7 @@ from langgraph.runtime import Runtime
 from agent.bootstrap import ensure_session, new_session_id
 from agent.context import Context
 from agent.input_checks import SetupError
+from agent.server_context import ServerContext, check_client_input
 from agent.state import State
 
 
@@ -31,5 +32,8 @@ def setup(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     repo = state.get("repo")
     if not isinstance(harness, (str, type(None))) or not isinstance(repo, (str, type(None))):
         raise SetupError("'harness' and 'repo' in the input must be folder paths (strings)")
+    if isinstance(runtime.context, ServerContext):  # a client's input: only a harness under the owner's roots
+        harness = state.get("harness")  # never a client's `harness_dir`: an existing session is found by its id
+        check_client_input(runtime.context, harness, repo, session_id)
     root = ensure_session(runtime.context, session_id, Path(harness) if harness else None, Path(repo) if repo else None)
     return {"session_id": session_id, "harness_dir": str(root)}

@@ -24,7 +24,8 @@ from store import models
 
 @pytest.fixture()
 def dev_server(tmp_path: Path) -> Iterator[str]:
-    with serve(tmp_path) as url:
+    # The owner's settings come from the server's environment; a client's context may not set them (issue 25 §1).
+    with serve(tmp_path, EVOTRAINER_SERVER_WORKDIR=str(tmp_path), EVOTRAINER_SERVER_SANDBOX="process") as url:
         yield url
 
 
@@ -36,7 +37,7 @@ def test_dev_server_lists_draws_runs_to_the_launch_gate_and_resumes(
     settings = {"policy": "heuristic", "llm_model": "", "gate": "launch", "max_iterations": 1, "max_candidates": 1,
                 "base_steps": 8, "pilot_steps": 8}  # fmt: skip
     ctx, state = fake_session(tmp_path, **settings)
-    context = {"workdir": str(tmp_path), "sandbox": "process", **settings}
+    context = settings
 
     async def drive() -> tuple:
         client = get_client(url=dev_server)

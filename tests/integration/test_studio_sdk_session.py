@@ -48,13 +48,14 @@ def test_sdk_starts_a_session_from_a_harness_path_streams_it_and_answers_its_gat
     from langgraph_sdk import get_client
 
     harness = copy_demo(tmp_path / "my-harness")
-    settings = {"gate": "launch", "max_iterations": 1, "max_candidates": 1, "base_steps": 4, "pilot_steps": 4,
-                "sandbox": "process", "workdir": str(tmp_path)}  # fmt: skip
-    with dev_server(tmp_path, EVOTRAINER_CACHE=str(tmp_path / "cache")) as url:
+    settings = {"gate": "launch", "max_iterations": 1, "max_candidates": 1, "base_steps": 4, "pilot_steps": 4}
+    owner = {"EVOTRAINER_SERVER_WORKDIR": str(tmp_path), "EVOTRAINER_SERVER_SANDBOX": "process",
+             "EVOTRAINER_SERVER_HARNESS_ROOTS": str(tmp_path)}  # fmt: skip
+    with dev_server(tmp_path, EVOTRAINER_CACHE=str(tmp_path / "cache"), **owner) as url:
 
         async def schema_and_bad_input() -> tuple[dict[str, Any], Any]:
             client = get_client(url=url)
-            [assistant] = [a for a in await client.assistants.search() if a["graph_id"] == "evotrainer"]
+            [assistant] = await client.assistants.search(graph_id="evotrainer", metadata={"created_by": "system"})
             schemas = await client.assistants.get_schemas(assistant["assistant_id"])
             thread = await client.threads.create()
             bad = await client.runs.wait(
