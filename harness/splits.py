@@ -18,16 +18,26 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from harness.manifest import DataPaths
+from typing import Any, Protocol
 
 # The share of the held-out rows sealed when the manifest names no `data.test` file (docs/harness.md).
 SEALED_FRACTION = 0.25
 SEALED_SPLIT = "sealed"  # the run folder's `rollouts/<split>/` of the sealed scores (never a loop split)
 
 Row = dict[str, Any]
+
+
+class HeldOutData(Protocol):
+    """The manifest's data fields the split reads (`harness.manifest.DataPaths`, which imports this module)."""
+
+    @property
+    def val(self) -> str: ...
+    @property
+    def test(self) -> str | None: ...
+    @property
+    def sealed_fraction(self) -> float: ...
+    @property
+    def select_by(self) -> str: ...
 
 
 def _key(row: Row) -> str:
@@ -56,7 +66,7 @@ def split_heldout(rows: Sequence[Row], fraction: float, select_by: str) -> tuple
     return [r for i, r in enumerate(rows) if i not in sealed], [r for i, r in enumerate(rows) if i in sealed]
 
 
-def heldout_splits(data: DataPaths, read: Callable[[str], list[Row]]) -> tuple[list[Row], list[Row]]:
+def heldout_splits(data: HeldOutData, read: Callable[[str], list[Row]]) -> tuple[list[Row], list[Row]]:
     """`(selection, sealed)` rows of a harness's held-out data; `read(relative path)` reads one data file."""
     if data.test is not None:
         return read(data.val), read(data.test)
