@@ -38,7 +38,7 @@ CLIENT_FIELDS = (
     "llm_timeout_s", "max_llm_tokens", "max_cost_usd", "price_per_1k", "escalate_after",
 )  # fmt: skip
 OWNER_ENV = {
-    "workdir": "EVOTRAINER_SERVER_WORKDIR",  # default: the folder the server was started in
+    "workdir": "EVOTRAINER_SERVER_WORKDIR",  # default: `default_workdir`, outside the folder the server serves
     "db_url": "EVOTRAINER_SERVER_DB_URL",  # default: the SQLite store under the workdir
     "backend": "EVOTRAINER_SERVER_BACKEND",  # default: local
     "ray_address": "EVOTRAINER_SERVER_RAY_ADDRESS",  # default: none (runs start on the server's machine)
@@ -107,8 +107,20 @@ def refuse_client_keys(client: Mapping[str, Any]) -> None:
 
 
 def owner_settings(environ: Mapping[str, str]) -> dict[str, str]:
-    """The owner's settings from the server's environment (`OWNER_ENV`); unset variables keep the defaults."""
-    return {name: environ[var] for name, var in OWNER_ENV.items() if environ.get(var)}
+    """The owner's settings from the server's environment (`OWNER_ENV`); unset variables keep the defaults,
+    except the workdir (`default_workdir`)."""
+    return {"workdir": str(default_workdir(environ))} | {
+        name: environ[var] for name, var in OWNER_ENV.items() if environ.get(var)
+    }
+
+
+def default_workdir(environ: Mapping[str, str]) -> Path:
+    """Where server sessions live when the owner names no workdir: `$XDG_STATE_HOME/evotrainer/server`
+    (`~/.local/state/...`), outside the folder `langgraph dev` serves and watches. Sessions write Python files
+    (the session repository, candidate worktrees); inside the watched folder each one restarted the server
+    mid-run (issue 26 §3). An owner who puts the workdir inside it serves with `--no-reload` (docs/studio.md)."""
+    state = environ.get("XDG_STATE_HOME") or str(Path(environ.get("HOME") or Path.home()) / ".local" / "state")
+    return Path(state).expanduser() / "evotrainer" / "server"
 
 
 def harness_roots(environ: Mapping[str, str]) -> list[Path]:

@@ -27,8 +27,11 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def dev_server(tmp_path: Path, **env: str) -> Iterator[str]:
-    """Serve `langgraph.json` with the durable dev checkpointer in `tmp_path`; yield the base URL."""
+def dev_server(tmp_path: Path, reload: bool = False, **env: str) -> Iterator[str]:
+    """Serve `langgraph.json` with the durable dev checkpointer in `tmp_path`; yield the base URL.
+
+    `reload`: serve as docs/studio.md's command does, watching the repository for changed Python files.
+    """
     if not LANGGRAPH.exists():
         pytest.skip("langgraph-cli[inmem] is not installed (the dev extra)")
     port = free_port()
@@ -37,7 +40,8 @@ def dev_server(tmp_path: Path, **env: str) -> Iterator[str]:
     log_path = tmp_path / "dev.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--port", str(port), "--config", "langgraph.json"],
+            [str(LANGGRAPH), "dev", "--no-browser", *([] if reload else ["--no-reload"]), "--port", str(port),
+             "--config", "langgraph.json"],
             cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         url = f"http://127.0.0.1:{port}"
