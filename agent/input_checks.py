@@ -172,7 +172,7 @@ def check_local_trainer_config(path: Path, manifest: Path, harness: Harness | No
     for _, key, valid in unknown_keys(raw, LocalTrainerConfig):
         raise SetupError(f"{path}: unknown trainer key '{key}'; {closest(str(key), valid)}")
     try:
-        cfg = load_trainer_config(path)
+        cfg = load_trainer_config(path, manifest.parent)  # the harness root: its file fields by the path rule
     except ValueError as exc:
         raise SetupError(f"{exc}; fix the value (trainer.config in {manifest})") from None
     if harness is None or cfg.kind == "tiny":

@@ -94,7 +94,7 @@ def check_data(backend: str, harness: Harness) -> None:
         return  # verl has no warm start and no data selection of its own
     from trainer_backend.local.config import load_data_weights, load_trainer_config
 
-    cfg = load_trainer_config(harness.path(settings))
+    cfg = load_trainer_config(harness.path(settings), harness.root)
     warm = harness.path(cfg.warmstart_data)
     if not warm.is_file():
         raise ValueError(f"{harness.path(settings)}: field 'warmstart_data': {warm} does not exist; create it")
@@ -355,7 +355,7 @@ def _validate_local(runs: list[PlannedRun]) -> None:
             harness = load_harness(Path(spec.harness_dir))
             settings = harness.manifest.trainer.settings("local")
             assert settings is not None  # check_backend / the backtest's harness checks
-            cfg = load_trainer_config(harness.path(settings))
+            cfg = load_trainer_config(harness.path(settings), harness.root)
             load_data_weights(None if cfg.data_selection is None else harness.path(cfg.data_selection))
         except (HarnessError, ValueError) as exc:
             run.problems.append(str(exc))

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 from typing import NoReturn
 
+from harness.failures import BadInput
+
 MAX_PATH_CHARS = 4096
 
 
-class PathRuleError(ValueError):
+class PathRuleError(BadInput):
     """A path breaks the path rule; the message names the path and the rule it breaks."""
 
 
