@@ -46,7 +46,9 @@ def check_harness(folder: Path) -> Harness:
     Raises:
         SetupError: the first problem found, naming the file or field and the fix.
     """
+    from harness.files import COPY_SKIPPED, check_tree
     from harness.manifest import MANIFEST_NAME, HarnessError, load_harness
+    from harness.paths import PathRuleError
 
     folder = folder.expanduser()
     if not folder.exists():
@@ -65,7 +67,8 @@ def check_harness(folder: Path) -> Harness:
     _check_manifest_keys(manifest)
     try:
         harness = load_harness(folder)
-    except HarnessError as exc:
+        check_tree(folder, COPY_SKIPPED)  # what a session copies: no links or special files (issue 25 §5)
+    except (HarnessError, PathRuleError) as exc:
         raise SetupError(str(exc)) from None
     entries = [("reward", harness.reward), ("eval.strict", harness.strict_eval)]
     if harness.group_filter is not None:

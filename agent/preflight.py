@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.context import Context
+from harness.files import copy_folder
 from harness.manifest import BackendName, Harness, HarnessError, load_harness
 from trainer_backend.base import RunRefused, RunSpec
 
@@ -280,7 +281,7 @@ def _candidate_harnesses(harness: Harness, folder: Path, backend: BackendName) -
     for spec in specs:
         copy = folder / spec.name
         shutil.rmtree(copy, ignore_errors=True)
-        shutil.copytree(harness.root, copy, ignore=shutil.ignore_patterns(".git", "__pycache__", ".evotrainer"))
+        copy_folder(harness.root, copy, (".git", "__pycache__", ".evotrainer"))
         try:
             apply_skill(spec, copy, harness, metrics={}, backend=backend)
         except (SkillPatchError, GitWorktreeError, ValueError) as exc:
