@@ -74,7 +74,7 @@ def check_harness(folder: Path) -> Harness:
     if harness.group_filter is not None:
         entries.append(("group_filter", harness.group_filter))
     for field, entry in entries:
-        _check_function(harness.root / entry.path, entry.function, field, manifest)
+        _check_function(harness.path(entry.path), entry.function, field, manifest)
     if harness.manifest.trainer.backend == "local":
         check_local_trainer_config(harness.path(harness.manifest.trainer.config), manifest, harness)
     return harness

@@ -277,7 +277,7 @@ def latest_checkpoint_step(checkpoint_dir: Path) -> int | None:
 
 
 def _reward_path(harness: Harness) -> str:
-    return str((harness.root / harness.reward.path).resolve())
+    return str(harness.path(harness.reward.path).resolve())
 
 
 def build_plan(
