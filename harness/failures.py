@@ -67,7 +67,8 @@ MESSAGE_CHARS = 2000  # the longest failure text a result records (records, case
 def recorded(message: str, limit: int = MESSAGE_CHARS) -> str:
     """Failure text as a result records it: control characters (but newline and tab) shown as `?`, capped.
 
-    Every failure message a run result carries goes through here once (`trainer_backend.base.RunResult`),
+    Every failure message a run or backtest result carries goes through here once (`trainer_backend.base.
+    RunResult`, `diagnostics.backtest.failed_backtest`),
     so a trainer's or candidate's error text never floods a record, the report or the model's context.
     What a message may quote is the job of the path rule (`harness.files`): nothing outside the harness is
     ever opened on a harness file's say-so, so no error can quote it.

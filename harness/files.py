@@ -92,7 +92,7 @@ def root_context(root: Path | None) -> dict[str, Any] | None:
 def copy_folder(src: Path, dst: Path, skip: tuple[str, ...] = ()) -> None:
     """Copy a user's harness or task folder `src` to `dst` (new, or an empty folder), never following a link.
 
-    The one copy every place uses that copies a user's folder (session set-up, skill plans, `init`). The
+    The one copy every place uses that copies a user's folder (session set-up, skill plans). The
     whole tree is checked first and nothing is written when any entry is a symlink, a FIFO, a socket, a
     device or a hard link (issue 25 §5: a `data/train.jsonl` linked to a 0600 host file was committed into a
     session repository). `skip` holds glob patterns of names left out, with everything below them
@@ -109,8 +109,11 @@ def copy_folder(src: Path, dst: Path, skip: tuple[str, ...] = ()) -> None:
             target.mkdir(exist_ok=True)
             continue
         flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-        with os.fdopen(os.open(src / rel, flags), "rb") as fh, open(target, "xb") as out:
-            shutil.copyfileobj(fh, out)
+        with os.fdopen(os.open(src / rel, flags), "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # swapped since the check: refuse, never read
+                raise PathRuleError(f"{src / rel} changed into {_kind(os.fstat(fh.fileno()).st_mode)} while copying")
+            with open(target, "xb") as out:
+                shutil.copyfileobj(fh, out)
         os.chmod(target, stat.S_IMODE(mode))
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.failures import MESSAGE_CHARS, recorded
+from diagnostics.backtest import failed_backtest
+from harness.failures import MESSAGE_CHARS, Outcome, recorded
 from harness.files import inside
 from harness.manifest import HarnessError, load_harness
 from harness.paths import PathRuleError
@@ -98,3 +99,5 @@ def test_recorded_failure_text_is_capped_and_plain() -> None:
     assert len(long) <= MESSAGE_CHARS and long.endswith(f"(cut: {10 * MESSAGE_CHARS} characters in all)")
     result = RunResult(run_id="r", outcome="candidate_error", out_dir=Path("."), message="y" * 100_000)
     assert len(result.message) <= MESSAGE_CHARS
+    backtest = failed_backtest("c", Outcome.CANDIDATE_ERROR, "z" * 100_000, "harness/reward.py")
+    assert len(backtest.message) <= MESSAGE_CHARS and all(len(r) <= MESSAGE_CHARS + 20 for r in backtest.reasons)
