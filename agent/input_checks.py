@@ -67,8 +67,7 @@ def check_harness(folder: Path) -> Harness:
     _check_manifest_keys(manifest)
     try:
         harness = load_harness(folder)
-        check_tree(folder, COPY_SKIPPED)  # what a session copies: no links or special files (issue 25 §5)
-    except (HarnessError, PathRuleError) as exc:
+    except HarnessError as exc:
         raise SetupError(str(exc)) from None
     entries = [("reward", harness.reward), ("eval.strict", harness.strict_eval)]
     if harness.group_filter is not None:
@@ -77,6 +76,10 @@ def check_harness(folder: Path) -> Harness:
         _check_function(harness.path(entry.path), entry.function, field, manifest)
     if harness.manifest.trainer.backend == "local":
         check_local_trainer_config(harness.path(harness.manifest.trainer.config), manifest, harness)
+    try:  # last: a link a field names is refused above, naming the field
+        check_tree(folder, COPY_SKIPPED)  # what a session copies: no links or special files (issue 25 §5)
+    except PathRuleError as exc:
+        raise SetupError(str(exc)) from None
     return harness
 
 
