@@ -115,7 +115,7 @@ def _build_repo(harness: Path, root: Path, session_id: str) -> None:
     """
     import shutil
 
-    from agent.repos import SKIPPED
+    from harness.files import COPY_SKIPPED, copy_folder
     from sandboxes import git_worktree as gw
 
     staging = root.with_name(f".{root.name}.{session_id}.partial")
@@ -124,7 +124,7 @@ def _build_repo(harness: Path, root: Path, session_id: str) -> None:
         if leftover.exists():
             shutil.rmtree(leftover)
     if is_repo_root(harness):
-        shutil.copytree(harness, source, ignore=shutil.ignore_patterns(*SKIPPED, "*.pyc"))
+        copy_folder(harness, source, COPY_SKIPPED)  # no links or special files (issue 25 §5)
     gw.init_session_repo(source if source.exists() else harness, staging)
     if source.exists():
         shutil.rmtree(source)

@@ -46,7 +46,9 @@ def check_harness(folder: Path) -> Harness:
     Raises:
         SetupError: the first problem found, naming the file or field and the fix.
     """
+    from harness.files import COPY_SKIPPED, check_tree
     from harness.manifest import MANIFEST_NAME, HarnessError, load_harness
+    from harness.paths import PathRuleError
 
     folder = folder.expanduser()
     if not folder.exists():
@@ -71,9 +73,13 @@ def check_harness(folder: Path) -> Harness:
     if harness.group_filter is not None:
         entries.append(("group_filter", harness.group_filter))
     for field, entry in entries:
-        _check_function(harness.root / entry.path, entry.function, field, manifest)
+        _check_function(harness.path(entry.path), entry.function, field, manifest)
     if harness.manifest.trainer.backend == "local":
         check_local_trainer_config(harness.path(harness.manifest.trainer.config), manifest, harness)
+    try:  # last: a link a field names is refused above, naming the field
+        check_tree(folder, COPY_SKIPPED)  # what a session copies: no links or special files (issue 25 §5)
+    except PathRuleError as exc:
+        raise SetupError(str(exc)) from None
     return harness
 
 
@@ -172,7 +178,7 @@ def check_local_trainer_config(path: Path, manifest: Path, harness: Harness | No
     for _, key, valid in unknown_keys(raw, LocalTrainerConfig):
         raise SetupError(f"{path}: unknown trainer key '{key}'; {closest(str(key), valid)}")
     try:
-        cfg = load_trainer_config(path)
+        cfg = load_trainer_config(path, manifest.parent)  # the harness root: its file fields by the path rule
     except ValueError as exc:
         raise SetupError(f"{exc}; fix the value (trainer.config in {manifest})") from None
     if harness is None or cfg.kind == "tiny":

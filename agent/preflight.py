@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.context import Context
+from harness.files import copy_folder
 from harness.manifest import BackendName, Harness, HarnessError, load_harness
 from trainer_backend.base import RunRefused, RunSpec
 
@@ -95,7 +96,7 @@ def check_data(backend: str, harness: Harness) -> None:
         return  # verl has no warm start and no data selection of its own
     from trainer_backend.local.config import load_data_weights, load_trainer_config
 
-    cfg = load_trainer_config(harness.path(settings))
+    cfg = load_trainer_config(harness.path(settings), harness.root)
     warm = harness.path(cfg.warmstart_data)
     if not warm.is_file():
         raise ValueError(f"{harness.path(settings)}: field 'warmstart_data': {warm} does not exist; create it")
@@ -281,7 +282,7 @@ def _candidate_harnesses(harness: Harness, folder: Path, backend: BackendName) -
     for spec in specs:
         copy = folder / spec.name
         shutil.rmtree(copy, ignore_errors=True)
-        shutil.copytree(harness.root, copy, ignore=shutil.ignore_patterns(".git", "__pycache__", ".evotrainer"))
+        copy_folder(harness.root, copy, (".git", "__pycache__", ".evotrainer"))
         try:
             apply_skill(spec, copy, harness, metrics={}, backend=backend)
         except (SkillPatchError, GitWorktreeError, ValueError) as exc:
@@ -356,7 +357,7 @@ def _validate_local(runs: list[PlannedRun]) -> None:
             harness = load_harness(Path(spec.harness_dir))
             settings = harness.manifest.trainer.settings("local")
             assert settings is not None  # check_backend / the backtest's harness checks
-            cfg = load_trainer_config(harness.path(settings))
+            cfg = load_trainer_config(harness.path(settings), harness.root)
             load_data_weights(None if cfg.data_selection is None else harness.path(cfg.data_selection))
         except (HarnessError, ValueError) as exc:
             run.problems.append(str(exc))

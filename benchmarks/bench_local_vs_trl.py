@@ -120,7 +120,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     harness = load_harness(HARNESS)
-    cfg = load_trainer_config(harness.path(harness.manifest.trainer.config))
+    cfg = load_trainer_config(harness.path(harness.manifest.trainer.config), harness.root)
     tok = tokenizer_for(harness, cfg.warmstart_data, None)  # the vocabulary a training run of it builds
     rows = art.read_rows(harness.path(harness.manifest.data.train))
     calls = InProcessCalls(harness)

@@ -37,7 +37,7 @@ from diagnostics.hack_corpus import HackCorpusScore
 from diagnostics.schema import Rollout
 from diagnostics.score import STRICT_CORRECT, rank_violations
 from diagnostics.signal import DEAD_STD, GroupKey, group_rollouts
-from harness.failures import Outcome
+from harness.failures import Outcome, recorded
 
 MIN_GROUPS = 8
 KEPT_RATIO_MIN = KEPT_LIVE_WARNING  # one bar for the backtest and the report's signal.filter_drops_signal
@@ -412,6 +412,7 @@ def failed_backtest(candidate: str, outcome: Outcome, message: str, error_path: 
     """Return the result of a backtest whose candidate code (or infrastructure) failed; no numbers are faked."""
     assert outcome is not Outcome.OK, "a failed backtest needs a failure outcome"
     verdict = Verdict.INCONCLUSIVE if outcome is Outcome.INFRA_ERROR else Verdict.FAIL
+    message = recorded(message)  # capped once, as a run's failure text is (trainer_backend.base.RunResult)
     return BacktestResult(
         candidate, outcome, verdict, (f"{outcome.value}: {message}",), None, None, message, error_path
     )

@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness.failures import CandidateCodeError, Outcome, shown
+from harness.files import inside
 from harness.manifest import DEFAULT_REWARD_BOUND, MAX_REWARD_MAGNITUDE, EntryPoint, Harness
+from harness.paths import PathRuleError
 
 DEFAULT_RANGE = (-DEFAULT_REWARD_BOUND, DEFAULT_REWARD_BOUND)
 # What candidate code may raise and still be the candidate's fault: anything but a real Ctrl-C, SystemExit
@@ -182,7 +184,10 @@ def load_function(root: Path, entry: EntryPoint) -> Callable[..., Any]:
     Raises:
         CandidateCodeError: the file fails to import or lacks the function.
     """
-    path = root / entry.path
+    try:
+        path = inside(root, entry.path)  # the one path rule (harness/files.py): no link along the way
+    except PathRuleError as exc:
+        raise CandidateCodeError(Outcome.CANDIDATE_ERROR, str(exc), entry.path) from None
     name = "evotrainer_harness_" + "_".join(Path(entry.path).with_suffix("").parts)
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:

@@ -61,6 +61,20 @@ class BadInput(ValueError):
 
 
 SHOWN_CHARS = 80  # the longest rendering of a value inside an error message
+MESSAGE_CHARS = 2000  # the longest failure text a result records (records, case memory, report, the model)
+
+
+def recorded(message: str, limit: int = MESSAGE_CHARS) -> str:
+    """Failure text as a result records it: control characters (but newline and tab) shown as `?`, capped.
+
+    Every failure message a run or backtest result carries goes through here once (`trainer_backend.base.
+    RunResult`, `diagnostics.backtest.failed_backtest`),
+    so a trainer's or candidate's error text never floods a record, the report or the model's context.
+    What a message may quote is the job of the path rule (`harness.files`): nothing outside the harness is
+    ever opened on a harness file's say-so, so no error can quote it.
+    """
+    text = "".join(ch if ch in "\n\t" or (ord(ch) >= 0x20 and ord(ch) != 0x7F) else "?" for ch in message)
+    return text if len(text) <= limit else f"{text[: limit - 40]}… (cut: {len(text)} characters in all)"
 
 
 def shown(value: object, limit: int = SHOWN_CHARS) -> str:

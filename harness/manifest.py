@@ -44,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from harness.answers import AnswerProtocol
 from harness.env import EnvSpec
 from harness.failures import BadInput, shown
+from harness.files import HarnessPath, inside, root_context
 from harness.paths import PathRuleError, is_under, normalise
 from harness.splits import SEALED_FRACTION
 
@@ -92,8 +93,8 @@ class DataPaths(BaseModel):
     """Training and held-out data files (JSONL, one prompt per line), and the row field data selection weighs."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    train: str
-    val: str
+    train: HarnessPath
+    val: HarnessPath
     select_by: str = Field("data_source", min_length=1, description="row field harness/data.yaml weighs")
     test: str | None = Field(None, description="the sealed test file (protected); default: part of `val` is sealed")
     sealed_fraction: float = Field(
@@ -133,9 +134,9 @@ class TrainerSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     backend: BackendName = "local"
-    config: str
-    local: str | None = None
-    verl: str | None = None
+    config: HarnessPath
+    local: HarnessPath | None = None
+    verl: HarnessPath | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -179,7 +180,7 @@ class Manifest(BaseModel):
     data: DataPaths
     reward: str
     group_filter: str | None = None
-    diagnostics: str | None = None
+    diagnostics: HarnessPath | None = None
     eval: EvalSpec
     trainer: TrainerSpec
     surface: Surface
@@ -258,8 +259,12 @@ class Harness(BaseModel):
     manifest: Manifest
 
     def path(self, relative: str) -> Path:
-        """Resolve a manifest path against the harness root."""
-        return self.root / relative
+        """Resolve a harness-relative path against the root, by the path rule (`harness.files.inside`).
+
+        Raises:
+            PathRuleError: the path is absolute, climbs out, or a link or odd file lies along it.
+        """
+        return inside(self.root, relative)
 
     @property
     def reward(self) -> EntryPoint:
@@ -321,6 +326,10 @@ def load_harness(root: Path) -> Harness:
         HarnessError: with the manifest path, the field and how to fix it.
     """
     manifest_path = root / MANIFEST_NAME
+    try:
+        inside(root, MANIFEST_NAME)
+    except PathRuleError as exc:
+        raise HarnessError(f"{manifest_path}: {exc}") from None
     if not manifest_path.is_file():
         raise HarnessError(f"{manifest_path}: not found; a harness folder needs an {MANIFEST_NAME} manifest")
     try:
@@ -330,7 +339,7 @@ def load_harness(root: Path) -> Harness:
     if not isinstance(raw, dict):
         raise HarnessError(f"{manifest_path}: expected a mapping of fields at the top level")
     try:
-        manifest = Manifest.model_validate(raw)
+        manifest = Manifest.model_validate(raw, context=root_context(root))
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "(top level)"
@@ -350,6 +359,11 @@ def load_harness(root: Path) -> Harness:
         files["group_filter"] = harness.group_filter.path
     if harness.env is not None:
         files["env.entry"] = harness.env.path
+    for field_name, rel in [*files.items(), ("diagnostics", manifest.diagnostics or "")]:
+        try:
+            inside(root, rel)  # entry points are checked as written by their validators; links here
+        except PathRuleError as exc:
+            raise HarnessError(f"{manifest_path}: field '{field_name}': {exc}") from None
     for field_name, rel in files.items():
         if not (root / rel).is_file():
             raise HarnessError(

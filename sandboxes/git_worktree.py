@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import stat
 import time
 from collections.abc import Mapping, Sequence
@@ -41,6 +40,8 @@ from pathlib import Path
 
 from git import Git, Repo
 from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
+
+from harness.files import COPY_SKIPPED, copy_folder
 
 AGENT_NAME = "EvoTrainer"
 AGENT_EMAIL = "evotrainer@localhost"
@@ -55,7 +56,6 @@ _IDENTITY = {
 }
 _SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,47}$")
-_COPY_IGNORE = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".pytest_cache", ".mypy_cache")
 
 
 class GitWorktreeError(RuntimeError):
@@ -246,7 +246,7 @@ def init_session_repo(harness_src: Path, dest: Path) -> Repo:
         raise GitWorktreeError(f"harness folder {harness_src} does not exist")
     if dest.exists() and any(dest.iterdir()):
         raise GitWorktreeError(f"{dest} exists, is not a git repository and is not empty; choose an empty folder")
-    shutil.copytree(harness_src, dest, ignore=_COPY_IGNORE, dirs_exist_ok=True)
+    copy_folder(harness_src, dest, COPY_SKIPPED)  # no links or special files (issue 25 §5)
     _git(dest, "init", "--quiet")
     _git(dest, "add", "--all")
     _git(dest, "commit", "--quiet", "--no-verify", "-m", INITIAL_COMMIT_MESSAGE)

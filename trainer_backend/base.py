@@ -19,9 +19,9 @@ import enum
 from pathlib import Path
 from typing import Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from harness.failures import BadInput, Outcome
+from harness.failures import BadInput, Outcome, recorded
 
 SUMMARY_FILE = "summary.json"
 CONFIG_FILE = "config.json"
@@ -82,6 +82,11 @@ class RunResult(BaseModel):
     message: str = ""
     log_path: Path | None = None
     warnings: tuple[str, ...] = ()  # what the trainer says the user must know (no signal, cut responses, ...)
+
+    @field_validator("message")
+    @classmethod
+    def _recorded(cls, value: str) -> str:
+        return recorded(value)  # capped once here: records, case memory, the report and the model read it
 
 
 class RunRefused(BadInput):

@@ -84,9 +84,11 @@ def test_a_verl_dry_run_of_a_broken_harness_fails_naming_the_key(tmp_path: Path)
     cfg.write_text(yaml.safe_dump(raw))
     done = _cli(tmp_path, "run", "--backend", "verl", "--dry-run", "--harness", str(harness), "--replicates", "0")
     assert done.returncode == 2, done.stdout[-3000:]
-    v0 = _blocks(done.stdout)["dryrun-v0"]
-    assert "INVALID" in v0 and "problem (the session cannot start)" in v0
-    assert "actor_rollout_ref.rollout.temprature: not a verl 0.9.1 config key" in v0
+    # refused when the settings load, before any plan (issue 25: overrides are an allow-list), in one line
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(f"error: {cfg}: field 'overrides': "), line
+    assert "did you mean actor_rollout_ref.rollout.temperature" in line
+    assert "actor_rollout_ref.rollout.temprature: not a verl 0.9.1 config key" in line
 
 
 @pytest.mark.verl

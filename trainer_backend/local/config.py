@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from harness.files import HarnessPath, root_context
 from harness.manifest import input_shown
 from trainer_backend.knobs import KnobSpec, declared_knobs, knob
 
@@ -139,7 +140,7 @@ class LocalTrainerConfig(BaseModel):
     n_layers: int = Field(3, ge=1, le=12)
     hidden: int = Field(128, ge=16, le=1024)
     warmstart_steps: int = Field(1000, ge=0)
-    warmstart_data: str = "data/warmstart.jsonl"
+    warmstart_data: HarnessPath = "data/warmstart.jsonl"
     warmstart_lr: float = Field(3e-3, gt=0, le=1.0)
     warmstart_batch_size: int = Field(64, ge=1, le=4096)
     # The warm start stops on evidence (issue 26): after `warmstart_steps` it reads the greedy answer-format
@@ -147,7 +148,7 @@ class LocalTrainerConfig(BaseModel):
     # `warmstart_steps` each, up to `warmstart_max_steps` in all (None: 8 x warmstart_steps).
     warmstart_min_format: float = Field(0.5, ge=0.0, le=1.0)
     warmstart_max_steps: int | None = Field(None, ge=0)
-    data_selection: str | None = "harness/data.yaml"
+    data_selection: HarnessPath | None = "harness/data.yaml"
     # Agentic harnesses only (an `env:` in the manifest; single-turn runs never read these): turns per
     # episode, the token budget of one turn (cut there: stop reason `length`), and whether observation
     # tokens are masked out of the loss (false trains on tool results, a realistic defect).
@@ -223,8 +224,11 @@ def knobs_for(kind: ModelKind) -> tuple[KnobSpec, ...]:
     return declared_knobs(LocalTrainerConfig, kind=kind, defaults=KIND_DEFAULTS[kind])
 
 
-def load_trainer_config(path: Path) -> LocalTrainerConfig:
-    """Load and validate `trainer.yaml`.
+def load_trainer_config(path: Path, root: Path | None = None) -> LocalTrainerConfig:
+    """Load and validate `trainer.yaml`; with the harness `root`, its file fields are checked on disk too.
+
+    Every field naming a file (`HarnessPath`) follows the one path rule (`harness.files`): inside the harness,
+    no `..`, not absolute, no link along the way, checked before anything opens the file it names.
 
     Raises:
         ValueError: missing file, bad YAML or an invalid field; the message names the file and field.
@@ -238,7 +242,7 @@ def load_trainer_config(path: Path) -> LocalTrainerConfig:
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: expected a mapping of fields")
     try:
-        return LocalTrainerConfig.model_validate(raw)
+        return LocalTrainerConfig.model_validate(raw, context=root_context(root))
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "(top level)"

@@ -547,7 +547,7 @@ def load_run(spec: RunSpec) -> Loaded:
         settings = harness.manifest.trainer.settings("local")
         if settings is None:
             raise ValueError("evotrainer.yaml names no local trainer settings; add trainer.local: harness/trainer.yaml")
-        cfg: LocalTrainerConfig = load_trainer_config(harness.path(settings))
+        cfg: LocalTrainerConfig = load_trainer_config(harness.path(settings), harness.root)
         weights = load_data_weights(None if cfg.data_selection is None else harness.path(cfg.data_selection))
         select_by = harness.manifest.data.select_by
         train_rows = art.read_rows(harness.path(harness.manifest.data.train))

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.env import EnvSpec
+from harness.files import inside
 from harness.manifest import MANIFEST_NAME, Harness
 from trainer_backend.local.model import CharTokenizer, TokenizerError
 
@@ -56,7 +57,7 @@ class VocabularyError(ValueError):
 
 
 def _rows(root: Path, relative: str) -> Iterable[tuple[int, dict[str, object]]]:
-    path = root / relative
+    path = inside(root, relative)  # the one path rule (harness/files.py)
     for number, line in enumerate(path.read_text().splitlines(), start=1):
         if not line.strip():
             continue

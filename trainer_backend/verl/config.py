@@ -26,12 +26,14 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness.env import MAX_RESULT_CHARS
 from harness.manifest import Harness
 from trainer_backend.base import RunRefused, RunSpec
 from trainer_backend.verl.agentic import AgentFiles, agent_files, agentic_overrides, agentic_warnings
+from trainer_backend.verl.overrides import legacy_key_problem as legacy_key_problem  # its home before issue 25
+from trainer_backend.verl.overrides import override_problem
 
 CHECKPOINT_DIR = "checkpoints"
 DATA_DIR = "verl_data"
@@ -42,49 +44,6 @@ CHECKPOINT_MARKER = "latest_checkpointed_iteration.txt"
 
 class VerlConfigError(RunRefused):
     """A verl configuration that would fail or silently misbehave; the message names the key and the fix."""
-
-
-# Legacy top-level keys that Hydra accepts but main_ppo 0.9.1 ignores, with their replacement
-# (`{rest}` = the part of the key after the prefix). Longer prefixes first.
-LEGACY_KEYS: dict[str, str] = {
-    "custom_reward_function": "reward.custom_reward_function{rest}",
-    "reward_model.reward_manager": "reward.reward_manager.name",
-    "reward_model.reward_kwargs": "reward.custom_reward_function.reward_kwargs{rest} (or reward.reward_kwargs{rest} "
-    "for the dapo manager)",
-    "reward_model": "reward.reward_model{rest}",
-    "sandbox_fusion": "reward.sandbox_fusion{rest}",
-}
-
-# Keys the controller owns: a harness override of them would break tailing, dumps or resume.
-CONTROLLER_KEYS = (
-    "trainer.logger",
-    "trainer.default_local_dir",
-    "trainer.rollout_data_dir",
-    "trainer.validation_data_dir",
-    "trainer.total_training_steps",
-    "trainer.resume_mode",
-    "data.train_files",
-    "data.val_files",
-    "reward.custom_reward_function.path",
-    "reward.custom_reward_function.name",
-    "actor_rollout_ref.rollout.multi_turn.tool_config_path",  # generated from the manifest's env: (agentic.py)
-    "actor_rollout_ref.rollout.agent.agent_loop_config_path",
-)
-
-
-def override_key(override: str) -> str:
-    """Return the dotted key of a Hydra override (`+a.b=1` → `a.b`)."""
-    return override.split("=", 1)[0].lstrip("+~")
-
-
-def legacy_key_problem(override: str) -> str | None:
-    """Return an error naming the replacement if `override` sets a legacy reward key, else None."""
-    key = override_key(override)
-    for prefix, replacement in LEGACY_KEYS.items():
-        if key == prefix or key.startswith(prefix + "."):
-            fix = replacement.format(rest=key[len(prefix) :])
-            return f"{key}: legacy key, silently ignored by verl 0.9.1 main_ppo; use {fix} instead"
-    return None
 
 
 class VerlTrainerConfig(BaseModel):
@@ -124,15 +83,16 @@ class VerlTrainerConfig(BaseModel):
                 f"ppo_mini_batch_size={self.ppo_mini_batch_size} exceeds train_batch_size="
                 f"{self.train_batch_size}; lower ppo_mini_batch_size or raise train_batch_size"
             )
-        for item in self.overrides:
-            if "=" not in item and not item.startswith("~"):
-                raise ValueError(f"overrides: {item!r} is not 'key=value'")
-            problem = legacy_key_problem(item)
-            if problem:
-                raise ValueError(f"overrides: {problem}")
-            if override_key(item) in CONTROLLER_KEYS:
-                raise ValueError(f"overrides: {override_key(item)} is set by EvoTrainer; remove it from overrides")
         return self
+
+    @field_validator("overrides")
+    @classmethod
+    def _allowed(cls, value: list[str]) -> list[str]:
+        for item in value:
+            problem = override_problem(item)
+            if problem:
+                raise ValueError(problem)
+        return value
 
 
 # The local trainer's names of settings these fields also hold (trainer_backend/local/config.py), so a skill
@@ -317,7 +277,7 @@ def latest_checkpoint_step(checkpoint_dir: Path) -> int | None:
 
 
 def _reward_path(harness: Harness) -> str:
-    return str((harness.root / harness.reward.path).resolve())
+    return str(harness.path(harness.reward.path).resolve())
 
 
 def build_plan(

@@ -25,7 +25,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from trainer_backend.verl.config import hydra_error_key, legacy_key_problem
+from trainer_backend.verl.config import hydra_error_key
+from trainer_backend.verl.overrides import legacy_key_problem
 
 
 def _as_list(value: Any) -> list[str]:
