@@ -96,7 +96,7 @@ class DataPaths(BaseModel):
     train: HarnessPath
     val: HarnessPath
     select_by: str = Field("data_source", min_length=1, description="row field harness/data.yaml weighs")
-    test: str | None = Field(None, description="the sealed test file (protected); default: part of `val` is sealed")
+    test: HarnessPath | None = Field(None, description="the sealed test file (protected); else part of `val`")
     sealed_fraction: float = Field(
         SEALED_FRACTION, ge=0.0, lt=1.0, description="share of `val` sealed for the final figure when no `test`"
     )
