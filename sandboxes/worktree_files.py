@@ -27,7 +27,15 @@ from pathlib import Path
 
 from harness.manifest import Harness
 from harness.paths import PathRuleError, components, normalise
-from sandboxes.git_worktree import GitWorktreeError, LinkRefusedError, PatchError, SurfaceError, _git
+from sandboxes.git_worktree import (
+    GIT_CONTROL_RULE,
+    GitWorktreeError,
+    LinkRefusedError,
+    PatchError,
+    SurfaceError,
+    _git,
+    git_control_files,
+)
 
 REGULAR_MODES = ("100644", "100755")
 LINK_RULE = "no symlinks, hard links, gitlinks or other non-regular files: only regular files may be read or written"
@@ -54,6 +62,8 @@ def surface_path(rel: str, harness: Harness) -> str:
         raise SurfaceError(f"{path} is on the protected surface and may never be edited {where}")
     if not harness.is_editable(path):
         raise SurfaceError(f"{path} is outside the editable surface {where}")
+    if git_control_files([path]):
+        raise SurfaceError(f"{path}: {GIT_CONTROL_RULE}")
     return path
 
 
