@@ -83,6 +83,7 @@ def finalise_candidate(ctx: Context, state: State, harness: Harness, cand: OpenC
     from sandboxes import worktree_files as wf
 
     info, path = cand.info, Path(cand.info["worktree"])
+    wf.drop_bytecode_caches(path)  # derived, and never reviewed: a stale one would run instead of its source
     links = wf.non_regular_changes(path, cand.base_sha)
     if links:  # by whatever route they came (issue 13 §1): never committed, never backtested
         return refuse_candidate(ctx, state, info, f"refused: {'; '.join(links)}: {wf.LINK_RULE}")

@@ -104,6 +104,7 @@ class EditingTools(ToolboxBase):
         cand = self._require_open()
         self._spend("backtest", "_backtests", self.max_backtests)
         worktree = Path(cand.info["worktree"])
+        wf.drop_bytecode_caches(worktree)
         digest = hashlib.sha256(wf.diff(worktree, cand.base_sha).encode()).hexdigest()[:12]
         unreviewed = gw.unreviewed_files(worktree)
         if unreviewed:  # issue 25 §4: it would run, yet never be committed or reviewed

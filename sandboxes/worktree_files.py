@@ -450,6 +450,25 @@ def diff(worktree: Path, base_sha: str) -> str:
     )
 
 
+def drop_bytecode_caches(worktree: Path) -> list[str]:
+    """Remove every ``__pycache__`` folder of the worktree (never through a link); return their paths.
+
+    Bytecode is derived, yet Python runs a cached ``.pyc`` in place of its source when the stamps match: a
+    cache left in a candidate (by an in-process run, or planted) would run unreviewed (issue 25 §4). The
+    sandboxes never write one (``PYTHONDONTWRITEBYTECODE``) and never copy one in.
+    """
+    import shutil
+
+    dropped = []
+    for folder, dirs, _ in os.walk(worktree):  # os.walk does not enter links to folders
+        dirs[:] = [d for d in dirs if d != ".git"]
+        for name in [d for d in dirs if d == "__pycache__" and not os.path.islink(os.path.join(folder, d))]:
+            shutil.rmtree(os.path.join(folder, name))
+            dirs.remove(name)
+            dropped.append(os.path.relpath(os.path.join(folder, name), worktree))
+    return sorted(dropped)
+
+
 def changed_files(worktree: Path, base_sha: str) -> list[str]:
     """Return the paths changed in the worktree against ``base_sha`` (same scope as ``diff``)."""
     _git(worktree, "add", "--all")

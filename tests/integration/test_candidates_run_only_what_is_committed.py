@@ -150,3 +150,24 @@ def test_a_new_file_git_sees_is_committed_and_counted(tmp_path: Path, git_availa
     (cand,) = outcome.candidates
     files = Repo(wt).git.show("--name-only", "--format=", cand["commit"]).split()
     assert files == ["harness/diagnostics/helper.py"]
+
+
+def test_bytecode_caches_are_dropped_before_the_checks_never_committed(tmp_path: Path, git_available: None) -> None:
+    """A cached ``.pyc`` runs in place of its source when its stamps match: derived, unreviewed, so dropped."""
+    from git import Repo
+
+    ctx, state = fake_session(tmp_path, max_candidates=1)
+    wt = _worktree(ctx, state, 1, "cache")
+
+    def plant(_body: dict[str, Any]) -> dict[str, Any]:
+        for folder in ("harness/__pycache__", "harness/diagnostics/__pycache__"):
+            (wt / folder).mkdir(parents=True)
+            (wt / folder / "reward.cpython-311.pyc").write_bytes(b"\x00planted bytecode")
+        (wt / "harness" / "diagnostics" / "probe.py").write_text("X = 1\n")
+        return {"tool_calls": [_call("submit", "submit_candidate", title="a probe")]}
+
+    mock, outcome = _run(ctx, state, [_open("open", "cache", "diagnostic"), plant])
+    assert mock.reply_to("submit")[1].startswith("submitted"), mock.reply_to("submit")[1]
+    files = Repo(wt).git.show("--name-only", "--format=", outcome.candidates[0]["commit"]).split()
+    assert files == ["harness/diagnostics/probe.py"]
+    assert not (wt / "harness" / "__pycache__").exists()
