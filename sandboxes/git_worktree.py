@@ -392,9 +392,18 @@ def unreviewed_files(worktree: Path) -> list[str]:
     run, yet it never shows in the diff or the commit. Git's own reading decides
     (``git status --ignored --untracked-files=all``), so no ignore rule is parsed here.
     """
+    return sorted(path for code, path in _status(worktree) if code in ("??", "!!"))
+
+
+def uncommitted_files(worktree: Path) -> list[str]:
+    """Return every path where the worktree differs from its HEAD commit: changed, new, untracked or ignored."""
+    return sorted({path for _, path in _status(worktree)})
+
+
+def _status(worktree: Path) -> list[tuple[str, str]]:
     flags = ("--porcelain=v1", "-z", "--no-renames", "--ignored=traditional", "--untracked-files=all")
     out = _git(worktree, "status", *flags, strip=False)
-    return sorted(entry[3:] for entry in out.split("\0") if entry[:3] in ("?? ", "!! "))
+    return [(entry[:2], entry[3:]) for entry in out.split("\0") if len(entry) > 3]
 
 
 def git_control_files(paths: Sequence[str]) -> list[str]:

@@ -171,3 +171,31 @@ def test_bytecode_caches_are_dropped_before_the_checks_never_committed(tmp_path:
     files = Repo(wt).git.show("--name-only", "--format=", outcome.candidates[0]["commit"]).split()
     assert files == ["harness/diagnostics/probe.py"]
     assert not (wt / "harness" / "__pycache__").exists()
+
+
+def test_a_file_added_after_the_submit_fails_the_backtest_before_anything_runs(
+    tmp_path: Path, git_available: None
+) -> None:
+    """The backtest and the pilot run the worktree: it must still be exactly the commit that was reviewed."""
+    from types import SimpleNamespace
+
+    from agent.nodes.backtest import backtest
+
+    ctx, state = fake_session(tmp_path, max_candidates=1)
+    wt = _worktree(ctx, state, 1, "late")
+
+    def plant(_body: dict[str, Any]) -> dict[str, Any]:
+        (wt / "harness" / "diagnostics").mkdir()
+        (wt / "harness" / "diagnostics" / "probe.py").write_text("X = 1\n")
+        return {"tool_calls": [_call("submit", "submit_candidate", title="a probe")]}
+
+    _, outcome = _run(ctx, state, [_open("open", "late", "diagnostic"), plant])
+    (cand,) = outcome.candidates
+    assert cand["status"] != "refused", cand["reason"]
+    (wt / ".git-info-exclude-stand-in").write_text("")  # any file the commit does not hold
+    (wt / "harness" / "reward.py").write_text("def compute_score(*a, **k):\n    return 1.0\n")
+    payload = {"candidate": cand, "version": state["version"], "session_id": state["session_id"],
+               "iteration": 1, "harness_dir": state["harness_dir"]}  # fmt: skip
+    (info,) = backtest(payload, SimpleNamespace(context=ctx))["backtests"]  # type: ignore[arg-type]
+    assert info["outcome"] == "candidate_error" and info["verdict"] == "fail"
+    assert "harness/reward.py" in info["reasons"][0] and ".git-info-exclude-stand-in" in info["reasons"][0]
