@@ -64,8 +64,9 @@ def analysis_inputs(run_dir: Path, folder: Path, *, all_steps: bool) -> dict[str
     if train := rollout_files(run_dir, "train"):
         inputs["train.jsonl"] = train[-1]
         if all_steps:
-            merged = folder / "train_all.jsonl"
-            merged.write_bytes(b"".join(f.read_bytes() for f in train))
+            merged = folder / "train_all.jsonl"  # one run's files never change: written once per folder
+            if not merged.exists():
+                merged.write_bytes(b"".join(f.read_bytes() for f in train))
             inputs["train_all.jsonl"] = merged
     if held_out := rollout_files(run_dir, HELD_OUT_SPLIT):
         rows = []

@@ -100,7 +100,7 @@ def propose_with_llm(ctx: Context, state: State, harness: Harness, model: Any = 
             reply = bound.invoke(sent)
         except Exception as exc:  # any client or parsing failure: recorded, never raised out of the node
             meter.record(sent, None)
-            why = f"{type(exc).__name__}: {str(exc)[:600]}"
+            why = _clean(f"{type(exc).__name__}: {str(exc)[:600]}")  # it may quote the reply
             if _is_transport_error(exc) or bad_replies >= MAX_BAD_REPLIES:
                 outcome.note = f"LLM call failed: {why}"
                 break
