@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -40,11 +41,17 @@ def analyzer_scripts(harness_dir: Path) -> list[Path]:
 
 
 def run_analyzer(script: Path, run_dir: Path, mode: Literal["docker", "process", "none"]) -> dict[str, float]:
-    """Run one analyzer over a run's latest train/val rollout files; raise `AnalyzerOutputError` on failure."""
+    """Run one analyzer over a run's latest training rollouts and held-out scores; raise `AnalyzerOutputError`.
+
+    The inputs are those of the model's own analyses (`agent.tool_base.analysis_inputs`): the analyzer is
+    model-written code whose metrics reach later health reports, so it never sees held-out text or answers.
+    """
+    from agent.tool_base import analysis_inputs
     from sandboxes.worker import run_script
 
-    inputs = {f"{split}.jsonl": files[-1] for split in ("train", "val") if (files := rollout_files(run_dir, split))}
-    result = run_script(script, inputs, ANALYZER_TIMEOUT_S, mode="process" if mode == "none" else mode)
+    with tempfile.TemporaryDirectory(prefix="evotrainer-analyzer-") as tmp:
+        inputs = analysis_inputs(run_dir, Path(tmp), all_steps=False)
+        result = run_script(script, inputs, ANALYZER_TIMEOUT_S, mode="process" if mode == "none" else mode)
     if result.outcome.value != "ok" or "out.json" not in result.files:
         raise AnalyzerOutputError(f"{script.name} ended {result.outcome.value}: {result.stderr_tail[-300:]}")
     return parse_analyzer_output(json.loads(result.files["out.json"]))

@@ -3,7 +3,9 @@
 The heuristic policy applies skill patches between `open_candidate` and `finalise_candidate`; the LLM
 policy edits files through its tools in between. Either way the same checks decide — no symlink, gitlink
 or other non-regular file (`sandboxes.worktree_files.non_regular_changes`), the surface and the
-single-factor rule (`agent.factors.check_candidate`) — and the same store rows are written. A refused
+single-factor rule (`agent.factors.check_candidate`), and what runs is what is committed: no file git
+ignores (it would run unreviewed) and no ``.gitignore`` / ``.gitattributes`` / ``.gitmodules`` edit
+(`sandboxes.git_worktree.unreviewed_files`, issue 25 §4) — and the same store rows are written. A refused
 candidate's worktree goes back to its base commit. Idempotent: a re-run finds the branch, worktree and
 commit it made before.
 """
@@ -81,10 +83,20 @@ def finalise_candidate(ctx: Context, state: State, harness: Harness, cand: OpenC
     from sandboxes import worktree_files as wf
 
     info, path = cand.info, Path(cand.info["worktree"])
+    wf.drop_bytecode_caches(path)  # derived, and never reviewed: a stale one would run instead of its source
     links = wf.non_regular_changes(path, cand.base_sha)
     if links:  # by whatever route they came (issue 13 §1): never committed, never backtested
         return refuse_candidate(ctx, state, info, f"refused: {'; '.join(links)}: {wf.LINK_RULE}")
-    changed = wf.changed_files(path, cand.base_sha)
+    changed = wf.changed_files(path, cand.base_sha)  # stages every new file: it is committed and counted
+    unreviewed = gw.unreviewed_files(path)
+    if unreviewed:  # issue 25 §4: a file git leaves out of the commit would still run in the backtest and pilot
+        shown = ", ".join(unreviewed[:10]) + (f" and {len(unreviewed) - 10} more" if len(unreviewed) > 10 else "")
+        return refuse_candidate(
+            ctx, state, info, f"refused: {shown}: ignored by git, so never committed or reviewed, yet it would run"
+        )
+    control = gw.git_control_files(changed)
+    if control:
+        return refuse_candidate(ctx, state, info, f"refused: {', '.join(control)}: {gw.GIT_CONTROL_RULE}")
     check = check_candidate(
         changed,
         wf.diff(path, cand.base_sha),

@@ -33,7 +33,7 @@ class SampleRolloutsArgs(ToolArgs):
     group_id: str | None = Field(None, max_length=200, description="only this group (one prompt's samples in one step)")
     reward_min: float | None = Field(None, description="lowest reward to include")
     reward_max: float | None = Field(None, description="highest reward to include")
-    split: Literal["train", "val"] = "train"
+    split: Literal["train", "val"] = Field("train", description="val: held-out, scores only (no text or answers)")
     step: int | None = Field(None, description="only this training step (default: all, newest first)")
     limit: int = Field(5, ge=1, le=MAX_ROLLOUTS)
 
@@ -45,8 +45,8 @@ class RunAnalysisArgs(ToolArgs):
         min_length=1,
         max_length=MAX_SCRIPT_CHARS,
         description="Python source. Inputs (JSONL, one rollout per line) at $EVOTRAINER_INPUTS_DIR/"
-        "{train.jsonl (latest step), train_all.jsonl (every step), val.jsonl}; write a JSON object to "
-        "$EVOTRAINER_RESULTS_DIR/out.json",
+        "{train.jsonl (latest step), train_all.jsonl (every step), val_scores.jsonl (held-out: scores only, no "
+        "text or answers)}; write a JSON object to $EVOTRAINER_RESULTS_DIR/out.json",
     )
 
 
@@ -119,7 +119,7 @@ class ProposeDiagnosticArgs(ToolArgs):
     script: str = Field(
         min_length=1,
         max_length=MAX_SCRIPT_CHARS,
-        description="Python source reading $EVOTRAINER_INPUTS_DIR/{train.jsonl,val.jsonl} and writing "
+        description="Python source reading $EVOTRAINER_INPUTS_DIR/{train.jsonl,val_scores.jsonl} and writing "
         '{"metrics": {name: number}} to $EVOTRAINER_RESULTS_DIR/out.json',
     )
 

@@ -6,15 +6,17 @@ implementation. `ToolboxBase` holds one propose step's state and budgets and the
 share: the editable-surface check (`harness.paths` rule, protected files refused without being shown), the
 open-candidate and budget checks, the per-iteration scratch folder, running a script over the incumbent's
 rollouts in the sandbox (`ANALYSIS_TIMEOUT_S`), the cached rollouts, and the search trace: every lookup is
-written to it, and `_settle` marks used the lookups a submitted candidate references.
+written to it, and `_settle` marks used the lookups a submitted candidate references. It also states the
+held-out rule (`HELD_OUT_RULE`): held-out rollouts reach the model, or a script it wrote, only through
+`held_out_scores` (`analysis_inputs` builds every script's inputs).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from agent import accounting
 from agent.candidates import OpenCandidate
@@ -25,6 +27,59 @@ from harness.manifest import Harness
 from harness.paths import PathRuleError, normalise
 
 ANALYSIS_TIMEOUT_S = 120.0
+
+# The held-out rule (issue 25 §3), stated once: nothing a tool returns or hands to a script the model wrote
+# carries a held-out prompt, response or reference answer, nor what the editable reward computed from them
+# (it may encode the answer). A held-out rollout reaches the model as these fields only; every tool reads
+# held-out rollouts through `held_out_scores` (tests/integration/test_held_out_never_reaches_the_model.py
+# calls every registered tool).
+HELD_OUT_SPLIT: Final = "val"
+HELD_OUT_SCORES = (
+    "run_id", "step", "prompt_id", "group_id", "sample_index",
+    "strict_score", "response_tokens", "truncated", "stop_reason", "num_turns", "tool_calls",
+)  # fmt: skip
+HELD_OUT_RULE = (
+    "held-out (val) rollouts are shown as scores only (ids, step, the protected evaluator's strict_score, length "
+    "and stop fields): never their prompt, response, reference answer or the editable reward's values"
+)
+
+
+def held_out_scores(row: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the part of a held-out rollout row (JSON) that the model may see: `HELD_OUT_SCORES`."""
+    return {key: row[key] for key in HELD_OUT_SCORES if key in row}
+
+
+def analysis_inputs(run_dir: Path, folder: Path, *, all_steps: bool) -> dict[str, Path]:
+    """Return the input files of a script the model wrote: training rollouts, held-out scores only.
+
+    ``train.jsonl`` is the latest training step and, with `all_steps`, ``train_all.jsonl`` every step;
+    ``val_scores.jsonl`` is the latest held-out step through `held_out_scores` (a line that is not a JSON
+    object is left out). The derived files are written under `folder`.
+    """
+    import orjson
+
+    from diagnostics.schema import rollout_files
+
+    inputs: dict[str, Path] = {}
+    if train := rollout_files(run_dir, "train"):
+        inputs["train.jsonl"] = train[-1]
+        if all_steps:
+            merged = folder / "train_all.jsonl"  # one run's files never change: written once per folder
+            if not merged.exists():
+                merged.write_bytes(b"".join(f.read_bytes() for f in train))
+            inputs["train_all.jsonl"] = merged
+    if held_out := rollout_files(run_dir, HELD_OUT_SPLIT):
+        rows = []
+        for line in held_out[-1].read_bytes().splitlines():
+            try:
+                row = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(row, dict):
+                rows.append(orjson.dumps(held_out_scores(row)) + b"\n")
+        inputs["val_scores.jsonl"] = folder / "val_scores.jsonl"
+        inputs["val_scores.jsonl"].write_bytes(b"".join(rows))
+    return inputs
 
 
 class ToolError(Exception):
@@ -127,26 +182,28 @@ class ToolboxBase:
         return folder
 
     def _run_script(self, script: Path, *, all_steps: bool) -> Any:
-        from diagnostics.schema import rollout_files
         from sandboxes.worker import run_script
 
-        run_dir = Path(self.state["version"]["run_dir"])
-        inputs = {f"{s}.jsonl": files[-1] for s in ("train", "val") if (files := rollout_files(run_dir, s))}
-        if all_steps and (files := rollout_files(run_dir, "train")):
-            merged = self._scratch("inputs") / "train_all.jsonl"
-            if not merged.exists():
-                merged.write_text("".join(f.read_text() for f in files))
-            inputs["train_all.jsonl"] = merged
+        inputs = analysis_inputs(Path(self.state["version"]["run_dir"]), self._scratch("inputs"), all_steps=all_steps)
         mode = "process" if self.ctx.sandbox == "none" else self.ctx.sandbox
         return run_script(script, inputs, ANALYSIS_TIMEOUT_S, mode=mode)
 
     def _load_rollouts(self, split: str) -> list[Any]:
+        """The incumbent's training rollouts; held-out ones only through `_held_out_scores`."""
         from diagnostics.schema import read_run_rollouts
 
+        assert split != HELD_OUT_SPLIT, HELD_OUT_RULE
         if split not in self._rollouts:
             read = read_run_rollouts(Path(self.state["version"]["run_dir"]), [split])  # type: ignore[list-item]
             self._rollouts[split] = read.rollouts
         return self._rollouts[split]
+
+    def _held_out_scores(self) -> list[dict[str, Any]]:
+        """The incumbent's held-out rollouts (every step) as `held_out_scores` rows."""
+        from diagnostics.schema import read_run_rollouts
+
+        read = read_run_rollouts(Path(self.state["version"]["run_dir"]), [HELD_OUT_SPLIT])
+        return [held_out_scores(r.to_json()) for r in read.rollouts]
 
     def _trace(self, tool: str, query: str, summary: str, refs: set[str]) -> None:
         trace_id = accounting.trace_lookup(

@@ -97,13 +97,19 @@ class EditingTools(ToolboxBase):
 
     def request_backtest(self, _: NoArgs) -> str:
         """Backtest the open candidate (as edited now) on the incumbent's cached rollouts."""
+        from sandboxes import git_worktree as gw
         from sandboxes import worktree_files as wf
         from sandboxes.backtest import run_backtest
 
         cand = self._require_open()
         self._spend("backtest", "_backtests", self.max_backtests)
         worktree = Path(cand.info["worktree"])
+        wf.drop_bytecode_caches(worktree)
         digest = hashlib.sha256(wf.diff(worktree, cand.base_sha).encode()).hexdigest()[:12]
+        unreviewed = gw.unreviewed_files(worktree)
+        if unreviewed:  # issue 25 §4: it would run, yet never be committed or reviewed
+            raise ToolError(f"{', '.join(unreviewed[:10])}: ignored by git, so never committed or reviewed; "
+                            "the candidate will be refused at submit while they exist")  # fmt: skip
         out_dir = self._scratch("backtests") / cand.info["id"] / digest
         result = run_backtest(worktree, Path(self.state["version"]["run_dir"]), out_dir, mode=self.ctx.sandbox)
         metrics = result.to_json().get("metrics")

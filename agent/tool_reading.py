@@ -5,13 +5,14 @@ trace with the references it showed (evidence ids, paths, skill names, case ids;
 analysis), so a candidate that later cites them marks the lookup used. Files are listed and read only on
 the editable surface and never through a link (`sandboxes.worktree_files`): protected files are neither
 listed nor shown. A file is shown `MAX_FILE_CHARS` at a time from an offset; an analysis script runs in
-the sandbox within the iteration's analysis budget.
+the sandbox within the iteration's analysis budget. Held-out rollouts are shown, and handed to scripts, as
+scores only (`agent.tool_base.HELD_OUT_RULE`).
 """
 
 from __future__ import annotations
 
 from agent.tool_args import NoArgs, PathArgs, ReadFileArgs, RunAnalysisArgs, SampleRolloutsArgs, SearchArgs
-from agent.tool_base import ToolboxBase, ToolError, open_db
+from agent.tool_base import HELD_OUT_RULE, HELD_OUT_SPLIT, ToolboxBase, ToolError, open_db
 
 MAX_FILE_CHARS = 6000
 SKIP_DIRS = frozenset({".git", "__pycache__", ".venv", ".pytest_cache"})
@@ -36,6 +37,8 @@ class ReadingTools(ToolboxBase):
         """Rollouts matching the filters, newest first, with truncated prompt and response."""
         from diagnostics.findings import rollout_ref
 
+        if a.split == HELD_OUT_SPLIT:
+            return self._sample_held_out(a)
         rows = self._load_rollouts(a.split)
         if a.alert_id is not None:
             finding = next((f for f in self.state["report"]["findings"] if f["alert_id"] == a.alert_id), None)
@@ -68,6 +71,29 @@ class ReadingTools(ToolboxBase):
                 f"tokens {r.response_tokens} truncated {r.truncated}\n  prompt: {r.prompt[:200]!r}\n"
                 f"  answer: {r.ground_truth!r}\n  response: {r.response[:400]!r}"
             )
+        return "\n".join(lines)
+
+    def _sample_held_out(self, a: SampleRolloutsArgs) -> str:
+        """Held-out rollouts as scores only (`HELD_OUT_RULE`): filtered by group and step, newest first."""
+        from diagnostics.findings import rollout_ref
+
+        if a.alert_id is not None or a.reward_min is not None or a.reward_max is not None:
+            raise ToolError(f"{HELD_OUT_RULE}; filter them by group_id or step only")
+        rows = [r for r in self._held_out_scores() if a.group_id in (None, r.get("group_id"))]
+        rows = [r for r in rows if a.step in (None, r.get("step"))]
+        picked = sorted(rows, key=lambda r: (-r["step"], r["group_id"], r["sample_index"]))[: a.limit]
+        ids = [rollout_ref(r["run_id"], r["step"], r["prompt_id"], r["sample_index"]) for r in picked]
+        strict = [r["strict_score"] for r in rows if isinstance(r.get("strict_score"), (int, float))]
+        mean = f"{sum(strict) / len(strict):.3f}" if strict else "n/a"
+        query = a.model_dump_json(exclude_none=True)
+        self._trace("sample_rollouts", query, f"{len(rows)} matched; shown: {ids}", {*ids, *_opt(a.group_id)})
+        head = f"{len(rows)} held-out rollouts match (mean strict score {mean}); showing {len(picked)}"
+        lines = [f"{head}: {HELD_OUT_RULE}"]
+        lines += [
+            f"- {rid} group {r['group_id']} strict {r.get('strict_score')} tokens {r.get('response_tokens')} "
+            f"truncated {r.get('truncated')} stop {r.get('stop_reason')}"
+            for r, rid in zip(picked, ids, strict=True)
+        ]
         return "\n".join(lines)
 
     def run_analysis(self, a: RunAnalysisArgs) -> str:

@@ -2,7 +2,8 @@
 
 An analyzer is a Python script in the harness's diagnostics folder (manifest `diagnostics:`). It runs in the
 sandbox (`sandboxes.worker.run_script`), reads the rollout JSONL files mounted read-only under
-`$EVOTRAINER_INPUTS_DIR` (`/inputs` in Docker), and writes `{"metrics": {name: number}}` to
+`$EVOTRAINER_INPUTS_DIR` (`/inputs` in Docker: ``train.jsonl``, and ``val_scores.jsonl`` holding the held-out
+rollouts' scores only, never their text or answers; issue 25 §3), and writes `{"metrics": {name: number}}` to
 `$EVOTRAINER_RESULTS_DIR/out.json` (`/results/out.json`). Only that file is read; anything the script prints
 is ignored (a forged metric line cannot leak in).
 

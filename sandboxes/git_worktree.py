@@ -54,6 +54,11 @@ _IDENTITY = {
     "GIT_COMMITTER_NAME": AGENT_NAME,
     "GIT_COMMITTER_EMAIL": AGENT_EMAIL,
 }
+GIT_CONTROL_FILES = frozenset({".gitignore", ".gitattributes", ".gitmodules"})  # they change what git sees
+GIT_CONTROL_RULE = (
+    "a candidate may not add or change .gitignore, .gitattributes or .gitmodules: they change what git "
+    "commits and shows, so what runs would differ from what is reviewed"
+)
 _SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,47}$")
 
@@ -377,6 +382,33 @@ def commit_candidate(worktree: Path, message: InterventionMessage | str) -> str:
         raise NothingToCommitError(f"no change to commit in {worktree}")
     _git(worktree, "commit", "--quiet", "--no-verify", "-m", text)
     return _rev(worktree, "HEAD")
+
+
+def unreviewed_files(worktree: Path) -> list[str]:
+    """Return the worktree's files a commit would leave out: untracked or ignored ones (sorted).
+
+    What runs must be exactly what is committed and reviewed (issue 25 §4): a file git ignores (through
+    a ``.gitignore`` anywhere, ``info/exclude`` or a global exclude) is still copied into the sandbox and
+    run, yet it never shows in the diff or the commit. Git's own reading decides
+    (``git status --ignored --untracked-files=all``), so no ignore rule is parsed here.
+    """
+    return sorted(path for code, path in _status(worktree) if code in ("??", "!!"))
+
+
+def uncommitted_files(worktree: Path) -> list[str]:
+    """Return every path where the worktree differs from its HEAD commit: changed, new, untracked or ignored."""
+    return sorted({path for _, path in _status(worktree)})
+
+
+def _status(worktree: Path) -> list[tuple[str, str]]:
+    flags = ("--porcelain=v1", "-z", "--no-renames", "--ignored=traditional", "--untracked-files=all")
+    out = _git(worktree, "status", *flags, strip=False)
+    return [(entry[:2], entry[3:]) for entry in out.split("\0") if len(entry) > 3]
+
+
+def git_control_files(paths: Sequence[str]) -> list[str]:
+    """Return the paths of `paths` that name a git control file (``GIT_CONTROL_FILES``) in any folder."""
+    return [p for p in paths if p.rsplit("/", 1)[-1] in GIT_CONTROL_FILES]
 
 
 def restore_to_base(worktree: Path, branch: str) -> str:

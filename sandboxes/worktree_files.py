@@ -27,7 +27,15 @@ from pathlib import Path
 
 from harness.manifest import Harness
 from harness.paths import PathRuleError, components, normalise
-from sandboxes.git_worktree import GitWorktreeError, LinkRefusedError, PatchError, SurfaceError, _git
+from sandboxes.git_worktree import (
+    GIT_CONTROL_RULE,
+    GitWorktreeError,
+    LinkRefusedError,
+    PatchError,
+    SurfaceError,
+    _git,
+    git_control_files,
+)
 
 REGULAR_MODES = ("100644", "100755")
 LINK_RULE = "no symlinks, hard links, gitlinks or other non-regular files: only regular files may be read or written"
@@ -54,6 +62,8 @@ def surface_path(rel: str, harness: Harness) -> str:
         raise SurfaceError(f"{path} is on the protected surface and may never be edited {where}")
     if not harness.is_editable(path):
         raise SurfaceError(f"{path} is outside the editable surface {where}")
+    if git_control_files([path]):
+        raise SurfaceError(f"{path}: {GIT_CONTROL_RULE}")
     return path
 
 
@@ -438,6 +448,25 @@ def diff(worktree: Path, base_sha: str) -> str:
         *("diff", "--cached", "--no-renames", "--no-color", "--no-ext-diff", base_sha),
         strip=False,
     )
+
+
+def drop_bytecode_caches(worktree: Path) -> list[str]:
+    """Remove every ``__pycache__`` folder of the worktree (never through a link); return their paths.
+
+    Bytecode is derived, yet Python runs a cached ``.pyc`` in place of its source when the stamps match: a
+    cache left in a candidate (by an in-process run, or planted) would run unreviewed (issue 25 §4). The
+    sandboxes never write one (``PYTHONDONTWRITEBYTECODE``) and never copy one in.
+    """
+    import shutil
+
+    dropped = []
+    for folder, dirs, _ in os.walk(worktree):  # os.walk does not enter links to folders
+        dirs[:] = [d for d in dirs if d != ".git"]
+        for name in [d for d in dirs if d == "__pycache__" and not os.path.islink(os.path.join(folder, d))]:
+            shutil.rmtree(os.path.join(folder, name))
+            dirs.remove(name)
+            dropped.append(os.path.relpath(os.path.join(folder, name), worktree))
+    return sorted(dropped)
 
 
 def changed_files(worktree: Path, base_sha: str) -> list[str]:

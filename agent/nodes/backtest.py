@@ -2,7 +2,8 @@
 
 A candidate's faults come back from `run_backtest` as classified results (`candidate_error`, `timeout`,
 `spoof_detected`); anything else it raises is recorded as an inconclusive `infra_error` backtest, so the
-session goes on and the pilot run judges the candidate (issue 13 §3).
+session goes on and the pilot run judges the candidate (issue 13 §3). A candidate whose worktree is no
+longer exactly its commit fails before any of it runs (issue 25 §4).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ def backtest(payload: dict[str, Any], runtime: Runtime[Context]) -> dict[str, An
     try:
         # verl: a candidate whose pilot config verl rejects is a candidate_error before any GPU time
         refused = verl_refusal(ctx, payload, out_dir) if ctx.backend == "verl" else None
+        refused = refused or _not_its_commit(candidate, out_dir)
         result = refused or run_backtest(
             Path(candidate["worktree"]),
             Path(version["run_dir"]),
@@ -67,6 +69,29 @@ def backtest(payload: dict[str, Any], runtime: Runtime[Context]) -> dict[str, An
     )
     _record(ctx, candidate["id"], version["run_id"], str(out_dir), result)
     return {"backtests": [info]}
+
+
+def _not_its_commit(candidate: CandidateInfo, out_dir: Path) -> Any:
+    """A failed backtest when the candidate's worktree is not exactly its commit; else None (issue 25 §4).
+
+    The backtest and the pilot run the worktree: a file changed, added or hidden from git after the submit
+    check would run unreviewed. Bytecode caches are derived and dropped first. A backtest that already
+    wrote its report (a resumed session) is not checked again.
+    """
+    from sandboxes import git_worktree as gw
+    from sandboxes import worktree_files as wf
+    from sandboxes.backtest import REPORT_FILE
+
+    worktree = Path(candidate["worktree"])
+    if (out_dir / REPORT_FILE).exists() or not worktree.is_dir():
+        return None
+    wf.drop_bytecode_caches(worktree)
+    extra = gw.uncommitted_files(worktree)
+    if not extra:
+        return None
+    shown = ", ".join(extra[:10]) + (f" and {len(extra) - 10} more" if len(extra) > 10 else "")
+    why = f"the worktree is not its commit ({shown}): what runs must be what was committed and reviewed"
+    return failed_backtest(candidate["id"], Outcome.CANDIDATE_ERROR, why)
 
 
 def _record(ctx: Context, candidate_id: str, run_id: str, out_dir: str, result: Any) -> None:

@@ -5,11 +5,14 @@ endpoint, or any chat model with `bind_tools` in tests) sees a bounded briefing 
 acts only through the tools of `agent.tools.Toolbox`; a tool refusal comes back as a `ToolMessage` it can
 act on, and malformed tool-call JSON is answered the same way. Model output never ends the session: an
 unreadable reply is answered with the reason, tool failures of any kind are refusals, and a reply's tool
-calls are capped (`MAX_TOOL_CALLS_PER_REPLY`). The loop stops when the model calls `finish` or answers
-without a tool call, after `ctx.llm_max_turns` calls, when the session's token or cost budget is spent
-(checked before every call, so an exhausted budget means no call at all), after `MAX_BAD_REPLIES`
-unreadable replies in a row, or when the endpoint fails. Every call's tokens and cost are recorded for the
-`propose` node: the larger of the server's (clamped) report and a local count of what was sent and received.
+calls are capped (`MAX_TOOL_CALLS_PER_REPLY`). What stays in the conversation is bounded and encodable
+(issue 25 §6): calls over the cap are dropped for one short note, long arguments that have been used give
+way to a placeholder naming their size, and lone surrogates are replaced on the way in. The loop stops
+when the model calls `finish` or answers without a tool call, after `ctx.llm_max_turns` calls, when the
+session's token or cost budget is spent (checked before every call, so an exhausted budget means no call
+at all), after `MAX_BAD_REPLIES` unreadable replies in a row, or when the endpoint fails. Every call's
+tokens and cost are recorded for the `propose` node: the larger of the server's (clamped) report and a
+local count of what was sent and received.
 The rest of the graph (backtest, train, decide) is the same as for the heuristic policy: this returns the
 `CandidateInfo`s created, submitted or refused.
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,7 +70,7 @@ def propose_with_llm(ctx: Context, state: State, harness: Harness, model: Any = 
     (tool arguments that are JSON but not an object, a malformed response) is answered with a message
     saying why, up to `MAX_BAD_REPLIES` in a row; a failing endpoint ends the propose step with a note;
     every tool failure comes back as an ``ERROR:`` tool message; a reply with more than
-    `MAX_TOOL_CALLS_PER_REPLY` calls runs the first ones and refuses the rest, each by its id.
+    `MAX_TOOL_CALLS_PER_REPLY` calls runs the first ones and drops the rest, with one note saying so.
     """
     from langchain_core.messages import HumanMessage, SystemMessage
 
@@ -96,7 +100,7 @@ def propose_with_llm(ctx: Context, state: State, harness: Harness, model: Any = 
             reply = bound.invoke(sent)
         except Exception as exc:  # any client or parsing failure: recorded, never raised out of the node
             meter.record(sent, None)
-            why = f"{type(exc).__name__}: {str(exc)[:600]}"
+            why = _clean(f"{type(exc).__name__}: {str(exc)[:600]}")  # it may quote the reply
             if _is_transport_error(exc) or bad_replies >= MAX_BAD_REPLIES:
                 outcome.note = f"LLM call failed: {why}"
                 break
@@ -105,11 +109,15 @@ def propose_with_llm(ctx: Context, state: State, harness: Harness, model: Any = 
             continue
         bad_replies = 0
         meter.record(sent, reply)
-        reply = _sanitised(reply, outcome.turns)
+        reply, dropped = _sanitised(reply, outcome.turns)
         messages.append(reply)
         if not reply.tool_calls and not reply.invalid_tool_calls:
             break  # the model answered in prose: it is done
-        messages += _answer_calls(box, reply)
+        answers = _answer_calls(box, reply)
+        messages += answers
+        _elide_arguments(reply, answers)
+        if dropped:
+            messages.append(HumanMessage(DROPPED_CALLS.format(n=dropped, cap=MAX_TOOL_CALLS_PER_REPLY)))
     box.close()
     outcome.candidates = box.made
     _write_transcript(ctx, state, messages, outcome)
@@ -117,6 +125,12 @@ def propose_with_llm(ctx: Context, state: State, harness: Harness, model: Any = 
 
 
 MAX_TOOL_CALLS_PER_REPLY = 16
+MAX_KEPT_ARGS_CHARS = 8_000  # a call's arguments kept verbatim in the conversation once it has run
+MAX_KEPT_REFUSED_ARGS_CHARS = 500  # the same for a refused call
+DROPPED_CALLS = (
+    "ERROR: your last reply held {n} tool call(s) more than the {cap} a reply may make: they did not run and "
+    "are not kept in this conversation. Send again the ones you still need, at most {cap} per reply."
+)
 MAX_BAD_REPLIES = 2  # unreadable replies in a row before the propose step ends
 MAX_REPLY_CHARS = 20_000  # of a reply's prose kept in the conversation
 UNREADABLE_REPLY = (
@@ -133,24 +147,66 @@ def _is_transport_error(exc: Exception) -> bool:
     return isinstance(exc, (openai.APIError, httpx.HTTPError, TimeoutError, ConnectionError))
 
 
-def _sanitised(reply: Any, turn: int) -> Any:
-    """The reply as kept in the conversation: every tool call with a unique string id, prose bounded."""
+def _sanitised(reply: Any, turn: int) -> tuple[Any, int]:
+    """Return the reply as kept in the conversation, and how many of its tool calls were dropped.
+
+    Issue 25 §6: what stays in the conversation is re-sent with every later request, so it is made safe and
+    bounded here, on the way in. Every string (prose, tool names, ids and arguments) loses its lone
+    surrogates (`_clean`: one would make every later request fail to encode); every tool call gets a
+    unique string id; calls beyond `MAX_TOOL_CALLS_PER_REPLY` (malformed ones first) are dropped, unrun,
+    and the caller says so in one short note; prose is cut at `MAX_REPLY_CHARS`; the raw response
+    (``additional_kwargs``, which repeats every call's arguments) is not kept.
+    """
+    invalid = [_clean(dict(call)) for call in reply.invalid_tool_calls][:MAX_TOOL_CALLS_PER_REPLY]
+    calls = [_clean(dict(call)) for call in reply.tool_calls][: MAX_TOOL_CALLS_PER_REPLY - len(invalid)]
+    dropped = len(reply.tool_calls) + len(reply.invalid_tool_calls) - len(calls) - len(invalid)
     seen: set[str] = set()
-    for i, call in enumerate([*reply.tool_calls, *reply.invalid_tool_calls]):
+    for i, call in enumerate([*calls, *invalid]):
         cid = call.get("id")
         cid = cid[:64] if isinstance(cid, str) and cid else f"call-{turn}-{i}"
         if cid in seen:
             cid = f"{cid[:48]}-dup{turn}-{i}"
         seen.add(cid)
         call["id"] = cid
-    content = reply.content
+    content = _clean(reply.content)
     if isinstance(content, str) and len(content) > MAX_REPLY_CHARS:
-        reply = reply.model_copy(update={"content": content[:MAX_REPLY_CHARS] + "\n[... reply truncated]"})
-    return reply
+        content = content[:MAX_REPLY_CHARS] + "\n[... reply truncated]"
+    update = {"content": content, "tool_calls": calls, "invalid_tool_calls": invalid, "additional_kwargs": {}}
+    return reply.model_copy(update=update), dropped
+
+
+def _clean(value: Any) -> Any:
+    """Return `value` with every lone surrogate (in strings, keys included, at any depth) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_clean(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")  # a Python str holds a surrogate only when it is unpaired
+
+
+def _elide_arguments(reply: Any, answers: list[Any]) -> None:
+    """Replace, in the kept reply, the arguments of calls that have run and are too long to re-send.
+
+    The tool saw the whole arguments; the conversation keeps a placeholder naming their size, so one 50 MB
+    argument is not sent again with every later request (`MAX_KEPT_ARGS_CHARS`, less for a refused call).
+    """
+    refused = {a.tool_call_id for a in answers if str(a.content).startswith("ERROR")}
+    for call in [*reply.tool_calls, *reply.invalid_tool_calls]:
+        args = call.get("args")
+        size = len(args) if isinstance(args, str) else len(json.dumps(args, default=str))
+        limit = MAX_KEPT_REFUSED_ARGS_CHARS if call["id"] in refused else MAX_KEPT_ARGS_CHARS
+        if size > limit:
+            note = f"[{size} characters of arguments, not kept in the conversation]"
+            call["args"] = note if isinstance(args, str) else {"elided": note}
 
 
 def _answer_calls(box: Any, reply: Any) -> list[Any]:
-    """One tool message per call of `reply` (valid or not), in order; the excess over the cap is refused."""
+    """One tool message per call of `reply` (valid or not), in order (the excess over the cap is already gone)."""
     from langchain_core.messages import ToolMessage
 
     answers = []
@@ -159,17 +215,11 @@ def _answer_calls(box: Any, reply: Any) -> list[Any]:
             f"ERROR: malformed tool call {str(bad.get('name'))[:80]!r}: {bad.get('error') or 'arguments are not JSON'}"
         )
         answers.append(ToolMessage(f"{why}; send the arguments as one valid JSON object", tool_call_id=bad["id"]))
-    budget = MAX_TOOL_CALLS_PER_REPLY - len(reply.invalid_tool_calls)
-    for i, call in enumerate(reply.tool_calls):
-        if i >= budget:
-            text = (
-                f"ERROR: refused: at most {MAX_TOOL_CALLS_PER_REPLY} tool calls per reply; this one did not run "
-                "(send it again in a later reply if you still need it)"
-            )
-        elif box.finished:
+    for call in reply.tool_calls:
+        if box.finished:
             text = "ERROR: refused: finish was called earlier in this reply; this call did not run"
         else:
-            text = box.call(call["name"], call["args"])
+            text = _clean(box.call(call["name"], call["args"]))
         answers.append(ToolMessage(text, tool_call_id=call["id"]))
     return answers
 

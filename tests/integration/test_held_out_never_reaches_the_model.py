@@ -1,0 +1,126 @@
+"""Issue 25 §3: nothing the model can call returns a held-out prompt, response or reference answer.
+
+Before the fix ``read_file data/val.jsonl`` was refused, yet ``sample_rollouts(split="val")`` printed each
+held-out prompt with its answer and ``run_analysis`` received ``val.jsonl`` itself. The rule is stated once
+(`agent.tool_base.HELD_OUT_RULE`, `held_out_scores`); here every registered tool is called with arguments
+aimed at the held-out set (a tool added without a probe fails the test), over a real session whose held-out
+rollouts carry a marker in their prompt, response, reference answer and reward components. Scripts the
+model writes (analyses, proposed diagnostics, the harness's analyzers) see held-out scores only.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from llm_session import fake_session
+
+from agent.tool_base import HELD_OUT_SCORES, HELD_OUT_SPLIT
+from agent.tools import Toolbox
+from harness.manifest import load_harness
+
+MARK = "HELDOUT"
+SEARCH = f"""
+import json, os
+folder = os.environ["EVOTRAINER_INPUTS_DIR"]
+names = sorted(os.listdir(folder))
+found = [n for n in names if {MARK!r} in open(os.path.join(folder, n), errors="replace").read()]
+fields = sorted({{k for n in names if n.startswith("val") for line in open(os.path.join(folder, n))
+                 for k in json.loads(line)}})
+json.dump({{"names": names, "found": found, "val_fields": fields}}, open(os.path.join(
+    os.environ["EVOTRAINER_RESULTS_DIR"], "out.json"), "w"))
+"""
+ANALYZER = f"""
+import json, os
+folder = os.environ["EVOTRAINER_INPUTS_DIR"]
+text = "".join(open(os.path.join(folder, n), errors="replace").read() for n in os.listdir(folder))
+json.dump({{"metrics": {{"held_out_seen": float({MARK!r} in text), "inputs": float(len(os.listdir(folder)))}}}},
+          open(os.path.join(os.environ["EVOTRAINER_RESULTS_DIR"], "out.json"), "w"))
+"""
+COPY_VAL = (
+    'diff --git "a/data/val.jsonl" "b/harness/v.jsonl"\nsimilarity index 100%\ncopy from "data/val.jsonl"\n'
+    'copy to "harness/v.jsonl"\n'
+)
+# every registered tool, with the arguments most likely to reach the held-out set; run in this order
+PROBES: dict[str, list[dict[str, Any]]] = {
+    "read_health_report": [{}],
+    "sample_rollouts": [
+        {"split": "val", "limit": 20},
+        {"split": "val", "reward_min": 0.0},
+        {"split": "val", "step": 3, "limit": 20},
+        {"split": "train", "limit": 20},
+    ],
+    "run_analysis": [{"script": SEARCH}],
+    "list_files": [{}, {"path": "data"}],
+    "read_file": [{"path": "data/val.jsonl"}, {"path": "harness/reward.py"}],
+    "search_skills": [{}],
+    "search_cases": [{}],
+    "create_candidate": [{"slug": "probe", "factors": ["diagnostic"], "hypothesis": "h", "success_criterion": "c"}],
+    "write_file": [{"path": "harness/diagnostics/v.jsonl", "content": "x\n"}],
+    "apply_patch": [{"diff": COPY_VAL}],
+    "propose_diagnostic": [{"name": "held_out_probe", "script": ANALYZER}],
+    "request_backtest": [{}],
+    "submit_candidate": [{"title": "probe"}],
+    "finish": [{"summary": "done"}],
+}
+
+
+def _mark_held_out(run_dir: Path) -> None:
+    """Give every held-out rollout a marker in each field that could carry text or an answer."""
+    from dataclasses import replace
+
+    from diagnostics.schema import ReadResult, read_rollout_file, rollout_files, write_rollouts
+
+    for path in rollout_files(run_dir, HELD_OUT_SPLIT):
+        read = ReadResult()
+        read_rollout_file(path, read)
+        rows = [
+            replace(r, prompt=f"{MARK}-prompt {r.prompt}", response=f"{MARK}-response", ground_truth=f"{MARK}-answer",
+                    reward_components={f"{MARK}-component": 1.0})
+            for r in read.rollouts
+        ]  # fmt: skip
+        assert rows
+        write_rollouts(path, rows)
+
+
+@pytest.fixture
+def box(tmp_path: Path, git_available: None) -> Toolbox:
+    from diagnostics.report import build_report
+
+    ctx, state = fake_session(tmp_path, max_candidates=1)
+    run_dir = Path(state["version"]["run_dir"])
+    _mark_held_out(run_dir)
+    state["report"] = build_report(run_dir).to_json()
+    return Toolbox(ctx, state, load_harness(Path(state["harness_dir"])))  # type: ignore[arg-type]
+
+
+def test_every_tool_keeps_held_out_text_and_answers_from_the_model(box: Toolbox) -> None:
+    assert set(PROBES) == set(box.tools), "a new tool needs a held-out probe here"
+    replies = {name: [box.call(name, args) for args in calls] for name, calls in PROBES.items()}
+    for name, texts in replies.items():
+        for text in texts:
+            assert MARK not in text, (name, text[:600])
+    val, rejected, by_step, train = replies["sample_rollouts"]
+    assert "held-out rollouts match" in val and "strict" in val and "answer:" not in val
+    assert rejected.startswith("ERROR:") and "scores only" in rejected
+    assert by_step.count("\n- ") == 8 and "/3/" in by_step  # two prompts of four samples at step 3
+    assert "answer:" in train  # training rollouts are shown whole
+    analysis = json.loads(replies["run_analysis"][0].split("out.json: ", 1)[1])
+    assert analysis["names"] == ["train.jsonl", "train_all.jsonl", "val_scores.jsonl"]
+    assert analysis["found"] == [] and set(analysis["val_fields"]) <= set(HELD_OUT_SCORES)
+    assert "'held_out_seen': 0.0" in replies["propose_diagnostic"][0], replies["propose_diagnostic"][0]
+    assert replies["read_file"][0].startswith("ERROR:") and "protected" in replies["read_file"][0]
+
+
+def test_the_harness_analyzers_see_held_out_scores_only(tmp_path: Path, git_available: None) -> None:
+    """An analyzer the model wrote runs again on later runs; its metrics reach the health report."""
+    from agent.analyzers import run_analyzer
+
+    _, state = fake_session(tmp_path, max_candidates=1)
+    run_dir = Path(state["version"]["run_dir"])
+    _mark_held_out(run_dir)
+    script = tmp_path / "held_out_probe.py"
+    script.write_text(ANALYZER)
+    assert run_analyzer(script, run_dir, "process") == {"held_out_seen": 0.0, "inputs": 2.0}
