@@ -14,7 +14,7 @@ import math
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from diagnostics.analyzers import (
     EXPLANATORY_METRICS,
@@ -26,6 +26,7 @@ from diagnostics.analyzers import (
 from diagnostics.schema import ReadResult, read_rollout_file, rollout_files
 from harness.answers import AnswerProtocol
 from harness.manifest import load_harness
+from sandboxes.modes import SandboxMode
 
 ANALYZER_TIMEOUT_S = 60.0
 BUILTIN_SOURCE = "builtin:diagnostics/analyzers.py"  # the source recorded for built-in and report metrics
@@ -40,7 +41,7 @@ def analyzer_scripts(harness_dir: Path) -> list[Path]:
     return sorted(harness.path(harness.manifest.diagnostics).glob("*.py"))
 
 
-def run_analyzer(script: Path, run_dir: Path, mode: Literal["docker", "process", "none"]) -> dict[str, float]:
+def run_analyzer(script: Path, run_dir: Path, mode: SandboxMode) -> dict[str, float]:
     """Run one analyzer over a run's latest training rollouts and held-out scores; raise `AnalyzerOutputError`.
 
     The inputs are those of the model's own analyses (`agent.tool_base.analysis_inputs`): the analyzer is
@@ -58,7 +59,7 @@ def run_analyzer(script: Path, run_dir: Path, mode: Literal["docker", "process",
 
 
 def run_harness_analyzers(
-    harness_dir: Path, run_dir: Path, labelled_runs: dict[str, str], mode: Literal["docker", "process", "none"]
+    harness_dir: Path, run_dir: Path, labelled_runs: dict[str, str], mode: SandboxMode
 ) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
     """Run every analyzer on `run_dir` and validate each metric on `labelled_runs` ({run_dir: kept|rejected}).
 

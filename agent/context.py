@@ -14,10 +14,10 @@ from urllib.parse import urlparse
 
 from agent.prices import has_price
 from harness.manifest import BACKEND_NAMES, BackendName
+from sandboxes.modes import SandboxMode
 
 Mode = Literal["evotrainer", "score-only"]
 Gate = Literal["none", "launch", "promote", "all"]
-SandboxMode = Literal["docker", "process", "none"]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 import yaml
@@ -32,9 +32,9 @@ from harness.calls import HarnessCalls, RewardContractError, validate_reward
 from harness.failures import CandidateCodeError, InfraError, Outcome
 from harness.manifest import MANIFEST_NAME, Harness, HarnessError, load_harness
 from sandboxes.calls import open_calls
+from sandboxes.modes import SANDBOX_MODES, SandboxMode
 
 REPORT_FILE = "report.json"
-SandboxMode = Literal["docker", "process", "none"]
 # Keys that hold the generation length budget in a trainer config (local: max_new_tokens; verl:
 # data.max_response_length / rollout.response_length).
 LENGTH_KEYS = ("max_new_tokens", "max_response_length", "response_length")
@@ -124,7 +124,7 @@ def run_backtest(
     Returns the existing `out_dir/report.json` unchanged when there is one. Raises nothing for candidate
     faults (they become the result's `outcome`); raises `ValueError` for an unknown mode.
     """
-    if mode not in ("docker", "process", "none"):
+    if mode not in SANDBOX_MODES:
         raise ValueError(f"unknown sandbox mode {mode!r}; use docker, process or none")
     report = out_dir / REPORT_FILE
     if report.is_file():

@@ -18,6 +18,7 @@ from sqlalchemy import JSON, DateTime, Dialect, Enum
 from sqlalchemy.types import TypeDecorator
 
 from harness.failures import Outcome
+from harness.manifest import BackendName as BackendName  # the backends, defined once (re-exported for models)
 
 SessionMode = Literal["evotrainer", "score-only"]
 PolicyKind = Literal["heuristic", "llm"]
@@ -37,7 +38,6 @@ CandidateStatus = Literal[
     "merged",
     "reverted",
 ]
-BackendName = Literal["local", "verl"]
 RunKind = Literal["pilot", "full"]
 RunStatus = Literal["submitted", "running", "finished", "lost"]
 OutcomeValue = Literal["ok", "candidate_error", "infra_error", "timeout", "spoof_detected"]

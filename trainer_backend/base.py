@@ -22,6 +22,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from harness.failures import BadInput, Outcome, recorded
+from sandboxes.modes import SandboxMode
 
 SUMMARY_FILE = "summary.json"
 CONFIG_FILE = "config.json"
@@ -47,7 +48,7 @@ class RunSpec(BaseModel):
     # one uninterrupted run. verl carries what its resume machinery restores (verl/config.py,
     # `plan_continuation`); each backend's `continuation(run_dir)` says what a run carried.
     init_state: Literal["weights", "optimizer", "exact"] = "weights"
-    sandbox: Literal["none", "docker", "process"] = "none"  # where candidate reward/filter code runs
+    sandbox: SandboxMode = "none"  # where candidate reward/filter code runs
     ray_address: str | None = None  # a Ray Jobs URL: the run is a Ray job on that cluster (trainer_backend/ray_jobs.py)
 
 

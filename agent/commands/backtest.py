@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from sandboxes.modes import SANDBOX_MODES
+
 
 def backtest(
     harness: Path = typer.Option(..., "--harness", exists=True, file_okay=False, help="candidate harness folder"),
@@ -23,7 +25,7 @@ def backtest(
     from diagnostics.backtest import Verdict
     from sandboxes.backtest import run_backtest
 
-    if sandbox not in ("docker", "process", "none"):
+    if sandbox not in SANDBOX_MODES:
         raise typer.BadParameter("use docker, process or none", param_hint="--sandbox")
     if split not in ("train", "val"):
         raise typer.BadParameter("use train or val", param_hint="--split")

@@ -22,6 +22,8 @@ import typer
 
 from agent.commands.db import DbOption
 from agent.commands.output import EXIT_BAD_INPUT, EXIT_FAILED, console, fail, no_session
+from harness.manifest import BackendName
+from sandboxes.modes import SandboxMode
 
 DEMO_HARNESS = Path(__file__).resolve().parents[2] / "examples" / "arithmetic"
 CONTEXT_FILE = "context.json"
@@ -69,7 +71,7 @@ def run(
         str, typer.Option(metavar="MODEL", help="drive the session with this model on an OpenAI-compatible server")
     ] = "",
     sandbox: Annotated[
-        Literal["docker", "process", "none"],
+        SandboxMode,
         typer.Option(help="where agent-written candidate code runs (process: weaker isolation; none: trusted code)"),
     ] = "docker",
     gate: Annotated[Literal["none", "launch", "promote", "all"], typer.Option(help="human gates")] = "none",
@@ -109,7 +111,7 @@ def run(
         ),
     ] = 1,
     backend: Annotated[
-        Literal["local", "verl"] | None,
+        BackendName | None,
         typer.Option(help="trains every run (default: the manifest's trainer.backend)"),
     ] = None,
     ray_address: Annotated[

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import typer
 
 from agent.commands.run import ProgressEvery
+from harness.manifest import BackendName
+from sandboxes.modes import SandboxMode
 
 
 def register(app: typer.Typer) -> None:
@@ -32,10 +34,10 @@ def train(
     ] = None,
     resume: Annotated[bool, typer.Option("--resume", help="continue from the run's last checkpoint")] = False,
     backend: Annotated[
-        Literal["local", "verl"] | None, typer.Option(help="training backend (default: the manifest's trainer.backend)")
+        BackendName | None, typer.Option(help="training backend (default: the manifest's trainer.backend)")
     ] = None,
     sandbox: Annotated[
-        Literal["none", "docker", "process"],
+        SandboxMode,
         typer.Option(
             help="where reward/filter code runs; default none: `train` runs the harness you wrote, in the "
             "trainer (`run` and `backtest` default to docker: they run agent-written candidate code)"

@@ -86,7 +86,7 @@ def test_every_db_option_has_one_wording_and_a_url_placeholder() -> None:
         ("run", "--gate", "<none|launch|promote|all>"),
         ("train", "--backend", "<local|verl>"),
         ("run", "--backend", "<local|verl>"),
-        ("train", "--sandbox", "<none|docker|process>"),
+        ("train", "--sandbox", "<docker|process|none>"),
     ],
 )
 def test_closed_choices_are_listed(command: str, option: str, choices: str) -> None:

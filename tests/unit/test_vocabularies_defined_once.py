@@ -1,0 +1,40 @@
+"""Issue 27 §2: the sandbox modes and the backend names are each written down once, and imported elsewhere.
+
+A second spelled-out list (a `Literal[...]` or a tuple of the same names, in any order) is how vocabularies
+drifted apart before; this finds one in product code outside the defining module.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from pathlib import Path
+from typing import get_args
+
+from harness.manifest import BackendName
+from sandboxes.modes import SANDBOX_MODES, SandboxMode
+
+ROOT = Path(__file__).resolve().parents[1].parent
+PRODUCT = ("agent", "diagnostics", "harness", "sandboxes", "skills", "store", "trainer_backend")
+HOMES = {
+    "sandbox modes": ("sandboxes/modes.py", SANDBOX_MODES),
+    "backend names": ("harness/manifest.py", get_args(BackendName)),
+}
+
+
+def _spelled_out(names: tuple[str, ...]) -> re.Pattern[str]:
+    orders = "|".join(r",\s*".join(f'"{n}"' for n in perm) for perm in itertools.permutations(names))
+    return re.compile(rf"(?:{orders})")
+
+
+def test_each_vocabulary_is_spelled_out_only_in_its_home() -> None:
+    assert get_args(SandboxMode) == SANDBOX_MODES == ("docker", "process", "none")
+    for what, (home, names) in HOMES.items():
+        pattern = _spelled_out(tuple(names))
+        found = sorted(
+            str(p.relative_to(ROOT))
+            for pkg in PRODUCT
+            for p in (ROOT / pkg).rglob("*.py")
+            if pattern.search(p.read_text())
+        )
+        assert found == [home], f"{what} spelled out outside {home}: import them from there ({found})"
