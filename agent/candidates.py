@@ -14,15 +14,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from agent import ledger
 from agent.context import Context
 from agent.factors import check_candidate
 from agent.state import CandidateInfo, State
 from harness.manifest import Harness
+from store.types import Factor
 
-FACTORS = ("reward", "filter", "data", "trainer", "diagnostic")  # the store's factor values
+FACTORS: tuple[str, ...] = get_args(Factor)  # the store's factor values, defined once
 
 
 @dataclass

@@ -40,8 +40,9 @@ from typing import Literal, get_args
 
 from harness.manifest import BACKEND_NAMES, Harness
 from harness.paths import PathRuleError, check_or_none, is_under, normalise
+from store.types import Factor as StoredFactor
 
-Factor = Literal["reward", "filter", "data", "trainer", "diagnostic", "other"]
+Factor = Literal[StoredFactor, "other"]  # "other": a changed file no factor owns
 FACTORS: tuple[Factor, ...] = get_args(Factor)
 
 LENGTH_BUDGET_KEYS = frozenset(

@@ -6,11 +6,13 @@ and every text and list is bounded, so one reply cannot push megabytes into a wo
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-FACTOR_NAMES = ("reward", "filter", "data", "trainer", "diagnostic")  # agent.candidates.FACTORS
+from store.types import Factor
+
+FACTOR_NAMES: tuple[str, ...] = get_args(Factor)  # the store's factor values, defined once
 MAX_ROLLOUTS = 20
 MAX_FILE_CHARS = 200_000  # one harness file written by the model (the demo's largest is ~3 kB)
 MAX_SCRIPT_CHARS = 100_000

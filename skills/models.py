@@ -18,8 +18,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from skills.triggers import TriggerError, parse
+from store.types import Factor
 
-SkillFactor = Literal["reward", "filter", "data", "trainer", "diagnostic", "guard"]
+SkillFactor = Literal[Factor, "guard"]  # "guard": a skill that only adds a check
 PatchKind = Literal["template", "diff"]
 ANY_DOMAIN = "*"
 TEMPLATE_OPS = frozenset(

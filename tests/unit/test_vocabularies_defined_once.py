@@ -1,4 +1,4 @@
-"""Issue 27 §2: the sandbox modes and the backend names are each written down once, and imported elsewhere.
+"""Issue 27 §2: the sandbox modes, backend names and factor names are each written once, imported elsewhere.
 
 A second spelled-out list (a `Literal[...]` or a tuple of the same names, in any order) is how vocabularies
 drifted apart before; this finds one in product code outside the defining module.
@@ -13,12 +13,14 @@ from typing import get_args
 
 from harness.manifest import BackendName
 from sandboxes.modes import SANDBOX_MODES, SandboxMode
+from store.types import Factor
 
 ROOT = Path(__file__).resolve().parents[1].parent
 PRODUCT = ("agent", "diagnostics", "harness", "sandboxes", "skills", "store", "trainer_backend")
 HOMES = {
     "sandbox modes": ("sandboxes/modes.py", SANDBOX_MODES),
     "backend names": ("harness/manifest.py", get_args(BackendName)),
+    "factor names": ("store/types.py", get_args(Factor)),  # agent/factors.py and skills/models.py extend it
 }
 
 
