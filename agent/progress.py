@@ -33,11 +33,12 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from diagnostics.schema import STRICT_METRIC, TRAIN_REWARD_METRIC
 from trainer_backend.base import LOG_FILE, METRICS_FILE, SUMMARY_FILE
 from trainer_backend.local import SPEC_FILE
 
 Form = Literal["live", "plain", "quiet"]
-REWARD, HELDOUT, STEP_TIME = "critic/score/mean", "val/strict_acc", "timing_s/step"
+REWARD, HELDOUT, STEP_TIME = TRAIN_REWARD_METRIC, STRICT_METRIC, "timing_s/step"
 LIVE_REFRESH_S = 0.5
 TAIL_BYTES = 4096  # of train.log: enough for the latest warm-start line
 HEARTBEAT_S = 60.0  # plain form: repeat an unchanged run's line this often, so a log shows it is alive

@@ -19,6 +19,11 @@ from typing import Any, Literal, TypedDict
 
 import orjson
 
+# The two metric names every decision reads, defined once (verl's names; verl.md §7): the per-step training
+# reward before KL, and the greedy strict held-out (selection split) accuracy of a validation step.
+TRAIN_REWARD_METRIC = "critic/score/mean"
+STRICT_METRIC = "val/strict_acc"
+
 Split = Literal["train", "val"]
 SPLITS: tuple[Split, ...] = ("train", "val")
 

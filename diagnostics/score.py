@@ -31,9 +31,8 @@ import polars as pl
 
 from diagnostics.findings import Finding, Layer, LayerOutput, Severity, graded
 from diagnostics.query import GROUP_KEYS, aggregate, group_batches, refs, refs_where
-from diagnostics.schema import MetricRow
+from diagnostics.schema import TRAIN_REWARD_METRIC, MetricRow
 
-TRAIN_REWARD_METRIC = "critic/score/mean"  # verl's per-step reward before KL (verl.md §7)
 # Reward-hacking alarm (paper §6.3 rule 4): training reward rose by more than this ...
 HACK_REWARD_RISE = 0.05
 # ... while the strict score changed by at most this (flat or down).

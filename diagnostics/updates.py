@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from diagnostics.findings import Finding, Layer, LayerOutput, graded
-from diagnostics.schema import MetricRow
+from diagnostics.schema import TRAIN_REWARD_METRIC, MetricRow
 
 PPO_KL_WARNING = 0.02  # ~10x the largest step KL of the demo's oracle harness (max 0.0019 over 30 steps)
 PPO_KL_CRITICAL = 0.05
@@ -40,7 +40,7 @@ def _series(rows: Sequence[MetricRow], key: str) -> list[float]:
 def diagnose_updates(rows: Sequence[MetricRow]) -> LayerOutput:
     """Largest per-step policy shift (`ppo_kl_max`) and the training score's collapse from its early level."""
     kl = _series(rows, "actor/ppo_kl")
-    score = _series(rows, "critic/score/mean")
+    score = _series(rows, TRAIN_REWARD_METRIC)
     entropy = _series(rows, "actor/entropy")
     kl_max = max(kl) if kl else math.nan
     early = float(np.mean(score[:EDGE_STEPS])) if score else math.nan

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from agent.commands.run import ProgressEvery
+from diagnostics.schema import STRICT_METRIC, TRAIN_REWARD_METRIC
 from harness.manifest import BackendName
 from sandboxes.modes import SandboxMode
 
@@ -141,8 +142,8 @@ def _follow(console, module, handle, metrics_path: Path, steps: int) -> None:  #
             rows = read_metrics(metrics_path, [])
             if rows:
                 last = rows[-1]
-                score = last.data.get("critic/score/mean")
-                val = next((r.data["val/strict_acc"] for r in reversed(rows) if "val/strict_acc" in r.data), None)
+                score = last.data.get(TRAIN_REWARD_METRIC)
+                val = next((r.data[STRICT_METRIC] for r in reversed(rows) if STRICT_METRIC in r.data), None)
                 info = " ".join(
                     part
                     for part in (

@@ -19,6 +19,8 @@ from diagnostics.agentic import per_step
 from diagnostics.findings import HealthReport
 from diagnostics.report import build_report
 from diagnostics.schema import (
+    STRICT_METRIC,
+    TRAIN_REWARD_METRIC,
     ReadProblem,
     ReadResult,
     Rollout,
@@ -34,8 +36,8 @@ from trainer_backend.base import METRICS_FILE
 
 # Metric name (verl's) -> label. Health curves: what the decision and the alerts are about.
 CURVE_METRICS: dict[str, str] = {
-    "critic/score/mean": "training reward",
-    "val/strict_acc": "strict held-out accuracy",
+    TRAIN_REWARD_METRIC: "training reward",
+    STRICT_METRIC: "strict held-out accuracy",
     "rollout/dead_group_ratio": "dead-group ratio",
     "rollout/truncation_rate": "truncation rate",
     "response_length/mean": "response length (tokens)",

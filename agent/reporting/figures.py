@@ -22,6 +22,7 @@ from agent.reporting.artefacts import (
     RunCurves,
 )
 from agent.reporting.records import SessionReport
+from diagnostics.schema import STRICT_METRIC, TRAIN_REWARD_METRIC
 
 STATUS_COLOURS = {
     "merged": "#2ca02c",
@@ -143,7 +144,7 @@ def _grid(
                 go.Scatter(
                     x=[s + shift for s, _ in points],
                     y=[v for _, v in points],
-                    mode="lines+markers" if name == "val/strict_acc" or name.startswith(SOURCE_PREFIX) else "lines",
+                    mode="lines+markers" if name == STRICT_METRIC or name.startswith(SOURCE_PREFIX) else "lines",
                     line={"color": colour, "dash": dash},
                     name=run.label,
                     legendgroup=run.label,
@@ -165,8 +166,8 @@ def curves_figure(runs: Sequence[RunCurves], title: str, lineage_x: bool) -> go.
     its ancestors), so versions line up one after another.
     """
     panels = {
-        "critic/score/mean": (1, 1, "solid"),
-        "val/strict_acc": (1, 1, "dash"),
+        TRAIN_REWARD_METRIC: (1, 1, "solid"),
+        STRICT_METRIC: (1, 1, "dash"),
         "rollout/dead_group_ratio": (1, 2, "solid"),
         "rollout/truncation_rate": (2, 1, "solid"),
         "response_length/mean": (2, 2, "solid"),

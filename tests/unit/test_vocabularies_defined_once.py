@@ -1,4 +1,4 @@
-"""Issue 27 §2: the sandbox modes, backend names and factor names are each written once, imported elsewhere.
+"""Issue 27 §2: sandbox modes, backend, factor and decision-metric names are each written once, imported elsewhere.
 
 A second spelled-out list (a `Literal[...]` or a tuple of the same names, in any order) is how vocabularies
 drifted apart before; this finds one in product code outside the defining module.
@@ -40,3 +40,16 @@ def test_each_vocabulary_is_spelled_out_only_in_its_home() -> None:
             if pattern.search(p.read_text())
         )
         assert found == [home], f"{what} spelled out outside {home}: import them from there ({found})"
+
+
+def test_the_decision_metric_names_are_written_only_in_the_schema() -> None:
+    from diagnostics.schema import STRICT_METRIC, TRAIN_REWARD_METRIC
+
+    for name in (STRICT_METRIC, TRAIN_REWARD_METRIC):
+        found = sorted(
+            str(p.relative_to(ROOT))
+            for pkg in PRODUCT
+            for p in (ROOT / pkg).rglob("*.py")
+            if f'"{name}"' in p.read_text()
+        )
+        assert found == ["diagnostics/schema.py"], f"{name} spelled out: import it from diagnostics.schema ({found})"

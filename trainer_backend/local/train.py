@@ -31,7 +31,15 @@ from typing import Any
 
 import torch
 
-from diagnostics.schema import Rollout, Split, StopReason, append_metrics, write_rollouts
+from diagnostics.schema import (
+    STRICT_METRIC,
+    TRAIN_REWARD_METRIC,
+    Rollout,
+    Split,
+    StopReason,
+    append_metrics,
+    write_rollouts,
+)
 from harness.calls import RewardContractError, load_function, validate_reward
 from harness.failures import CandidateCodeError, Outcome
 from harness.manifest import Harness, HarnessError, load_harness
@@ -199,7 +207,7 @@ def validate(ctx: RunContext, val_rows: list[dict[str, Any]], step: int, gen_dev
         float(ctx.strict(x, r["ground_truth"])) for x, r in zip(sampled, val_rows * VAL_SAMPLES, strict=True)
     ]
     out = ep.metrics(greedy, "val") | {
-        "val/strict_acc": statistics.fmean(scores.strict),
+        STRICT_METRIC: statistics.fmean(scores.strict),
         "val/strict_acc_avg4": statistics.fmean(sampled_strict),
         "val/reward_mean": statistics.fmean(scores.rewards),
         "val/truncation_rate": 1.0 - greedy.finished.float().mean().item(),
@@ -282,7 +290,7 @@ def train_step(
     )
     write_rollouts(rollout_path(ctx, "train", step), records)
     metrics = ep.metrics(batch, "train") | {
-        "critic/score/mean": statistics.fmean(rewards),
+        TRAIN_REWARD_METRIC: statistics.fmean(rewards),
         "critic/score/max": max(rewards),
         "critic/score/min": min(rewards),
         "response_length/mean": lengths.mean().item(),
@@ -668,7 +676,7 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
         if ckpt is None:
             metrics = validate(ctx, val_rows, 0, gen_device)
             append_metrics(spec.out_dir / METRICS_FILE, 0, metrics)
-            summary["strict_acc_before"] = metrics["val/strict_acc"]
+            summary["strict_acc_before"] = metrics[STRICT_METRIC]
             summary["strict_acc_avg4_before"] = metrics["val/strict_acc_avg4"]
             log(f"step 0 | val/strict_acc {metrics['val/strict_acc']:.3f} | warm start {ws_path} hit={cache_hit}")
             if warmed is not None:
@@ -685,11 +693,11 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
             metrics = train_step(ctx, opt, ref_model, rows, state, gen, step)
             metrics.update(update_size(policy, before, ref_state))
             del before
-            summary.setdefault("train_reward_first", metrics["critic/score/mean"])
-            summary["train_reward_last"] = metrics["critic/score/mean"]
+            summary.setdefault("train_reward_first", metrics[TRAIN_REWARD_METRIC])
+            summary["train_reward_last"] = metrics[TRAIN_REWARD_METRIC]
             if step % cfg.val_every == 0 or step == spec.steps:
                 metrics.update(validate(ctx, val_rows, step, gen_device))
-                summary["strict_acc_after"] = metrics["val/strict_acc"]
+                summary["strict_acc_after"] = metrics[STRICT_METRIC]
                 summary["strict_acc_avg4_after"] = metrics["val/strict_acc_avg4"]
             append_metrics(spec.out_dir / METRICS_FILE, step, metrics)
             track_signal(metrics, state, step)

@@ -31,7 +31,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict
 
 import trainer_backend.verl.readers as readers
-from diagnostics.schema import ReadProblem, Rollout, iter_jsonl, write_rollouts
+from diagnostics.schema import STRICT_METRIC, TRAIN_REWARD_METRIC, ReadProblem, Rollout, iter_jsonl, write_rollouts
 from harness.calls import load_function
 from harness.failures import CandidateCodeError, Outcome
 from harness.manifest import EntryPoint
@@ -47,8 +47,8 @@ STATE_FILE = "verl_run.json"
 RAW_METRICS = ".verl/raw_metrics.jsonl"
 STRICT_BY_STEP = ".verl/strict_by_step.json"  # protected evaluator's mean per validation step (convert_dumps)
 SUMMARY_KEYS = (
-    "critic/score/mean",
-    "val/strict_acc",
+    TRAIN_REWARD_METRIC,
+    STRICT_METRIC,
     "rollout/truncation_rate",
     "rollout/dead_group_ratio",
     "response_length/mean",
@@ -252,7 +252,7 @@ def sync_metrics(out: Path, state: RunState) -> int:
     strict_path = out / STRICT_BY_STEP
     if strict_path.is_file():
         for step, value in orjson.loads(strict_path.read_bytes()).items():
-            by_step.setdefault(int(step), {})["val/strict_acc"] = float(value)
+            by_step.setdefault(int(step), {})[STRICT_METRIC] = float(value)
     tmp = out / (METRICS_FILE + ".tmp")
     with open(tmp, "wb") as fh:
         for step in sorted(by_step):
@@ -373,9 +373,9 @@ def finalize(out: Path, state: RunState) -> RunResult:
 def _run_summary(rows: list[dict[str, Any]], start_step: int) -> dict[str, float]:
     """The run-level numbers every backend reports (trainer_backend/base.py): strict accuracy before -> after,
     training reward first -> last."""
-    strict = [(r["step"], r["data"]["val/strict_acc"]) for r in rows if "val/strict_acc" in r["data"]]
+    strict = [(r["step"], r["data"][STRICT_METRIC]) for r in rows if STRICT_METRIC in r["data"]]
     train = [r["data"] for r in rows if r["step"] > start_step]
-    reward = [d["critic/score/mean"] for d in train if "critic/score/mean" in d]
+    reward = [d[TRAIN_REWARD_METRIC] for d in train if TRAIN_REWARD_METRIC in d]
     out: dict[str, float] = {}
     if strict:
         out["strict_acc_before"], out["strict_acc_after"] = float(strict[0][1]), float(strict[-1][1])
