@@ -35,12 +35,18 @@ models: $(DEMO_STAMP)
 
 # The demo runs unattended: no human gates, no escalation to gated mode (see `evotrainer run --help`). With a
 # CUDA device it trains the real pretrained SmolLM2 (examples/arithmetic-smollm2); on a CPU the tiny model.
+# A first look fits in minutes: 2 iterations of 40-step runs (every phase of the loop, replicates included).
+# `make demo FULL=1` runs the full-length campaign, the `evotrainer run` defaults (4 iterations, 60-step runs).
+DEMO_BUDGET := --iterations 2 --base-steps 40 --pilot-steps 40 --max-steps 560
+ifdef FULL
+DEMO_BUDGET :=
+endif
 demo: $(DEMO_STAMP) demo-services sandbox-image
 	@if $(BIN)/python -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then \
 		$(BIN)/evotrainer models get smollm2-135m-instruct >/dev/null && \
-		$(BIN)/evotrainer run --escalate-after 0 --harness examples/arithmetic-smollm2; \
+		$(BIN)/evotrainer run --escalate-after 0 $(DEMO_BUDGET) --harness examples/arithmetic-smollm2; \
 	else \
-		$(BIN)/evotrainer run --escalate-after 0; \
+		$(BIN)/evotrainer run --escalate-after 0 $(DEMO_BUDGET); \
 	fi
 
 lint: $(TEST_STAMP)
