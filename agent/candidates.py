@@ -98,6 +98,9 @@ def finalise_candidate(ctx: Context, state: State, harness: Harness, cand: OpenC
     control = gw.git_control_files(changed)
     if control:
         return refuse_candidate(ctx, state, info, f"refused: {', '.join(control)}: {gw.GIT_CONTROL_RULE}")
+    swapped = _model_swapped(harness, path, changed)
+    if swapped:
+        return refuse_candidate(ctx, state, info, swapped)
     check = check_candidate(
         changed,
         wf.diff(path, cand.base_sha),
@@ -131,6 +134,27 @@ def finalise_candidate(ctx: Context, state: State, harness: Harness, cand: OpenC
     with ledger.db(ledger.store_url(ctx)) as db:
         _ensure_row(db, state, info)
     return info
+
+
+def _model_swapped(base: Harness, worktree: Path, changed: list[str]) -> str:
+    """The refusal when the candidate changes the setting naming the model that trains, else ''."""
+    from agent.knobs import model_settings
+    from harness.manifest import BACKEND_NAMES, load_harness
+
+    files = {base.manifest.trainer.config, *(base.manifest.trainer.settings(b) for b in BACKEND_NAMES)}
+    if not files & set(changed):
+        return ""
+    try:
+        before, after = model_settings(base), model_settings(load_harness(worktree))
+    except (ValueError, OSError):
+        return ""  # the candidate's harness does not load: its backtest and run say why
+    moved = [k for k in before if before[k] != after.get(k)]
+    if not moved:
+        return ""
+    return (
+        f"refused: {', '.join(moved)} changed: the model that trains is fixed for the session (a candidate changes "
+        "the harness, not the policy); start a new session to train another model"
+    )
 
 
 def _restored(ctx: Context, harness: Harness, worktree: Path, changed: list[str]) -> tuple[str, ...]:

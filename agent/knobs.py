@@ -98,6 +98,24 @@ def trainer_knobs(backend: BackendName, settings: Mapping[str, Any] | None = Non
     return knobs_for(model_kind(model if isinstance(model, str) else TINY))
 
 
+# The settings that name the model that trains, per backend: fixed for a session (a candidate changes the
+# harness, never the policy; a model swap is a new session). Read, never imported, so no candidate code runs.
+MODEL_SETTINGS: dict[BackendName, str] = {"local": "model", "verl": "model_path"}
+
+
+def model_settings(harness: Harness) -> dict[str, Any]:
+    """`{"<settings file>:<key>": value}` of every backend's model setting in `harness` (absent: None)."""
+    from trainer_backend.local.config import TINY
+
+    defaults: dict[BackendName, Any] = {"local": TINY}
+    found: dict[str, Any] = {}
+    for backend, key in MODEL_SETTINGS.items():
+        rel = harness.manifest.trainer.settings(backend) or harness.manifest.trainer.config
+        if rel:
+            found[f"{rel}:{key}"] = _yaml(harness, rel).get(key, defaults.get(backend))
+    return found
+
+
 def harness_knobs(harness: Harness, backend: BackendName, train_rows: pl.DataFrame | None = None) -> HarnessKnobs:
     """Read the knobs of `harness` (its files as they are in `harness.root`) for a run on `backend`.
 

@@ -124,3 +124,30 @@ def test_the_harness_analyzers_see_held_out_scores_only(tmp_path: Path, git_avai
     script = tmp_path / "held_out_probe.py"
     script.write_text(ANALYZER)
     assert run_analyzer(script, run_dir, "process") == {"held_out_seen": 0.0, "inputs": 2.0}
+
+
+@pytest.mark.llm
+def test_the_model_never_receives_held_out_text_over_the_wire(box: Toolbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real entry point: `ChatOpenAI` over HTTP against the scripted mock server, every held-out probe."""
+    from mock_openai import MockOpenAI
+
+    from agent.policies.llm import propose_with_llm
+
+    calls = [
+        {"id": f"{name}{i}", "name": name, "arguments": args}
+        for name in ("sample_rollouts", "run_analysis", "read_file", "propose_diagnostic")
+        for i, args in enumerate(PROBES[name])
+    ]
+    script = [{"tool_calls": calls}, {"tool_calls": [{"id": "done", "name": "finish", "arguments": {"summary": "x"}}]}]
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")
+    with MockOpenAI(script) as mock:
+        monkeypatch.setenv("OPENAI_BASE_URL", mock.base_url)
+        outcome = propose_with_llm(box.ctx, box.state, box.harness)
+    assert outcome.note == "" and len(mock.requests) == 2
+    answers = mock.tool_messages(1)
+    assert sorted(answers) == sorted(c["id"] for c in calls)
+    assert "held-out rollouts match" in answers["sample_rollouts0"]
+    assert '"found": []' in answers["run_analysis0"] or "'found': []" in answers["run_analysis0"]
+    for request in mock.requests:  # what the session sent: prompts and tool answers (the calls quote the scripts)
+        sent = [m for m in request["messages"] if m["role"] != "assistant"]
+        assert sent and MARK not in json.dumps(sent), "a held-out prompt, response or answer reached the model"
