@@ -16,9 +16,10 @@ recorded in the repository itself, so `git log --graph --all` shows the lineage 
 - Decisions are recorded as *empty commits* ``decision: ...`` on the candidate branch (not git notes:
   empty commits show in ``git log --graph`` and travel with ordinary clones and pushes).
 - Removing a worktree keeps its branch: a pruned candidate stays as negative evidence.
-- Every commit subject is at most ``SUBJECT_MAX`` characters (``commit_text``): a longer first line is cut at
-  a word and kept whole in the body. Main-line commits are dated after every branch tip, so
-  ``git log --graph --all`` draws the newest version on top, above the decision commits that led to it.
+- Every commit subject is at most ``SUBJECT_MAX`` characters (``commit_text`` in ``sandboxes/commit_messages.py``):
+  a longer first line is cut at a word and kept whole in the body. Main-line commits are dated after every
+  branch tip, so ``git log --graph --all`` draws the newest version on top, above the decision commits that led
+  to it.
 
 The harness root is the repository root (``init_session_repo`` copies a harness that is a folder inside
 a larger repository into a fresh one), so surface paths from ``evotrainer.yaml`` are repository paths.
@@ -35,7 +36,7 @@ import re
 import stat
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from git import Git, Repo
@@ -43,10 +44,16 @@ from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
 
 from harness.files import COPY_SKIPPED, copy_folder
 
+# Re-exported (`X as X`): callers reach the message text through this adapter.
+from sandboxes.commit_messages import SUBJECT_MAX as SUBJECT_MAX
+from sandboxes.commit_messages import InterventionMessage as InterventionMessage
+from sandboxes.commit_messages import commit_text as commit_text
+from sandboxes.commit_messages import one_line
+from sandboxes.commit_messages import parse_trailers as parse_trailers
+
 AGENT_NAME = "EvoTrainer"
 AGENT_EMAIL = "evotrainer@localhost"
 INITIAL_COMMIT_MESSAGE = "v0: starting harness"
-SUBJECT_MAX = 72  # git's convention: `git log --oneline` and review tools show this much of a subject
 BASE_CONFIG_KEY = "evobase"
 _IDENTITY = {
     "GIT_AUTHOR_NAME": AGENT_NAME,
@@ -106,80 +113,6 @@ class CandidateWorktree:
     branch: str
     path: Path
     base_sha: str
-
-
-@dataclass(frozen=True)
-class InterventionMessage:
-    """A candidate commit message: a title plus the hypothesis, factor and falsifiable success criterion.
-
-    Rendered as a commit message whose trailers (``Hypothesis:``, ``Factor:``, ``Success-Criterion:``,
-    and any ``extra`` pairs, e.g. ``Skill: strict-answer-extraction``) ``parse_trailers`` reads back.
-    """
-
-    title: str
-    hypothesis: str
-    factor: str
-    success_criterion: str
-    body: str = ""
-    extra: Mapping[str, str] = field(default_factory=dict)
-
-    def render(self) -> str:
-        """Return the full commit message text."""
-        if not self.title.strip():
-            raise ValueError("InterventionMessage.title is empty; give the candidate a one-line summary")
-        trailers = {
-            "Hypothesis": self.hypothesis,
-            "Factor": self.factor,
-            "Success-Criterion": self.success_criterion,
-            **self.extra,
-        }
-        lines = [_one_line(self.title), ""]
-        if self.body.strip():
-            lines += [self.body.strip(), ""]
-        for key, value in trailers.items():
-            if not re.fullmatch(r"[A-Za-z][A-Za-z0-9-]*", key):
-                raise ValueError(f"trailer key {key!r} must be letters, digits and '-'")
-            lines.append(f"{key}: {_one_line(value)}")
-        return commit_text("\n".join(lines))
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def commit_text(message: str) -> str:
-    """Return ``message`` with a one-line subject of at most ``SUBJECT_MAX`` characters.
-
-    A longer first line is cut after the last whole word that fits (marked with "…") and kept whole as the
-    body's first paragraph, so no evidence is lost and trailers stay in the last paragraph.
-
-    Raises:
-        ValueError: the message is empty.
-    """
-    first, _, rest = message.strip().partition("\n")
-    subject, body = _one_line(first), rest.strip()
-    if not subject:
-        raise ValueError("empty commit message")
-    if len(subject) > SUBJECT_MAX:
-        cut = subject[: SUBJECT_MAX - 1]
-        if cut.rfind(" ") > SUBJECT_MAX // 2:  # a word boundary not too far back; else cut mid-word
-            cut = cut[: cut.rfind(" ")]
-        body = f"{subject}\n\n{body}" if body else subject
-        subject = cut.rstrip(" ,;:.-") + "…"
-    return subject + (f"\n\n{body}" if body else "") + "\n"
-
-
-def parse_trailers(message: str) -> dict[str, str]:
-    """Return the ``Key: value`` trailers of the last paragraph of a commit message."""
-    paragraphs = [p for p in message.strip().split("\n\n") if p.strip()]
-    if len(paragraphs) < 2:
-        return {}
-    out: dict[str, str] = {}
-    for line in paragraphs[-1].splitlines():
-        key, sep, value = line.partition(": ")
-        if sep and re.fullmatch(r"[A-Za-z][A-Za-z0-9-]*", key):
-            out[key] = value.strip()
-    return out
 
 
 # --- low-level runner -------------------------------------------------------------------------------
@@ -454,11 +387,11 @@ def amend_decision_note(repo: Repo, branch: str, evidence_text: str, *, decision
     if not tip:
         raise GitWorktreeError(f"branch {branch!r} does not exist in {root}")
     first, _, rest = evidence_text.strip().partition("\n")
-    lines = [f"decision: {_one_line(first)}", ""]
+    lines = [f"decision: {one_line(first)}", ""]
     if rest.strip():
         lines += [rest.strip(), ""]
     if decision:
-        lines.append(f"Decision: {_one_line(decision)}")
+        lines.append(f"Decision: {one_line(decision)}")
     text = commit_text("\n".join(lines))
     if _git(root, "log", "-1", "--format=%B", tip).strip() == text.strip():
         return tip
