@@ -21,13 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 from agent.evidence import paired
 from agent.state import VersionInfo
+from diagnostics.schema import START_CHECKPOINT
 from diagnostics.stats import paired_bootstrap
 
 if TYPE_CHECKING:
     import polars as pl
 
 COLLAPSE_FRACTION = 0.5  # held-out strict lost at least half of its starting value
-START_CHECKPOINT_FILE = "checkpoints/start.pt"  # a root run's step-0 policy and optimizer (local backend)
+START_CHECKPOINT_FILE = START_CHECKPOINT  # a root run's step-0 policy and optimizer (local backend)
 
 
 def rollback_point(version: VersionInfo, min_effect: float, val: pl.DataFrame | None = None) -> dict[str, Any]:

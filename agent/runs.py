@@ -24,7 +24,7 @@ from typing import cast
 
 from harness.failures import Outcome
 from harness.manifest import HarnessError
-from trainer_backend.base import SUMMARY_FILE, Backend, Handle, RunRefused, RunResult, RunSpec, RunStatus
+from trainer_backend.base import LOG_FILE, SUMMARY_FILE, Backend, Handle, RunRefused, RunResult, RunSpec, RunStatus
 from trainer_backend.ray_jobs import RayJobsError
 
 HANDLE_FILE = "handle.json"
@@ -71,7 +71,7 @@ def ensure_run(
                     outcome=Outcome.INFRA_ERROR,
                     out_dir=spec.out_dir,
                     message=f"run died {resumes + 1} times without a summary; see {spec.out_dir}",
-                    log_path=spec.out_dir / "train.log",
+                    log_path=spec.out_dir / LOG_FILE,
                 )
             resumes += 1
             try:

@@ -34,6 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_health_report import HARNESS, measure  # noqa: E402
 
+from diagnostics.schema import ROLLOUTS_DIR, rollout_file, rollout_files  # noqa: E402  (the run-folder layout)
+
 GROUP = 8
 ROWS_PER_STEP = 4096
 VAL_EVERY = 20
@@ -106,10 +108,10 @@ def generate(run_dir: Path, rows: int, seed: int = 42) -> None:
             dead = rng.random() < 0.3
             pid, gid = f"train-{step}-{g // GROUP}", f"{step}-{g // GROUP}"
             batch += [sample("train", step, pid, gid, k, dead) for k in range(min(GROUP, n - g))]
-        write(run_dir / "rollouts" / "train" / f"step_{step}.jsonl", batch)
+        write(rollout_file(run_dir, "train", step), batch)
         if step % VAL_EVERY == 0:
             val = [sample("val", step, f"val-{i}", f"v{step}-{i}", 0, False) for i in range(VAL_PROMPTS)]
-            write(run_dir / "rollouts" / "val" / f"step_{step}.jsonl", val)
+            write(rollout_file(run_dir, "val", step), val)
         written += n
         step += 1
 
@@ -118,7 +120,7 @@ def baseline(run_dir: Path) -> dict[str, float]:
     """A plain polars scan of the training rows: dead groups, turn and call means, caps, tool failures."""
     import polars as pl
 
-    files = sorted((run_dir / "rollouts" / "train").glob("step_*.jsonl"))
+    files = rollout_files(run_dir, "train")
     schema: dict[str, Any] = {
         "step": pl.Int64,
         "group_id": pl.String,
@@ -152,7 +154,7 @@ def baseline(run_dir: Path) -> dict[str, float]:
 def run_size(rows: int, root: Path, repeats: int) -> dict[str, object]:
     """Generate one run folder (unless present), measure both implementations, check they agree."""
     run_dir = root / f"agentic_rows_{rows}"
-    if not (run_dir / "rollouts").is_dir():
+    if not (run_dir / ROLLOUTS_DIR).is_dir():
         t0 = time.perf_counter()
         generate(run_dir, rows)
         print(f"generated {rows:,} episodes in {time.perf_counter() - t0:.0f} s under {run_dir}", flush=True)

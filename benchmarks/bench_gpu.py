@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.failures import Outcome  # noqa: E402
 from trainer_backend import local  # noqa: E402
-from trainer_backend.base import RunSpec  # noqa: E402
+from trainer_backend.base import LOG_FILE, METRICS_FILE, SUMMARY_FILE, RunSpec  # noqa: E402
 
 QWEN_05B = {"hidden": 896, "layers": 24, "heads": 14, "kv_heads": 2, "inter": 4864, "vocab": 32000}
 SMOKE = {"hidden": 64, "layers": 2, "heads": 4, "kv_heads": 2, "inter": 128, "vocab": 512}
@@ -175,12 +175,12 @@ def run_local(harness: Path, out: Path, steps: int, seed: int = 0) -> dict[str, 
     result = local.run(RunSpec(run_id=out.name, harness_dir=harness, out_dir=out, steps=steps, seed=seed))
     wall = time.time() - t0
     if result.outcome is not Outcome.OK:
-        tail = (out / "train.log").read_text()[-3000:] if (out / "train.log").exists() else ""
+        tail = (out / LOG_FILE).read_text()[-3000:] if (out / LOG_FILE).exists() else ""
         raise RuntimeError(f"{out.name}: {result.outcome.value}: {result.message}\n{tail}")
-    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    rows = [json.loads(x) for x in (out / METRICS_FILE).read_text().splitlines()]
     steps_rows = [r["data"] for r in rows if r["step"] > 0]
-    summary = json.loads((out / "summary.json").read_text())
-    return {"wall_s": wall, "steps": steps_rows, "summary": summary, "log": str(out / "train.log")}
+    summary = json.loads((out / SUMMARY_FILE).read_text())
+    return {"wall_s": wall, "steps": steps_rows, "summary": summary, "log": str(out / LOG_FILE)}
 
 
 def step_figures(rows: list[dict[str, float]], samples: int) -> dict[str, float]:
@@ -325,7 +325,7 @@ def smollm2(out: Path, steps: int, smoke: bool) -> dict[str, Any]:
         "strict_after_warmstart": trained["summary"]["strict_acc_before"],
         "strict_after_grpo": trained["summary"]["strict_acc_after"],
         "strict_curve": [round(r["val/strict_acc"], 3) for r in val],
-        "format_after_warmstart": json.loads((out / "smollm2-grpo" / "metrics.jsonl").read_text().splitlines()[0])[
+        "format_after_warmstart": json.loads((out / "smollm2-grpo" / METRICS_FILE).read_text().splitlines()[0])[
             "data"
         ].get("val/format_rate"),
         "stop_ids": trained["summary"].get("stop_ids"),

@@ -31,6 +31,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from diagnostics.schema import ROLLOUTS_DIR, rollout_file, rollout_files  # noqa: E402  (the run-folder layout)
+
 HARNESS = ROOT / "examples" / "arithmetic"  # declares answer: {pattern: '<ans>(.*?)</ans>', ...}
 GROUP = 8
 ROWS_PER_STEP = 8192
@@ -100,10 +103,10 @@ def generate(run_dir: Path, rows: int, seed: int = 42) -> None:
             dead, source = rng.random() < 0.3, rng.choice(sources)
             pid, gid = f"train-{step}-{g // GROUP}", f"{step}-{g // GROUP}"
             batch += [sample("train", step, pid, gid, k, dead, source) for k in range(min(GROUP, n - g))]
-        write(run_dir / "rollouts" / "train" / f"step_{step}.jsonl", batch)
+        write(rollout_file(run_dir, "train", step), batch)
         if step % VAL_EVERY == 0:
             val = [sample("val", step, f"val-{i}", f"v{step}-{i}", 0, False, "val") for i in range(VAL_PROMPTS)]
-            write(run_dir / "rollouts" / "val" / f"step_{step}.jsonl", val)
+            write(rollout_file(run_dir, "val", step), val)
         written += n
         step += 1
 
@@ -112,7 +115,7 @@ def baseline(run_dir: Path) -> dict[str, float]:
     """A plain polars scan: dead groups, reward mean, truncation, length and format rates of the training rows."""
     import polars as pl
 
-    files = sorted((run_dir / "rollouts" / "train").glob("step_*.jsonl"))
+    files = rollout_files(run_dir, "train")
     schema = {
         "step": pl.Int64,
         "group_id": pl.String,
@@ -150,7 +153,7 @@ def measure(argv: list[str], out: Path) -> dict[str, float]:
 def run_size(rows: int, root: Path, repeats: int) -> dict[str, object]:
     """Generate one run folder (unless present), measure both implementations, check they agree."""
     run_dir = root / f"rows_{rows}"
-    if not (run_dir / "rollouts").is_dir():
+    if not (run_dir / ROLLOUTS_DIR).is_dir():
         t0 = time.perf_counter()
         generate(run_dir, rows)
         print(f"generated {rows:,} rows in {time.perf_counter() - t0:.0f} s under {run_dir}", flush=True)

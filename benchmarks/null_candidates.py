@@ -33,6 +33,7 @@ from pathlib import Path
 from agent.evidence import final_strict_scores, paired, replicate_check
 from diagnostics.findings import Finding, Severity
 from diagnostics.report import build_report
+from diagnostics.schema import LAST_CHECKPOINT, SUMMARY_FILE
 from diagnostics.stats import classify_outcome, paired_bootstrap
 from diagnostics.table import read_run_table
 from harness.manifest import load_harness
@@ -43,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _train(harness: Path, out: Path, steps: int, seed: int, init: Path | None = None) -> Path:
-    if (out / "summary.json").exists():
+    if (out / SUMMARY_FILE).exists():
         return out  # resumable: finished runs are reused
     carry = "optimizer" if init is not None else "weights"  # a fresh-seed continuation, as session replicates
     spec = RunSpec(
@@ -69,7 +70,7 @@ def main() -> None:
     started = time.time()
     # One incumbent run (v0 of a session: the cached seed-0 warm start, then --incumbent-steps of GRPO).
     incumbent = _train(args.harness, args.out / "incumbent", args.incumbent_steps, seed=0)
-    base = incumbent / "checkpoints" / "last.pt"
+    base = incumbent / LAST_CHECKPOINT
     dirs = [_train(args.harness, args.out / f"run{i}", args.steps, seed=1000 + i, init=base) for i in range(args.runs)]
     train_s = time.time() - started
     answer = load_harness(args.harness).manifest.answer

@@ -51,6 +51,7 @@ from sqlalchemy import select
 from agent.evidence import final_strict_scores, paired
 from agent.reporting.summary import sealed_score, session_summary
 from agent.rollback import START_CHECKPOINT_FILE
+from diagnostics.schema import HEALTH_REPORT_FILE, SUMMARY_FILE
 from diagnostics.stats import HACK_ALERT_IDS, paired_bootstrap
 from diagnostics.table import read_run_table
 from store import models
@@ -61,7 +62,7 @@ sys.path.insert(0, str(ROOT / "benchmarks" / "scenarios"))  # scenario_cache and
 from scenario_cache import scenario_dir, scenario_names  # noqa: E402
 
 MODES = ("static", "score-only", "evotrainer", "oracle")
-HEALTH_REPORT = "health_report.json"
+HEALTH_REPORT = HEALTH_REPORT_FILE
 
 
 @dataclass
@@ -127,7 +128,7 @@ def run_static(harness: Path, budget: int, seed: int, work: Path, timeout_s: flo
     rc, wall = _run(cmd, work, work / "cli.log", timeout_s)
     row = Row(harness.parent.name, mode, seed, rc == 0, "" if rc == 0 else f"exit {rc}; see {work / 'cli.log'}")
     row.wall_s, row.lineage_steps, row.total_train_steps, row.iterations = wall, budget, budget, 0
-    summary = out / "summary.json"
+    summary = out / SUMMARY_FILE
     if summary.is_file():
         data = json.loads(summary.read_text())
         row.train_s = data.get("wall_time_s")

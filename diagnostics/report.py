@@ -31,7 +31,7 @@ from diagnostics.agentic_docs import AGENTIC_METRIC_DOCS
 from diagnostics.behaviour import NO_ANSWER_PROTOCOL, diagnose_behaviour
 from diagnostics.findings import Finding, HealthReport, LayerOutput, rule_metric
 from diagnostics.groups import diagnose_groups
-from diagnostics.schema import MetricRow, ReadProblem, read_metrics
+from diagnostics.schema import METRICS_FILE, ROLLOUTS_DIR, MetricRow, ReadProblem, read_metrics
 from diagnostics.score import diagnose_score
 from diagnostics.signal import diagnose_signal
 from diagnostics.sources import diagnose_coverage, diagnose_sources
@@ -40,8 +40,6 @@ from diagnostics.tool_roles import DEFAULT_ROLES, ToolRoles
 from diagnostics.updates import diagnose_updates
 from diagnostics.version import compare_siblings, diagnose_version
 from harness.answers import AnswerProtocol
-
-METRICS_FILE = "metrics.jsonl"  # same name as trainer_backend.base.METRICS_FILE (artefact layout)
 
 # What the headline metrics mean; the controller and skill triggers read these keys.
 METRIC_DOCS = {
@@ -150,7 +148,7 @@ def report_from_table(
     problems.extend(table.problems)
     train, val = table.train, table.val
     if not table.height:
-        problems.append(ReadProblem(str(run_dir / "rollouts"), 0, "no readable rollout records"))
+        problems.append(ReadProblem(str(run_dir / ROLLOUTS_DIR), 0, "no readable rollout records"))
     signal_input = train if train.height else val
     parts = [
         diagnose_score(metric_rows, train, val),

@@ -27,6 +27,18 @@ STRICT_METRIC = "val/strict_acc"
 Split = Literal["train", "val"]
 SPLITS: tuple[Split, ...] = ("train", "val")
 
+# A run folder's layout, defined once: every backend writes it, diagnostics, the agent and the benchmarks read
+# it. ``rollouts/<split>/step_<N>.jsonl`` holds the neutral records (``rollout_file``, ``rollout_files``).
+METRICS_FILE = "metrics.jsonl"  # one MetricRow per line
+SUMMARY_FILE = "summary.json"  # the run's outcome, written last
+CONFIG_FILE = "config.json"  # the settings the run used
+LOG_FILE = "train.log"  # the trainer's human-readable log
+ROLLOUTS_DIR = "rollouts"
+CHECKPOINTS_DIR = "checkpoints"
+LAST_CHECKPOINT = Path(CHECKPOINTS_DIR) / "last.pt"  # the local trainer's final state (verl: global_step_<N>)
+START_CHECKPOINT = Path(CHECKPOINTS_DIR) / "start.pt"  # a root run's step-0 state (a rollback target)
+HEALTH_REPORT_FILE = "health_report.json"  # a diagnosed run's health report, written once next to its artefacts
+
 
 class StopReason(enum.StrEnum):
     """Why one response (single-turn) or one trajectory (agentic episode) stopped."""
@@ -295,9 +307,14 @@ def read_rollout_file(path: Path, result: ReadResult | None = None) -> ReadResul
     return result
 
 
+def rollout_file(run_dir: Path, split: str, step: int) -> Path:
+    """The rollout file of one step of one split: `run_dir/rollouts/<split>/step_<step>.jsonl`."""
+    return run_dir / ROLLOUTS_DIR / split / f"step_{step}.jsonl"
+
+
 def rollout_files(run_dir: Path, split: str) -> list[Path]:
     """Return `run_dir/rollouts/<split>/step_<N>.jsonl` files sorted by step number."""
-    folder = run_dir / "rollouts" / split
+    folder = run_dir / ROLLOUTS_DIR / split
     if not folder.is_dir():
         return []
     return sorted(folder.glob("step_*.jsonl"), key=lambda p: int(p.stem.split("_", 1)[1]))

@@ -26,7 +26,7 @@ import yaml
 
 from diagnostics.backtest import BacktestResult, failed_backtest, grade_backtest, step_batches
 from diagnostics.hack_corpus import build_hack_corpus, corpus_batch, pick_problems, score_hack_corpus
-from diagnostics.schema import Rollout, Split, read_run_rollouts
+from diagnostics.schema import CONFIG_FILE, Rollout, Split, read_run_rollouts
 from diagnostics.signal import GroupKey
 from harness.calls import HarnessCalls, RewardContractError, validate_reward
 from harness.failures import CandidateCodeError, InfraError, Outcome
@@ -160,7 +160,7 @@ def run_backtest(
         if calls is not None:
             calls.close()
     hack = score_hack_corpus(scores[len(rollouts) :], items) if items else None
-    before = find_length_budget(_read_config(rollouts_run_dir / "config.json"))
+    before = find_length_budget(_read_config(rollouts_run_dir / CONFIG_FILE))
     after = find_length_budget(_read_config(harness.path(harness.manifest.trainer.config)))
     result = grade_backtest(
         name,

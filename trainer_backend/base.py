@@ -3,7 +3,7 @@
 Backends are plain modules implementing these three functions, chosen from the `BACKENDS` dict in
 `trainer_backend/__init__.py`. No factories, registries or `hasattr` probing (style.md, principle 8).
 
-Every run owns an artefact folder (`RunSpec.out_dir`)::
+Every run owns an artefact folder (`RunSpec.out_dir`), its layout defined once in `diagnostics/schema.py`::
 
     config.json             resolved run configuration
     metrics.jsonl           one line per step, verl FileLogger format {"step": N, "data": {...}}
@@ -21,13 +21,13 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+# The run folder's file names (diagnostics/schema.py defines the layout), re-exported for the backends.
+from diagnostics.schema import CONFIG_FILE as CONFIG_FILE
+from diagnostics.schema import LOG_FILE as LOG_FILE
+from diagnostics.schema import METRICS_FILE as METRICS_FILE
+from diagnostics.schema import SUMMARY_FILE as SUMMARY_FILE
 from harness.failures import BadInput, Outcome, recorded
 from sandboxes.modes import SandboxMode
-
-SUMMARY_FILE = "summary.json"
-CONFIG_FILE = "config.json"
-METRICS_FILE = "metrics.jsonl"
-LOG_FILE = "train.log"
 
 
 class RunSpec(BaseModel):

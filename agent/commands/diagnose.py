@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from diagnostics.schema import CONFIG_FILE
 from harness.answers import AnswerProtocol
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ def run_answer_protocol(run_dir: Path, harness: Path | None) -> AnswerProtocol |
         except HarnessError as exc:
             raise ValueError(str(exc)) from None
     try:
-        config = json.loads((run_dir / "config.json").read_text())
+        config = json.loads((run_dir / CONFIG_FILE).read_text())
     except (OSError, ValueError):
         return None
     if not isinstance(config, dict):
@@ -106,7 +107,7 @@ def run_tool_roles(run_dir: Path, harness: Path | None) -> ToolRoles:
     folder = harness
     if folder is None:
         try:
-            config = json.loads((run_dir / "config.json").read_text())
+            config = json.loads((run_dir / CONFIG_FILE).read_text())
         except (OSError, ValueError):
             config = None
         spec = config.get("spec") if isinstance(config, dict) else None

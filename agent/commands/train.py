@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from agent.commands.run import ProgressEvery
-from diagnostics.schema import STRICT_METRIC, TRAIN_REWARD_METRIC
+from diagnostics.schema import METRICS_FILE, STRICT_METRIC, TRAIN_REWARD_METRIC
 from harness.manifest import BackendName
 from sandboxes.modes import SandboxMode
 
@@ -92,7 +92,7 @@ def train(
     handle = module.submit(spec)  # a refused config raises RunRefused: one line, exit 2
     screen.print(Text.assemble("run ", (spec.run_id, "bold"), f" on {backend} -> {out_dir}"), soft_wrap=True)
     if screen.is_terminal:
-        _follow(screen, module, handle, out_dir / "metrics.jsonl", steps)
+        _follow(screen, module, handle, out_dir / METRICS_FILE, steps)
     else:
         _follow_plain(screen, module, handle, out_dir, progress_every)
     result = module.collect(handle)

@@ -11,6 +11,7 @@ from agent.context import Context
 from agent.runs import ensure_run, final_checkpoint
 from agent.state import PilotInfo, State
 from diagnostics.findings import HealthReport
+from diagnostics.schema import HEALTH_REPORT_FILE
 from harness.answers import AnswerProtocol
 from trainer_backend.base import RunResult, RunSpec
 
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from diagnostics.table import RunTable, RunTableCache
     from diagnostics.tool_roles import ToolRoles
 
-REPORT_FILE = "health_report.json"  # a run's health report, written once next to its artefacts
+REPORT_FILE = HEALTH_REPORT_FILE  # a run's health report, written once next to its artefacts
 
 
 def run_training(

@@ -19,6 +19,8 @@ from diagnostics.agentic import per_step
 from diagnostics.findings import HealthReport
 from diagnostics.report import build_report
 from diagnostics.schema import (
+    HEALTH_REPORT_FILE,
+    ROLLOUTS_DIR,
     STRICT_METRIC,
     TRAIN_REWARD_METRIC,
     ReadProblem,
@@ -61,7 +63,7 @@ AGENTIC_CURVES: dict[str, str] = {
     AGENTIC_PREFIX + "tool_failure_rate": "tool failure rate (failed / calls)",
     AGENTIC_PREFIX + "abandon_rate": "abandonment rate",
 }
-REPORT_FILE = "health_report.json"  # agent.nodes.common.REPORT_FILE: written next to a diagnosed run's artefacts
+REPORT_FILE = HEALTH_REPORT_FILE  # written next to a diagnosed run's artefacts
 MAX_TEXT_CHARS = 400  # per prompt / response shown in the rollout viewer
 VAL_SAMPLES = 6  # rollouts shown per run from its last validation step
 TRAIN_SAMPLES = 3  # ... and from its last training step
@@ -222,7 +224,7 @@ def read_samples(run_id: str, artefact_dir: str, label: str) -> RunRollouts:
         read = read_rollout_file(files[-1], ReadResult())
         problems += len(read.problems)
         samples += [_sample(r) for r in pick_samples(read.rollouts, limit)]
-    note = "" if samples else f"no rollout files under {folder / 'rollouts'}"
+    note = "" if samples else f"no rollout files under {folder / ROLLOUTS_DIR}"
     if problems:
         note = (note + "; " if note else "") + f"{problems} unreadable rollout lines"
     return RunRollouts(run_id, label, samples, note=note)

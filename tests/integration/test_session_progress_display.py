@@ -88,7 +88,8 @@ def test_run_under_a_terminal_redraws_a_live_panel_every_few_seconds_while_train
 
 
 def test_run_without_a_terminal_prints_plain_progress_lines(tmp_path: Path) -> None:
-    out = subprocess.run(_command(tmp_path, "--progress-every", "1"), cwd=tmp_path, env=_env(tmp_path),
+    # every 0.5 s (the smallest): an idle machine trains the 30 steps of v0 in about 3 s
+    out = subprocess.run(_command(tmp_path, "--progress-every", "0.5"), cwd=tmp_path, env=_env(tmp_path),
                          capture_output=True, text=True, timeout=TIMEOUT_S)  # fmt: skip
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "\x1b" not in out.stdout, "terminal escapes in plain output"

@@ -53,3 +53,24 @@ def test_the_decision_metric_names_are_written_only_in_the_schema() -> None:
             if f'"{name}"' in p.read_text()
         )
         assert found == ["diagnostics/schema.py"], f"{name} spelled out: import it from diagnostics.schema ({found})"
+
+
+def test_the_run_folder_layout_is_written_only_in_the_schema() -> None:
+    """Issue 27 §2: the artefact layout (file names, the rollout and checkpoint folders) has one home."""
+    from diagnostics import schema
+
+    names = (schema.METRICS_FILE, schema.SUMMARY_FILE, schema.LOG_FILE, schema.HEALTH_REPORT_FILE,
+             schema.LAST_CHECKPOINT.as_posix(), schema.START_CHECKPOINT.as_posix(), schema.LAST_CHECKPOINT.name,
+             schema.START_CHECKPOINT.name)  # fmt: skip
+    spelled = re.compile("|".join(rf"[\"']{re.escape(n)}[\"']" for n in names))
+    folders = re.compile(rf"/ [\"'](?:{schema.ROLLOUTS_DIR}|{schema.CHECKPOINTS_DIR})[\"']")  # run_dir / "rollouts"
+    found = sorted(
+        str(p.relative_to(ROOT))
+        for pkg in (*PRODUCT, "benchmarks")
+        for p in (ROOT / pkg).rglob("*.py")
+        if spelled.search(text := p.read_text()) or folders.search(text)
+    )
+    assert found == ["diagnostics/schema.py"], (
+        f"run-folder names spelled out: import them from diagnostics.schema {found}"
+    )
+    assert schema.rollout_file(Path("r"), "val", 3) == Path("r/rollouts/val/step_3.jsonl")

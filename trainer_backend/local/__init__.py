@@ -31,6 +31,7 @@ import sys
 import time
 from pathlib import Path
 
+from diagnostics.schema import LAST_CHECKPOINT
 from harness.failures import Outcome
 from trainer_backend import ray_jobs
 from trainer_backend.base import CONFIG_FILE, LOG_FILE, SUMMARY_FILE, Handle, RunResult, RunSpec, RunStatus
@@ -38,7 +39,7 @@ from trainer_backend.base import CONFIG_FILE, LOG_FILE, SUMMARY_FILE, Handle, Ru
 NAME = "local"
 SPEC_FILE = "spec.json"
 LOCK_FILE = "trainer.lock"  # flock-ed by the run's trainer for its whole life; holds its pid as text
-FINAL_CHECKPOINT = Path("checkpoints") / "last.pt"  # written by the trainer (artifacts.CHECKPOINT)
+FINAL_CHECKPOINT = LAST_CHECKPOINT  # written by the trainer (artifacts.CHECKPOINT)
 CARRIED = {  # RunSpec.init_state -> what the trainer takes over from the parent checkpoint (artifacts.continue_from)
     "exact": "carried: weights, AdamW moments, the lineage's KL reference policy, the group filter's state (same "
     "filter code) and the random streams (an exact continuation); the run's own learning rate applies",

@@ -12,11 +12,12 @@ from typing import Any
 import orjson
 import torch
 
+from diagnostics.schema import LAST_CHECKPOINT, START_CHECKPOINT, rollout_files
 from harness import rows as rows_rule
 from trainer_backend.base import METRICS_FILE, SUMMARY_FILE
 
-CHECKPOINT = Path("checkpoints") / "last.pt"
-START = Path("checkpoints") / "start.pt"  # a root run's step-0 state (a rollback target)
+CHECKPOINT = LAST_CHECKPOINT
+START = START_CHECKPOINT  # a root run's step-0 state (a rollback target)
 REFERENCE = "reference"  # checkpoint key: the lineage's reference policy (weights the KL term anchors to)
 RNG_DEVICE = "torch_rng_device"  # checkpoint key: where the sampling stream lives ("cuda"); absent: the CPU
 
@@ -157,7 +158,7 @@ def reset_after(out_dir: Path, step: int) -> None:
         tmp.write_bytes(b"".join(line + b"\n" for line in kept))
         os.replace(tmp, metrics)
     for split in ("train", "val"):
-        for path in (out_dir / "rollouts" / split).glob("step_*.jsonl"):
+        for path in rollout_files(out_dir, split):
             if int(path.stem.split("_", 1)[1]) > step:
                 path.unlink()
     (out_dir / SUMMARY_FILE).unlink(missing_ok=True)

@@ -38,6 +38,7 @@ from diagnostics.schema import (
     Split,
     StopReason,
     append_metrics,
+    rollout_file,
     write_rollouts,
 )
 from harness.calls import RewardContractError, load_function, validate_reward
@@ -46,7 +47,7 @@ from harness.manifest import Harness, HarnessError, load_harness
 from harness.rows import RowError
 from harness.splits import SEALED_SPLIT, heldout_splits
 from sandboxes.calls import open_calls
-from trainer_backend.base import CONFIG_FILE, METRICS_FILE, RunSpec
+from trainer_backend.base import CONFIG_FILE, LOG_FILE, METRICS_FILE, RunSpec
 from trainer_backend.local import LOCK_FILE, grpo, hold_folder_lock
 from trainer_backend.local import artifacts as art
 from trainer_backend.local import episodes as ep
@@ -169,7 +170,7 @@ def make_rollouts(
 
 def rollout_path(ctx: RunContext, split: str, step: int) -> Path:
     """Where a step's rollout records go (`diagnostics.schema` reads them back)."""
-    return ctx.spec.out_dir / "rollouts" / split / f"step_{step}.jsonl"
+    return rollout_file(ctx.spec.out_dir, split, step)
 
 
 def format_rate(ctx: RunContext, texts: list[str]) -> float | None:
@@ -741,7 +742,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"another trainer holds {spec.out_dir / LOCK_FILE}: not starting a second one in this folder")
         return 3
     t_start = time.time()
-    summary: dict[str, Any] = {"run_id": spec.run_id, "log_path": str(spec.out_dir / "train.log")}
+    summary: dict[str, Any] = {"run_id": spec.run_id, "log_path": str(spec.out_dir / LOG_FILE)}
     try:
         summary.update(run(spec, args.resume or spec.resume, t_start), outcome=Outcome.OK.value, message="")
     except CandidateCodeError as exc:

@@ -28,6 +28,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from diagnostics.schema import CHECKPOINTS_DIR
 from harness.env import MAX_RESULT_CHARS
 from harness.manifest import Harness
 from trainer_backend.base import RunRefused, RunSpec
@@ -35,7 +36,7 @@ from trainer_backend.verl.agentic import AgentFiles, agent_files, agentic_overri
 from trainer_backend.verl.overrides import legacy_key_problem as legacy_key_problem  # its home before issue 25
 from trainer_backend.verl.overrides import override_problem
 
-CHECKPOINT_DIR = "checkpoints"
+CHECKPOINT_DIR = CHECKPOINTS_DIR
 DATA_DIR = "verl_data"
 TRAIN_DUMP_DIR = "verl_dumps/train"
 VAL_DUMP_DIR = "verl_dumps/val"

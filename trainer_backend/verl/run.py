@@ -31,7 +31,15 @@ import orjson
 from pydantic import BaseModel, ConfigDict
 
 import trainer_backend.verl.readers as readers
-from diagnostics.schema import STRICT_METRIC, TRAIN_REWARD_METRIC, ReadProblem, Rollout, iter_jsonl, write_rollouts
+from diagnostics.schema import (
+    STRICT_METRIC,
+    TRAIN_REWARD_METRIC,
+    ReadProblem,
+    Rollout,
+    iter_jsonl,
+    rollout_file,
+    write_rollouts,
+)
 from harness.calls import load_function
 from harness.failures import CandidateCodeError, Outcome
 from harness.manifest import EntryPoint
@@ -302,7 +310,7 @@ def convert_dumps(out: Path, state: RunState) -> list[ReadProblem]:
             scores = [r.strict_score for r in rollouts if r.strict_score is not None]
             if split == "val" and scores:
                 means[step] = sum(scores) / len(scores)
-            write_rollouts(out / "rollouts" / split / f"step_{step}.jsonl", rollouts)
+            write_rollouts(rollout_file(out, split, step), rollouts)
     (out / STRICT_BY_STEP).parent.mkdir(parents=True, exist_ok=True)
     (out / STRICT_BY_STEP).write_bytes(orjson.dumps({str(k): v for k, v in means.items()}))
     return problems
