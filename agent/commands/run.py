@@ -24,6 +24,7 @@ from agent.commands.db import DbOption
 from agent.commands.output import EXIT_BAD_INPUT, EXIT_FAILED, console, fail, no_session
 from harness.manifest import BackendName
 from sandboxes.modes import SandboxMode
+from store.types import SessionMode
 
 DEMO_HARNESS = Path(__file__).resolve().parents[2] / "examples" / "arithmetic"
 CONTEXT_FILE = "context.json"
@@ -64,9 +65,7 @@ def run(
             show_default=False,
         ),
     ] = None,
-    mode: Annotated[
-        Literal["evotrainer", "score-only"], typer.Option(help="score-only: the paper's score-only baseline")
-    ] = "evotrainer",
+    mode: Annotated[SessionMode, typer.Option(help="score-only: the paper's score-only baseline")] = "evotrainer",
     llm: Annotated[
         str, typer.Option(metavar="MODEL", help="drive the session with this model on an OpenAI-compatible server")
     ] = "",

@@ -1,4 +1,5 @@
-"""Issue 27 §2: sandbox modes, backend, factor and decision-metric names are each written once, imported elsewhere.
+"""Issue 27 §2: sandbox modes, backend, factor, session-mode and metric names and the run-folder layout are each
+written once, imported elsewhere.
 
 A second spelled-out list (a `Literal[...]` or a tuple of the same names, in any order) is how vocabularies
 drifted apart before; this finds one in product code outside the defining module.
@@ -13,14 +14,15 @@ from typing import get_args
 
 from harness.manifest import BackendName
 from sandboxes.modes import SANDBOX_MODES, SandboxMode
-from store.types import Factor
+from store.types import Factor, SessionMode
 
 ROOT = Path(__file__).resolve().parents[1].parent
 PRODUCT = ("agent", "diagnostics", "harness", "sandboxes", "skills", "store", "trainer_backend")
 HOMES = {
     "sandbox modes": ("sandboxes/modes.py", SANDBOX_MODES),
     "backend names": ("harness/manifest.py", get_args(BackendName)),
-    "factor names": ("store/types.py", get_args(Factor)),  # agent/factors.py and skills/models.py extend it
+    "factor names": ("store/types.py", get_args(Factor)),
+    "session modes": ("store/types.py", get_args(SessionMode)),  # agent/factors.py and skills/models.py extend it
 }
 
 
