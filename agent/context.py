@@ -15,9 +15,9 @@ from urllib.parse import urlparse
 from agent.prices import has_price
 from harness.manifest import BACKEND_NAMES, BackendName
 from sandboxes.modes import SandboxMode
-from store.types import SessionMode
+from store.vocab import SessionMode
 
-Mode = SessionMode  # the session modes, defined once (store/types.py)
+Mode = SessionMode  # the session modes, defined once (store/vocab.py)
 Gate = Literal["none", "launch", "promote", "all"]
 
 

@@ -19,8 +19,8 @@ from sqlalchemy.types import TypeDecorator
 
 from harness.failures import Outcome
 from harness.manifest import BackendName as BackendName  # the backends, defined once (re-exported for models)
+from store.vocab import SessionMode as SessionMode  # the session modes, defined once (re-exported for models)
 
-SessionMode = Literal["evotrainer", "score-only"]
 PolicyKind = Literal["heuristic", "llm"]
 SessionStatus = Literal["running", "finished", "failed", "interrupted"]
 Decision = Literal["keep", "prune", "revert", "merge"]

@@ -24,7 +24,7 @@ from agent.commands.db import DbOption
 from agent.commands.output import EXIT_BAD_INPUT, EXIT_FAILED, console, fail, no_session
 from harness.manifest import BackendName
 from sandboxes.modes import SandboxMode
-from store.types import SessionMode
+from store.vocab import SessionMode
 
 DEMO_HARNESS = Path(__file__).resolve().parents[2] / "examples" / "arithmetic"
 CONTEXT_FILE = "context.json"

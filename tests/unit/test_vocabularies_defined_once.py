@@ -14,7 +14,8 @@ from typing import get_args
 
 from harness.manifest import BackendName
 from sandboxes.modes import SANDBOX_MODES, SandboxMode
-from store.types import Factor, SessionMode
+from store.types import Factor
+from store.vocab import SessionMode
 
 ROOT = Path(__file__).resolve().parents[1].parent
 PRODUCT = ("agent", "diagnostics", "harness", "sandboxes", "skills", "store", "trainer_backend")
@@ -22,7 +23,7 @@ HOMES = {
     "sandbox modes": ("sandboxes/modes.py", SANDBOX_MODES),
     "backend names": ("harness/manifest.py", get_args(BackendName)),
     "factor names": ("store/types.py", get_args(Factor)),
-    "session modes": ("store/types.py", get_args(SessionMode)),  # agent/factors.py and skills/models.py extend it
+    "session modes": ("store/vocab.py", get_args(SessionMode)),  # agent/factors.py and skills/models.py extend it
 }
 
 
