@@ -11,6 +11,7 @@ place they are defined; they run only on runs with agentic episodes.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import polars as pl
 
@@ -33,9 +34,12 @@ __all__ = [
     "CHAR_RUN_DEGENERATE",
     "NO_ANSWER_PROTOCOL",
     "TOKEN_RUN_DEGENERATE",
+    "StepStops",
     "diagnose_behaviour",
     "is_degenerate",
     "repetition",
+    "stop_shares_per_step",
+    "stops_by_step",
 ]
 
 # Paper §6.1 (Coding): truncation > 15% WARNING.
@@ -312,3 +316,64 @@ def diagnose_behaviour(rows: pl.DataFrame, protocol_declared: bool) -> LayerOutp
             diagnose_model_state(rows),
         ]
     )
+
+
+def stop_shares_per_step(rows: pl.DataFrame) -> dict[str, list[tuple[int, float]]]:
+    """The share of each stop reason among the rollouts of each step, as `{reason: [(step, share), ...]}`.
+
+    What a run's responses ran into over training: the end-of-turn token (``eos``), the token cap
+    (``length``), and for agentic episodes the answer, the turn cap, abandonment, tool errors, echo traps.
+    Reasons in `StopReason` order; {} when the rows hold fewer than two reasons (one flat line says nothing).
+    """
+    if not rows.height or "stop_reason" not in rows.columns:
+        return {}
+    counts = (
+        rows.lazy()
+        .select("step", reason=pl.col("stop_reason").cast(pl.String))
+        .group_by("step", "reason")
+        .agg(n=pl.len())
+        .with_columns(share=pl.col("n") / pl.col("n").sum().over("step"))
+        .collect()
+    )
+    present = set(counts["reason"].to_list())
+    reasons = [r.value for r in StopReason if r.value in present]
+    if len(reasons) < 2:
+        return {}
+    steps = sorted(set(counts["step"].to_list()))
+    share = {(int(st), str(r)): float(v) for st, r, v in counts.select("step", "reason", "share").iter_rows()}
+    return {r: [(int(st), share.get((int(st), r), 0.0)) for st in steps] for r in reasons}
+
+
+@dataclass(frozen=True)
+class StepStops:
+    """One training step's responses: how many, their mean length, and the share of each stop reason."""
+
+    step: int
+    n: int
+    length_mean: float  # tokens where the backend recorded them, else whitespace words (`diagnostics/features.py`)
+    shares: dict[str, float] = field(default_factory=dict)  # stop reason -> share, in `StopReason` order
+
+
+def stops_by_step(rows: pl.DataFrame, limit: int = 12) -> list[StepStops]:
+    """Per-step stop reasons and lengths of the training rows, for at most `limit` steps spread over the run
+    (always the first and the last): what `evotrainer diagnose` prints under "stops per training step"."""
+    if not rows.height or "stop_reason" not in rows.columns:
+        return []
+    per = (
+        rows.lazy()
+        .select("step", "length", reason=pl.col("stop_reason").cast(pl.String))
+        .group_by("step")
+        .agg(n=pl.len(), length_mean=pl.col("length").cast(pl.Float64).mean(), reasons=pl.col("reason"))
+        .sort("step")
+        .collect()
+    )
+    picked = list(range(per.height))
+    if per.height > limit > 1:
+        picked = sorted({round(i * (per.height - 1) / (limit - 1)) for i in range(limit)})
+    order = [r.value for r in StopReason]
+    out = []
+    for i in picked:
+        step, n, length_mean, reasons = per.row(i)
+        counts = {r: reasons.count(r) for r in order if r in reasons}
+        out.append(StepStops(int(step), int(n), float(length_mean or 0.0), {r: c / n for r, c in counts.items()}))
+    return out

@@ -56,6 +56,23 @@ def diagnose(
         head = line.lstrip()
         style = "red" if head.startswith("CRIT") else "yellow" if head.startswith("WARN") else None
         out.print(line, style=style, highlight=False, markup=False)
+    for line in stops_lines(run_dir, answer):
+        out.print(line, highlight=False, markup=False)
+
+
+def stops_lines(run_dir: Path, answer: AnswerProtocol | None) -> list[str]:
+    """The "stops per training step" section: how many responses, their mean length and how they stopped."""
+    from diagnostics.behaviour import stops_by_step
+    from diagnostics.table import read_run_table
+
+    steps = stops_by_step(read_run_table(run_dir, answer, splits=("train",)).train)
+    if not steps:
+        return []
+    lines = ["[stops per training step] (length: tokens where recorded, else words)"]
+    for s in steps:
+        shares = " · ".join(f"{reason} {share:.2f}" for reason, share in s.shares.items())
+        lines.append(f"  step {s.step}: {s.n} responses · mean length {s.length_mean:.1f} · {shares}")
+    return lines
 
 
 def run_answer_protocol(run_dir: Path, harness: Path | None) -> AnswerProtocol | None:

@@ -16,6 +16,7 @@ import orjson
 
 from agent.evidence import final_strict_scores, paired
 from diagnostics.agentic import per_step
+from diagnostics.behaviour import stop_shares_per_step
 from diagnostics.findings import HealthReport
 from diagnostics.report import build_report
 from diagnostics.schema import (
@@ -55,8 +56,9 @@ OPTIM_METRICS: dict[str, str] = {
     "actor/pg_clipfrac": "clip fraction",
 }
 # Curves read from the rollouts (issue 26): an agentic run's episodes per training step (diagnostics.agentic,
-# the run-level definitions) and the strict held-out accuracy of each data source per validation step.
-AGENTIC_PREFIX, SOURCE_PREFIX = "agentic/", "heldout_source/"
+# the run-level definitions), the strict held-out accuracy of each data source per validation step, and the
+# share of each stop reason per training step (issue 32 §5: end of turn, token cap, turn cap, ...).
+AGENTIC_PREFIX, SOURCE_PREFIX, STOP_PREFIX = "agentic/", "heldout_source/", "stop/"
 AGENTIC_CURVES: dict[str, str] = {
     AGENTIC_PREFIX + "turns_mean": "turns per episode",
     AGENTIC_PREFIX + "tool_calls_mean": "tool calls per episode",
@@ -74,7 +76,8 @@ class RunCurves:
     """One run's metric series (`{metric: [(step, value), ...]}`) and summary, or a note why it has none.
 
     Besides the logged metrics, `series` holds the curves read from its rollouts: `agentic/<metric>` for an
-    agentic run, `heldout_source/<data source>` for held-out data from two or more sources.
+    agentic run, `heldout_source/<data source>` for held-out data from two or more sources, `stop/<reason>` when
+    training responses stopped in two or more ways.
     """
 
     run_id: str
@@ -159,6 +162,7 @@ def read_curves(
     table = read_run_table(Path(artefact_dir))
     series.update({AGENTIC_PREFIX + k: v for k, v in per_step(table.train, roles).items()})
     series.update({SOURCE_PREFIX + k: v for k, v in heldout_by_source(table.val).items()})
+    series.update({STOP_PREFIX + k: v for k, v in stop_shares_per_step(table.train).items()})
     note = f"{len(problems)} unreadable metric lines in {path}" if problems else ""
     if not rows:
         note = f"{path} holds no metric rows"

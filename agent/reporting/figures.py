@@ -1,5 +1,5 @@
-"""The report's plotly figures: lineage, health, optimisation, agentic and per-source held-out curves, and the
-cross-session overlay.
+"""The report's plotly figures: lineage, health, optimisation, agentic, per-source held-out and stop-reason
+curves, and the cross-session overlay.
 
 Pure functions from report records to `plotly.graph_objects.Figure`; `html.py` places them in the page.
 Hover texts format numbers with a few significant digits (a learning rate of 1e-4 must not read 0.000).
@@ -19,6 +19,7 @@ from agent.reporting.artefacts import (
     CURVE_METRICS,
     OPTIM_METRICS,
     SOURCE_PREFIX,
+    STOP_PREFIX,
     RunCurves,
 )
 from agent.reporting.records import SessionReport
@@ -231,6 +232,25 @@ def sources_figure(runs: Sequence[RunCurves], title: str, lineage_x: bool, cols:
     labels = {SOURCE_PREFIX + s: f"held-out strict accuracy on {html.escape(s)}" for s in names}
     titles = tuple(html.escape(s) for s in names)  # data-source names come from the harness data
     fig = _grid(runs, panels, titles, labels, lineage_x, math.ceil(len(names) / width), width)
+    fig.update_yaxes(range=[-0.02, 1.02])
+    fig.update_layout(title=title)
+    return fig
+
+
+def stop_reasons(runs: Sequence[RunCurves]) -> list[str]:
+    """The stop reasons with curves in any of `runs` (`diagnostics.behaviour.stop_shares_per_step`)."""
+    found = dict.fromkeys(k for run in runs for k in run.series if k.startswith(STOP_PREFIX))
+    return [k.removeprefix(STOP_PREFIX) for k in found]
+
+
+def stops_figure(runs: Sequence[RunCurves], title: str, lineage_x: bool, cols: int = 3) -> go.Figure:
+    """One panel per stop reason: the share of each run's training rollouts that stopped that way, per step."""
+    names = stop_reasons(runs)
+    width = min(cols, len(names))
+    panels = {STOP_PREFIX + s: (1 + i // width, 1 + i % width, "solid") for i, s in enumerate(names)}
+    labels = {STOP_PREFIX + s: f"share stopped by {s}" for s in names}
+    fig = _grid(runs, panels, tuple(f"stopped by {s}" for s in names), labels, lineage_x,
+                math.ceil(len(names) / width), width)  # fmt: skip
     fig.update_yaxes(range=[-0.02, 1.02])
     fig.update_layout(title=title)
     return fig

@@ -33,6 +33,8 @@ from agent.reporting.figures import (
     sources,
     sources_figure,
     status_colour,
+    stop_reasons,
+    stops_figure,
 )
 from agent.reporting.records import CandidateEntry, SessionReport
 from agent.reporting.summary import summary_lines
@@ -225,7 +227,8 @@ def _curves_section(r: SessionReport) -> str:
 
 
 def _rollout_curves(runs: Sequence[RunCurves], title: str, suffix: str, lineage_x: bool) -> str:
-    """The curves read from the runs' rollouts: agentic episodes per step, held-out accuracy per data source."""
+    """The curves read from the runs' rollouts: agentic episodes per step, held-out accuracy per data source, and
+    the share of each stop reason (end of turn, token cap, ...) per training step."""
     parts = []
     if any(k.startswith(AGENTIC_PREFIX) for run in runs for k in run.series):
         fig = agentic_figure(runs, f"{title}: agentic episodes per training step", lineage_x)
@@ -234,6 +237,10 @@ def _rollout_curves(runs: Sequence[RunCurves], title: str, suffix: str, lineage_
     if names:
         fig = sources_figure(runs, f"{title}: strict held-out accuracy per data source", lineage_x)
         parts.append(_figure_html(fig, f"sources-{suffix}", 160 + 260 * ((len(names) + 2) // 3)))
+    reasons = stop_reasons(runs)
+    if reasons:
+        fig = stops_figure(runs, f"{title}: how training responses stopped, share per step", lineage_x)
+        parts.append(_figure_html(fig, f"stops-{suffix}", 160 + 260 * ((len(reasons) + 2) // 3)))
     return "".join(parts)
 
 
