@@ -14,7 +14,7 @@ from typing import Any
 
 from agent import ledger
 from agent.context import Context
-from agent.repos import is_repo_root
+from sandboxes.git_worktree import is_repo_root
 
 
 def new_session_id() -> str:

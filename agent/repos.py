@@ -22,24 +22,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from agent.input_checks import SetupError
+from sandboxes.git_worktree import is_repo_root  # the git adapter answers git questions
 
 DEMO_REPO = Path("evotrainer-demo")
 SKIPPED = {".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}  # as the session copy skips
 MAX_LISTED = 8
-
-
-def is_repo_root(path: Path) -> bool:
-    """True when `path` is the top level of a git repository."""
-    from git import Repo
-    from git.exc import InvalidGitRepositoryError, NoSuchPathError
-
-    if not path.is_dir():
-        return False
-    try:
-        repo = Repo(path)
-    except (InvalidGitRepositoryError, NoSuchPathError):
-        return False
-    return repo.working_tree_dir is not None and Path(repo.working_tree_dir).resolve() == path.resolve()
 
 
 def choose_repo(harness: Path, repo: Path | None, name: str, workdir: Path) -> Path:

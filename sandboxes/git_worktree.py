@@ -173,9 +173,9 @@ def init_session_repo(harness_src: Path, dest: Path) -> Repo:
     Raises:
         GitWorktreeError: ``harness_src`` is missing, or ``dest`` exists, is not a repository and is not empty.
     """
-    if _is_toplevel(dest):
+    if is_repo_root(dest):
         return Repo(dest)
-    if _is_toplevel(harness_src):
+    if is_repo_root(harness_src):
         repo = Repo(harness_src)
         if not repo.head.is_valid():
             raise GitWorktreeError(f"{harness_src} is a git repository without commits; commit the harness first")
@@ -191,7 +191,8 @@ def init_session_repo(harness_src: Path, dest: Path) -> Repo:
     return Repo(dest)
 
 
-def _is_toplevel(path: Path) -> bool:
+def is_repo_root(path: Path) -> bool:
+    """True when `path` is the top level of a git repository (not a folder inside one)."""
     if not path.is_dir():
         return False
     try:
