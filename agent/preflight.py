@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.context import Context
+from harness.atomic import write_atomic
 from harness.files import copy_folder
 from harness.manifest import BackendName, Harness, HarnessError, load_harness
 from trainer_backend.base import RunRefused, RunSpec
@@ -197,9 +198,7 @@ def verl_refusal(ctx: Context, payload: dict[str, Any], out_dir: Path) -> Backte
         return None
     result = failed_backtest(name, Outcome.CANDIDATE_ERROR, "not trainable on verl: " + "; ".join(problems))
     out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir / (REPORT_FILE + ".tmp")
-    tmp.write_bytes(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2))
-    tmp.replace(out_dir / REPORT_FILE)
+    write_atomic(out_dir / REPORT_FILE, orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2))
     return result
 
 

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
+from harness.atomic import write_atomic
 from harness.failures import Outcome
 from harness.manifest import HarnessError
 from trainer_backend.base import LOG_FILE, SUMMARY_FILE, Backend, Handle, RunRefused, RunResult, RunSpec, RunStatus
@@ -125,7 +126,5 @@ def _refused(spec: RunSpec, message: str) -> RunResult:
 def _submit(backend: Backend, spec: RunSpec, handle_path: Path) -> Handle:
     spec.out_dir.mkdir(parents=True, exist_ok=True)
     handle = backend.submit(spec)
-    tmp = handle_path.with_suffix(".tmp")
-    tmp.write_text(handle.model_dump_json())
-    tmp.replace(handle_path)
+    write_atomic(handle_path, handle.model_dump_json())
     return handle

@@ -19,6 +19,8 @@ from typing import Any, Literal, TypedDict
 
 import orjson
 
+from harness.atomic import atomic_path
+
 # The two metric names every decision reads, defined once (verl's names; verl.md §7): the per-step training
 # reward before KL, and the greedy strict held-out (selection split) accuracy of a validation step.
 TRAIN_REWARD_METRIC = "critic/score/mean"
@@ -332,12 +334,10 @@ def read_run_rollouts(run_dir: Path, splits: Iterable[Split] = SPLITS) -> ReadRe
 def write_rollouts(path: Path, rollouts: Iterable[Rollout]) -> None:
     """Write rollouts as JSONL atomically (temp file + rename) so readers never see half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "wb") as fh:
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
         for rollout in rollouts:
             fh.write(orjson.dumps(rollout.to_json()))
             fh.write(b"\n")
-    tmp.replace(path)
 
 
 @dataclass(frozen=True, slots=True)

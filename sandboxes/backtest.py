@@ -28,6 +28,7 @@ from diagnostics.backtest import BacktestResult, failed_backtest, grade_backtest
 from diagnostics.hack_corpus import build_hack_corpus, corpus_batch, pick_problems, score_hack_corpus
 from diagnostics.schema import CONFIG_FILE, Rollout, Split, read_run_rollouts
 from diagnostics.signal import GroupKey
+from harness.atomic import write_atomic
 from harness.calls import HarnessCalls, RewardContractError, validate_reward
 from harness.failures import CandidateCodeError, InfraError, Outcome
 from harness.manifest import MANIFEST_NAME, Harness, HarnessError, load_harness
@@ -84,9 +85,7 @@ def _read_config(path: Path) -> object:
 
 def _write_report(out_dir: Path, result: BacktestResult) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir / (REPORT_FILE + ".tmp")
-    tmp.write_bytes(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2))
-    tmp.replace(out_dir / REPORT_FILE)
+    write_atomic(out_dir / REPORT_FILE, orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2))
 
 
 def _call_candidate(

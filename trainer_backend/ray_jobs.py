@@ -25,6 +25,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from harness.atomic import write_atomic
+
 RECORD_FILE = "ray_job.json"
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
 RUN_DIR_KEY = "evotrainer_run_dir"  # job metadata: the run folder a job trains into
@@ -108,9 +110,7 @@ def load_record(out_dir: Path) -> JobRecord | None:
 
 def save_record(out_dir: Path, record: JobRecord) -> None:
     """Write the job record atomically (before the job is submitted: the write-ahead of rule 2)."""
-    tmp = out_dir / (RECORD_FILE + ".tmp")
-    tmp.write_text(record.model_dump_json(indent=1))
-    tmp.replace(out_dir / RECORD_FILE)
+    write_atomic(out_dir / RECORD_FILE, record.model_dump_json(indent=1))
 
 
 def status(address: str, job_id: str) -> str | None:

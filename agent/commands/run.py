@@ -22,6 +22,7 @@ import typer
 
 from agent.commands.db import DbOption
 from agent.commands.output import EXIT_BAD_INPUT, EXIT_FAILED, console, fail, no_session
+from harness.atomic import write_atomic
 from harness.manifest import BackendName
 from sandboxes.modes import SandboxMode
 from store.vocab import SessionMode
@@ -428,9 +429,7 @@ def _save_context(ctx: Any, session_id: str, start: dict[str, Any] | None = None
 
 
 def _write_atomic(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    tmp.replace(path)
+    write_atomic(path, json.dumps(data, indent=2))
 
 
 def _load_context(session_id: str, db: str | None) -> tuple[Any, dict[str, Any]]:

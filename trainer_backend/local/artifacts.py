@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +13,7 @@ import torch
 
 from diagnostics.schema import LAST_CHECKPOINT, START_CHECKPOINT, rollout_files
 from harness import rows as rows_rule
+from harness.atomic import atomic_path, write_atomic
 from trainer_backend.base import METRICS_FILE, SUMMARY_FILE
 
 CHECKPOINT = LAST_CHECKPOINT
@@ -58,9 +58,8 @@ def save_checkpoint(out_dir: Path, state: dict[str, Any], name: Path = CHECKPOIN
     """Write `name` (default `checkpoints/last.pt`) atomically (temp file + rename) and return its path."""
     path = out_dir / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".pt.tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
     return path
 
 
@@ -154,9 +153,7 @@ def reset_after(out_dir: Path, step: int) -> None:
             for line in metrics.read_bytes().splitlines()
             if line.strip() and _step_of(line) is not None and _step_of(line) <= step  # type: ignore[operator]
         ]
-        tmp = metrics.with_suffix(".tmp")
-        tmp.write_bytes(b"".join(line + b"\n" for line in kept))
-        os.replace(tmp, metrics)
+        write_atomic(metrics, b"".join(line + b"\n" for line in kept))
     for split in ("train", "val"):
         for path in rollout_files(out_dir, split):
             if int(path.stem.split("_", 1)[1]) > step:
@@ -174,6 +171,4 @@ def _step_of(line: bytes) -> int | None:
 
 def write_summary(out_dir: Path, summary: dict[str, Any]) -> None:
     """Write `summary.json` atomically; its presence marks the run finished."""
-    tmp = out_dir / (SUMMARY_FILE + ".tmp")
-    tmp.write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
-    os.replace(tmp, out_dir / SUMMARY_FILE)
+    write_atomic(out_dir / SUMMARY_FILE, json.dumps(summary, indent=2, sort_keys=True, default=str))

@@ -38,6 +38,7 @@ from typing import Any
 
 import torch
 
+from harness.atomic import atomic_path, write_atomic
 from harness.rows import iter_rows
 from trainer_backend.local.model import left_pad
 from trainer_backend.local.policy import Policy
@@ -279,13 +280,10 @@ def warm_start(
 
 def _store(path: Path, state: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    torch.save(state, tmp)
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
 
 
 def _store_facts(path: Path, facts: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".jtmp{os.getpid()}")
-    tmp.write_text(json.dumps(facts))
-    tmp.replace(path)
+    write_atomic(path, json.dumps(facts))

@@ -13,7 +13,6 @@ import contextlib
 import errno
 import fcntl
 import json
-import os
 import shutil
 import tempfile
 import time
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from harness.atomic import write_atomic
 from trainer_backend.models.convert import convert
 from trainer_backend.models.registry import (
     MARKER,
@@ -210,6 +210,4 @@ def _build(spec: ModelSpec, source: Path | None, work: Path, log: Callable[[str]
         "seconds": round(time.monotonic() - started, 1),
         **facts.to_json(),
     }
-    tmp = folder / f"{MARKER}.tmp"
-    tmp.write_text(json.dumps(marker, indent=2) + "\n")
-    os.replace(tmp, folder / MARKER)
+    write_atomic(folder / MARKER, json.dumps(marker, indent=2) + "\n")

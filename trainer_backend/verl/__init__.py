@@ -26,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+from harness.atomic import write_atomic
 from harness.manifest import Harness, load_harness
 from trainer_backend import ray_jobs
 from trainer_backend.base import CONFIG_FILE, SUMMARY_FILE, Handle, RunResult, RunSpec, RunStatus
@@ -108,9 +109,7 @@ def prepare(spec: RunSpec, *, parent: Parent | None = None) -> tuple[Harness, Pl
     if plan.agent is not None:  # the generated tool and agent-loop configs verl loads (agentic.py)
         for path, text in plan.agent.texts.items():
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(text)
-            tmp.replace(path)
+            write_atomic(path, text)
     return harness, plan
 
 
@@ -137,9 +136,7 @@ def seed_continuation(cont: Continuation, out_dir: Path) -> None:
 
     ignore = None if cont.dataloader else shutil.ignore_patterns("data.pt")
     shutil.copytree(cont.source, target, copy_function=link, ignore=ignore)
-    tmp = ckpt / (CHECKPOINT_MARKER + ".tmp")
-    tmp.write_text(str(cont.step))
-    tmp.replace(ckpt / CHECKPOINT_MARKER)
+    write_atomic(ckpt / CHECKPOINT_MARKER, str(cont.step))
 
 
 def final_checkpoint(run_dir: Path) -> Path | None:

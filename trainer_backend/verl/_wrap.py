@@ -9,10 +9,12 @@ ignores it, waits for the child and writes `{"rc": <code>}` (negative = killed b
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
+
+from harness.atomic import write_atomic
 
 
 def main(argv: list[str]) -> int:
@@ -22,10 +24,7 @@ def main(argv: list[str]) -> int:
     child = subprocess.Popen(command)
     signal.signal(signal.SIGTERM, lambda *_: None)  # the group's SIGTERM also reached the child: wait for it
     rc = child.wait()
-    tmp = rc_path + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump({"rc": rc}, fh)
-    os.replace(tmp, rc_path)
+    write_atomic(Path(rc_path), json.dumps({"rc": rc}))
     return rc if rc >= 0 else 128 - rc
 
 

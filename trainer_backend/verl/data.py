@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from harness.atomic import atomic_path
 from harness.env import EnvSpec
 from harness.manifest import DataPaths, Harness
 from harness.rows import check_row
@@ -96,9 +97,8 @@ def convert_file(
             f"{src}: rows cannot form one parquet table ({exc}); give each field one type in every row"
         ) from None
     dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_suffix(".parquet.tmp")
-    pq.write_table(table, tmp)
-    tmp.replace(dst)
+    with atomic_path(dst) as tmp:
+        pq.write_table(table, tmp)
     return len(rows)
 
 

@@ -28,6 +28,7 @@ from typing import Any
 import orjson
 
 from diagnostics.schema import ReadProblem, Rollout, Split, StopReason, iter_jsonl
+from harness.atomic import write_atomic
 from trainer_backend.verl import turns as turns_mod
 
 TokenCounter = Callable[[str], int]
@@ -94,9 +95,8 @@ class MetricsTail:
 
     def _save(self) -> None:
         self.state_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"offset": self.offset, "prefix_sha": self.prefix_sha, "restarts": self.restarts}))
-        tmp.replace(self.state_path)
+        state = {"offset": self.offset, "prefix_sha": self.prefix_sha, "restarts": self.restarts}
+        write_atomic(self.state_path, json.dumps(state))
 
 
 def dump_files(directory: Path) -> list[tuple[int, Path]]:

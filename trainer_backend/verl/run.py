@@ -40,6 +40,7 @@ from diagnostics.schema import (
     rollout_file,
     write_rollouts,
 )
+from harness.atomic import write_atomic
 from harness.calls import load_function
 from harness.failures import CandidateCodeError, Outcome
 from harness.manifest import EntryPoint
@@ -97,9 +98,7 @@ def load_state(out_dir: Path) -> RunState | None:
 
 def save_state(out_dir: Path, state: RunState) -> None:
     """Write the launch state atomically."""
-    tmp = out_dir / (STATE_FILE + ".tmp")
-    tmp.write_text(state.model_dump_json(indent=1))
-    tmp.replace(out_dir / STATE_FILE)
+    write_atomic(out_dir / STATE_FILE, state.model_dump_json(indent=1))
 
 
 def _handle(state: RunState, out_dir: Path) -> Handle:
@@ -196,10 +195,8 @@ def poll(handle: Handle) -> RunStatus:
 def _write_ray_log(out: Path, state: RunState) -> None:
     text = _ray_logs(state).encode()
     log = out / LOG_FILE
-    tmp = log.with_suffix(".tmp")
     prefix = log.read_bytes()[: state.log_offset] if log.exists() else b""
-    tmp.write_bytes(prefix + text)
-    tmp.replace(log)
+    write_atomic(log, prefix + text)
 
 
 def _stalled(out: Path, state: RunState) -> bool:
@@ -261,11 +258,8 @@ def sync_metrics(out: Path, state: RunState) -> int:
     if strict_path.is_file():
         for step, value in orjson.loads(strict_path.read_bytes()).items():
             by_step.setdefault(int(step), {})[STRICT_METRIC] = float(value)
-    tmp = out / (METRICS_FILE + ".tmp")
-    with open(tmp, "wb") as fh:
-        for step in sorted(by_step):
-            fh.write(orjson.dumps({"step": step, "data": by_step[step]}) + b"\n")
-    tmp.replace(out / METRICS_FILE)
+    lines = (orjson.dumps({"step": step, "data": by_step[step]}) + b"\n" for step in sorted(by_step))
+    write_atomic(out / METRICS_FILE, b"".join(lines))
     last = max((s for s, d in by_step.items() if any(not k.startswith("val") for k in d)), default=0)
     return max(0, last - state.start_step)  # a continued run counts its own steps, not its parent's
 
@@ -372,9 +366,7 @@ def finalize(out: Path, state: RunState) -> RunResult:
         message="; ".join([message, *notes]),
         log_path=log_path,
     )
-    tmp = out / (SUMMARY_FILE + ".tmp")
-    tmp.write_text(result.model_dump_json(indent=1))
-    tmp.replace(out / SUMMARY_FILE)
+    write_atomic(out / SUMMARY_FILE, result.model_dump_json(indent=1))
     return result
 
 
