@@ -148,7 +148,7 @@ def _model_swapped(base: Harness, worktree: Path, changed: list[str]) -> str:
         before, after = model_settings(base), model_settings(load_harness(worktree))
     except (ValueError, OSError):
         return ""  # the candidate's harness does not load: its backtest and run say why
-    moved = [k for k in before if before[k] != after.get(k)]
+    moved = [k for k in before if k in after and before[k] != after[k]]  # an unreadable file: its run says why
     if not moved:
         return ""
     return (

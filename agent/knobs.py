@@ -104,15 +104,23 @@ MODEL_SETTINGS: dict[BackendName, str] = {"local": "model", "verl": "model_path"
 
 
 def model_settings(harness: Harness) -> dict[str, Any]:
-    """`{"<settings file>:<key>": value}` of every backend's model setting in `harness` (absent: None)."""
+    """`{"<settings file>:<key>": value}` of every backend's model setting in `harness` (absent: the default).
+
+    A settings file that is not a readable YAML mapping gives no entry: its run refuses it with the reason.
+    """
     from trainer_backend.local.config import TINY
 
     defaults: dict[BackendName, Any] = {"local": TINY}
     found: dict[str, Any] = {}
     for backend, key in MODEL_SETTINGS.items():
         rel = harness.manifest.trainer.settings(backend) or harness.manifest.trainer.config
-        if rel:
-            found[f"{rel}:{key}"] = _yaml(harness, rel).get(key, defaults.get(backend))
+        text = _text(harness, rel) if rel else None
+        try:
+            raw = yaml.safe_load(text) if text is not None else None
+        except yaml.YAMLError:
+            continue
+        if isinstance(raw, dict):
+            found[f"{rel}:{key}"] = raw.get(key, defaults.get(backend))
     return found
 
 

@@ -2,13 +2,14 @@
 
 The ground floor holds it because every floor writes records other processes read while they change
 (summaries, handles, checkpoints, metrics, rollouts). The temporary file sits next to the target (same file
-system, so the rename is atomic) and is named per process, so two writers never share one.
+system, so the rename is atomic) and is named per process and thread, so two writers never share one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +20,7 @@ def atomic_path(path: Path) -> Iterator[Path]:
 
     On an exception the temporary file is removed and `path` is left as it was.
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
     try:
         yield tmp
         os.replace(tmp, path)

@@ -80,3 +80,9 @@ def test_a_settings_change_that_keeps_the_model_is_not_refused_for_it(tmp_path: 
     reply, cand, _, _ = _submit_settings(tmp_path, lambda text: re.sub(r"(?m)^lr: .*$", "lr: 5.0e-5", text))
     assert "fixed for the session" not in reply
     assert cand["status"] != "refused", cand["reason"]
+
+
+def test_settings_that_do_not_parse_are_not_called_a_model_swap(tmp_path: Path, git_available: None) -> None:
+    """A broken settings file is its run's problem (named there), not a model change."""
+    reply, _, _, _ = _submit_settings(tmp_path, lambda text: text + "lr: [unclosed\n")
+    assert "fixed for the session" not in reply, reply
