@@ -218,42 +218,47 @@ def agentic_figure(runs: Sequence[RunCurves], title: str, lineage_x: bool) -> go
     return fig
 
 
+def _names(runs: Sequence[RunCurves], prefix: str) -> list[str]:
+    """The names of the `prefix/<name>` series in any of `runs`, in the order the runs list them."""
+    found = dict.fromkeys(k for run in runs for k in run.series if k.startswith(prefix))
+    return [k.removeprefix(prefix) for k in found]
+
+
+def _share_panels(
+    runs: Sequence[RunCurves], prefix: str, panel: dict[str, tuple[str, str]], title: str, lineage_x: bool, cols: int
+) -> go.Figure:
+    """One panel per name (`panel`: name -> (panel title, hover label)), each run's `prefix/<name>` series on [0, 1]."""
+    width = min(cols, len(panel))
+    panels = {prefix + s: (1 + i // width, 1 + i % width, "solid") for i, s in enumerate(panel)}
+    labels = {prefix + s: label for s, (_, label) in panel.items()}
+    titles = tuple(t for t, _ in panel.values())
+    fig = _grid(runs, panels, titles, labels, lineage_x, math.ceil(len(panel) / width), width)
+    fig.update_yaxes(range=[-0.02, 1.02])
+    fig.update_layout(title=title)
+    return fig
+
+
 def sources(runs: Sequence[RunCurves]) -> list[str]:
     """The data sources with held-out curves in any of `runs`, in the order the runs list them."""
-    found = dict.fromkeys(k for run in runs for k in run.series if k.startswith(SOURCE_PREFIX))
-    return [k.removeprefix(SOURCE_PREFIX) for k in found]
+    return _names(runs, SOURCE_PREFIX)
 
 
 def sources_figure(runs: Sequence[RunCurves], title: str, lineage_x: bool, cols: int = 3) -> go.Figure:
     """One panel per data source: each run's strict held-out accuracy on that source's prompts over steps."""
-    names = sources(runs)
-    width = min(cols, len(names))
-    panels = {SOURCE_PREFIX + s: (1 + i // width, 1 + i % width, "solid") for i, s in enumerate(names)}
-    labels = {SOURCE_PREFIX + s: f"held-out strict accuracy on {html.escape(s)}" for s in names}
-    titles = tuple(html.escape(s) for s in names)  # data-source names come from the harness data
-    fig = _grid(runs, panels, titles, labels, lineage_x, math.ceil(len(names) / width), width)
-    fig.update_yaxes(range=[-0.02, 1.02])
-    fig.update_layout(title=title)
-    return fig
+    # data-source names come from the harness data: escaped
+    panel = {s: (html.escape(s), f"held-out strict accuracy on {html.escape(s)}") for s in sources(runs)}
+    return _share_panels(runs, SOURCE_PREFIX, panel, title, lineage_x, cols)
 
 
 def stop_reasons(runs: Sequence[RunCurves]) -> list[str]:
     """The stop reasons with curves in any of `runs` (`diagnostics.behaviour.stop_shares_per_step`)."""
-    found = dict.fromkeys(k for run in runs for k in run.series if k.startswith(STOP_PREFIX))
-    return [k.removeprefix(STOP_PREFIX) for k in found]
+    return _names(runs, STOP_PREFIX)
 
 
 def stops_figure(runs: Sequence[RunCurves], title: str, lineage_x: bool, cols: int = 3) -> go.Figure:
     """One panel per stop reason: the share of each run's training rollouts that stopped that way, per step."""
-    names = stop_reasons(runs)
-    width = min(cols, len(names))
-    panels = {STOP_PREFIX + s: (1 + i // width, 1 + i % width, "solid") for i, s in enumerate(names)}
-    labels = {STOP_PREFIX + s: f"share stopped by {s}" for s in names}
-    fig = _grid(runs, panels, tuple(f"stopped by {s}" for s in names), labels, lineage_x,
-                math.ceil(len(names) / width), width)  # fmt: skip
-    fig.update_yaxes(range=[-0.02, 1.02])
-    fig.update_layout(title=title)
-    return fig
+    panel = {s: (f"stopped by {s}", f"share stopped by {s}") for s in stop_reasons(runs)}
+    return _share_panels(runs, STOP_PREFIX, panel, title, lineage_x, cols)
 
 
 def comparison_figure(reports: Sequence[SessionReport]) -> go.Figure:
