@@ -13,7 +13,7 @@ from typing import Literal
 from urllib.parse import urlparse
 
 from agent.prices import has_price
-from harness.manifest import BACKEND_NAMES, BackendName
+from harness.manifest import BACKEND_NAMES, DEFAULT_BACKEND, BackendName
 from sandboxes.modes import SandboxMode
 from store.vocab import SessionMode
 
@@ -30,7 +30,9 @@ class Context:
     mode: Mode = field(default="evotrainer", metadata={"description": "evotrainer or the score-only baseline"})
     policy: Literal["heuristic", "llm"] = "heuristic"
     llm_model: str = ""
-    backend: BackendName = field(default="local", metadata={"description": "trains every run: local | verl"})
+    backend: BackendName = field(
+        default=DEFAULT_BACKEND, metadata={"description": f"trains every run: {' | '.join(BACKEND_NAMES)}"}
+    )
     ray_address: str = field(
         default="",
         metadata={

@@ -13,31 +13,19 @@ Candidate code is never imported here: functions are looked up in the file's syn
 from __future__ import annotations
 
 import ast
-import difflib
-from collections.abc import Iterable
 from pathlib import Path
-from types import UnionType
-from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
+from typing import TYPE_CHECKING
 
 from harness.failures import BadInput
+from harness.keys import closest as closest
+from harness.keys import unknown_keys
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
-
     from harness.manifest import Harness
 
 
 class SetupError(BadInput):
     """A session cannot start: the message names the file or field and how to fix it."""
-
-
-def closest(name: str, valid: Iterable[str]) -> str:
-    """`; did you mean 'x'?` for the closest valid name, or the list of valid names when none is close."""
-    names = sorted(set(valid))
-    match = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
-    if match:
-        return f"did you mean '{match[0]}'? (valid: {', '.join(names)})"
-    return f"valid: {', '.join(names)}"
 
 
 def check_harness(folder: Path) -> Harness:
@@ -49,6 +37,7 @@ def check_harness(folder: Path) -> Harness:
     from harness.files import COPY_SKIPPED, check_tree
     from harness.manifest import MANIFEST_NAME, HarnessError, load_harness
     from harness.paths import PathRuleError
+    from trainer_backend import plugin_of
 
     folder = folder.expanduser()
     if not folder.exists():
@@ -74,8 +63,12 @@ def check_harness(folder: Path) -> Harness:
         entries.append(("group_filter", harness.group_filter))
     for field, entry in entries:
         _check_function(harness.path(entry.path), entry.function, field, manifest)
-    if harness.manifest.trainer.backend == "local":
-        check_local_trainer_config(harness.path(harness.manifest.trainer.config), manifest, harness)
+    check = plugin_of(harness.manifest.trainer.backend).check_settings
+    if check is not None:  # the default backend's settings: keys, values, the policy it names (issue 30)
+        try:
+            check(harness.path(harness.manifest.trainer.config), harness)
+        except ValueError as exc:
+            raise SetupError(str(exc)) from None
     try:  # last: a link a field names is refused above, naming the field
         check_tree(folder, COPY_SKIPPED)  # what a session copies: no links or special files (issue 25 §5)
     except PathRuleError as exc:
@@ -102,32 +95,6 @@ def _check_manifest_keys(manifest: Path) -> None:
     for where, key, valid in unknown_keys(raw, Manifest):
         field = f"{where}.{key}" if where else key
         raise SetupError(f"{manifest}: unknown field '{field}'; {closest(str(key), valid)}")
-
-
-def unknown_keys(raw: dict[Any, Any], model: type[BaseModel], where: str = "") -> list[tuple[str, Any, list[str]]]:
-    """Keys of `raw` that `model` (and its nested models) does not declare: (parent path, key, valid keys)."""
-    found: list[tuple[str, Any, list[str]]] = []
-    fields = model.model_fields
-    for key, value in raw.items():
-        if key not in fields:
-            found.append((where, key, list(fields)))
-            continue
-        nested = _model_of(fields[key].annotation)
-        if nested is not None and isinstance(value, dict):
-            found += unknown_keys(value, nested, f"{where}.{key}" if where else str(key))
-    return found
-
-
-def _model_of(annotation: Any) -> type[BaseModel] | None:
-    from pydantic import BaseModel
-
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    if get_origin(annotation) in (Union, UnionType):
-        for arg in get_args(annotation):
-            if isinstance(arg, type) and issubclass(arg, BaseModel):
-                return arg
-    return None
 
 
 def _check_function(path: Path, function: str, field: str, manifest: Path) -> None:
@@ -159,52 +126,6 @@ def _check_function(path: Path, function: str, field: str, manifest: Path) -> No
         f"{path} defines no function '{function}' (field '{field}' in {manifest}); {hint}; "
         "define it or correct the field"
     )
-
-
-def check_local_trainer_config(path: Path, manifest: Path, harness: Harness | None = None) -> None:
-    """The local trainer's config parses, has only known keys (closest suggested) and valid values; with the
-    `harness`, the policy it names can train here (issue 30: the model folder and its tokenizer, the harness's
-    special tokens, the device, prompts plus the response budget within the model's context)."""
-    import yaml
-
-    from trainer_backend.local.config import LocalTrainerConfig, load_trainer_config
-
-    try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise SetupError(f"{path}: not valid YAML ({' '.join(str(exc).split())}); fix the syntax") from None
-    if not isinstance(raw, dict):
-        raise SetupError(f"{path}: expected a mapping of trainer settings (lr: ..., group_size: ...)")
-    for _, key, valid in unknown_keys(raw, LocalTrainerConfig):
-        raise SetupError(f"{path}: unknown trainer key '{key}'; {closest(str(key), valid)}")
-    try:
-        cfg = load_trainer_config(path, manifest.parent)  # the harness root: its file fields by the path rule
-    except ValueError as exc:
-        raise SetupError(f"{exc}; fix the value (trainer.config in {manifest})") from None
-    if harness is None or cfg.kind == "tiny":
-        return
-    from trainer_backend.local.setup import PolicyError, check_policy  # torch: only for a Hugging Face model
-
-    try:
-        check_policy(harness, cfg, _prompts(harness))
-    except PolicyError as exc:
-        raise SetupError(f"{path}: {exc}") from None
-
-
-def _prompts(harness: Harness) -> Iterable[tuple[str, int, str]]:
-    """`(file, line, prompt)` of the training and held-out rows (rows that are not objects with a text prompt
-    are skipped: the data checks name those)."""
-    import json
-
-    for relative in harness.manifest.data.files:
-        with open(harness.path(relative), encoding="utf-8") as fh:
-            for number, line in enumerate(fh, start=1):
-                try:
-                    row = json.loads(line) if line.strip() else None
-                except ValueError:
-                    continue
-                if isinstance(row, dict) and isinstance(row.get("prompt"), str):
-                    yield relative, number, row["prompt"]
 
 
 def check_store(url: str) -> None:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from harness.manifest import BackendName, Harness
+from trainer_backend import plugin_of
 from trainer_backend.knobs import KnobSpec
 
 if TYPE_CHECKING:
@@ -82,37 +83,24 @@ class HarnessKnobs:
 
 
 def trainer_knobs(backend: BackendName, settings: Mapping[str, Any] | None = None) -> tuple[KnobSpec, ...]:
-    """The knobs the backend's settings class declares, for the model `settings` (its settings file) names.
-
-    Imported lazily: the local config pulls in torch. The local backend's ranges depend on what trains (the
-    tiny model or a pretrained one, `trainer_backend.local.config.knobs_for`)."""
-    from trainer_backend.knobs import declared_knobs
-
-    if backend == "verl":
-        from trainer_backend.verl.config import VerlTrainerConfig
-
-        return declared_knobs(VerlTrainerConfig)
-    from trainer_backend.local.config import TINY, knobs_for, model_kind
-
-    model = (settings or {}).get("model", TINY)
-    return knobs_for(model_kind(model if isinstance(model, str) else TINY))
-
-
-# The settings that name the model that trains, per backend: fixed for a session (a candidate changes the
-# harness, never the policy; a model swap is a new session). Read, never imported, so no candidate code runs.
-MODEL_SETTINGS: dict[BackendName, str] = {"local": "model", "verl": "model_path"}
+    """The knobs the backend's settings class declares, for the model `settings` (its settings file) names
+    (`BackendPlugin.knobs`: the local backend's ranges depend on what trains, the tiny model or a pretrained
+    one)."""
+    return plugin_of(backend).knobs(settings or {})
 
 
 def model_settings(harness: Harness) -> dict[str, Any]:
     """`{"<settings file>:<key>": value}` of every backend's model setting in `harness` (absent: the default).
 
-    A settings file that is not a readable YAML mapping gives no entry: its run refuses it with the reason.
+    The model that trains is fixed for a session (a candidate changes the harness, never the policy; a model
+    swap is a new session): each backend's plug-in names the key (`BackendPlugin.model_setting`). Read, never
+    imported, so no candidate code runs. A settings file that is not a readable YAML mapping gives no entry:
+    its run refuses it with the reason.
     """
-    from trainer_backend.local.config import TINY
+    from trainer_backend import PLUGINS
 
-    defaults: dict[BackendName, Any] = {"local": TINY}
     found: dict[str, Any] = {}
-    for backend, key in MODEL_SETTINGS.items():
+    for backend, plugin in PLUGINS.items():
         rel = harness.manifest.trainer.settings(backend) or harness.manifest.trainer.config
         text = _text(harness, rel) if rel else None
         try:
@@ -120,7 +108,7 @@ def model_settings(harness: Harness) -> dict[str, Any]:
         except yaml.YAMLError:
             continue
         if isinstance(raw, dict):
-            found[f"{rel}:{key}"] = raw.get(key, defaults.get(backend))
+            found[f"{rel}:{plugin.model_setting}"] = raw.get(plugin.model_setting, plugin.model_default())
     return found
 
 
@@ -146,8 +134,8 @@ def harness_knobs(harness: Harness, backend: BackendName, train_rows: pl.DataFra
         trainer.append(TrainerKnob(spec=spec, file=ref, current=value, in_file=spec.key in settings))
     gf = harness.group_filter
     filter_source = _text(harness, gf.path) if gf else None
-    data_file = settings.get("data_selection") if backend == "local" else None
-    weights = _weights(harness, data_file) if isinstance(data_file, str) and data_file else {}
+    data_file = plugin_of(backend).data_selection(settings)
+    weights = _weights(harness, data_file) if data_file else {}
     return HarnessKnobs(
         backend=backend,
         trainer=tuple(trainer),

@@ -1,12 +1,16 @@
 """Preflight: validate what a session will launch before any of it trains.
 
-- `check_backend` — at session start: the harness ships settings for the chosen backend (and verl is
-  installed when it is verl), and every data file the runs will read holds valid rows (`check_data`).
+Every backend-specific part is the session backend's plug-in (`trainer_backend.plugin_of`):
+
+- `check_backend` — at session start: the harness ships settings for the chosen backend, the backend can run
+  here (`missing`: verl installed), and every data file the runs will read holds valid rows (`check_data`).
 - `plan_session` — `evotrainer run --dry-run`: the command of every run the first iteration would launch,
-  validated by its backend (verl: composed and validated against verl's own packaged Hydra config, all
-  runs in one child process; local: the trainer settings loaded and checked), with warnings; nothing trains.
-- `verl_candidate_problems` — the backtest's verl step: a candidate whose pilot config verl would reject is
-  a `candidate_error` before any GPU time.
+  validated by its backend (`plan_runs`; verl: composed and validated against verl's own packaged Hydra
+  config, all runs in one child process; local: the trainer settings loaded and checked), with warnings;
+  nothing trains.
+- `candidate_refusal` — the backtest's backend step: a candidate whose pilot config the backend would reject
+  (`check_candidate`), or that changes only files the backend does not read, is a `candidate_error` before
+  any accelerator time.
 
 What the dry run assumes: which candidates a session trains depends on v0's health report (the skills whose
 triggers hold on it), and there is no report before v0 has trained. So it plans v0 and the control from the
@@ -22,7 +26,6 @@ planned for the control and every candidate, since any of them may be the one th
 from __future__ import annotations
 
 import filecmp
-import importlib.util
 import logging
 import shutil
 import subprocess
@@ -35,7 +38,8 @@ from agent.context import Context
 from harness.atomic import write_atomic
 from harness.files import copy_folder
 from harness.manifest import BackendName, Harness, HarnessError, load_harness
-from trainer_backend.base import RunRefused, RunSpec
+from trainer_backend import plugin_of
+from trainer_backend.base import RunSpec
 
 if TYPE_CHECKING:  # imported where used: `run` checks its input before the graph's modules load (issue 26)
     from agent.nodes.train import PilotPlan
@@ -65,48 +69,36 @@ def check_backend(backend: str, harness_dir: Path) -> None:
             f"(e.g. trainer: {{backend: {harness.manifest.trainer.backend}, {backend}: harness/{backend}.yaml}}, "
             "docs/verl.md) or choose another --backend"
         )
-    if backend == "verl" and importlib.util.find_spec("verl") is None:
-        raise ValueError("--backend verl needs verl in this environment: pip install 'evotrainer[verl]'")
+    missing = plugin_of(backend).missing()
+    if missing is not None:
+        raise ValueError(missing)
     check_data(backend, harness)
 
 
 def check_data(backend: str, harness: Harness) -> None:
     """Stream every row of every data file `backend`'s runs read, by the trainers' own row rules.
 
-    The training and held-out rows; on the local backend also the warm-start rows and the data selection:
-    its weights must draw some training row (`harness.rows`). Reads only, so a bad row stops the session
-    before anything exists, naming the file, the line and the field.
+    The training and held-out rows, then what the backend's settings add (`BackendPlugin.check_data`: on the
+    local backend the warm-start rows and the data selection, whose weights must draw some training row).
+    Reads only, so a bad row stops the session before anything exists, naming the file, the line and the field.
 
     Raises:
         ValueError: a `harness.rows.RowError` (file, line and field named), or unreadable trainer settings.
     """
-    from harness.rows import check_selection, iter_rows, with_defaults
+    from harness.rows import iter_rows, with_defaults
 
+    plugin = plugin_of(backend)
     m = harness.manifest
     train = harness.path(m.data.train)
     counts: dict[str, int] = {}
-    for number, row in iter_rows(train, "chat_data" if backend == "verl" else "data"):
+    for number, row in iter_rows(train, plugin.row_kind):
         value = with_defaults(row, train, number).get(m.data.select_by)
         if value is not None:
             counts[str(value)] = counts.get(str(value), 0) + 1
     for heldout in m.data.heldout:
-        for _ in iter_rows(harness.path(heldout), "chat_data" if backend == "verl" else "data"):
+        for _ in iter_rows(harness.path(heldout), plugin.row_kind):
             pass
-    settings = m.trainer.settings("local")
-    if backend != "local" or settings is None:
-        return  # verl has no warm start and no data selection of its own
-    from trainer_backend.local.config import load_data_weights, load_trainer_config
-
-    cfg = load_trainer_config(harness.path(settings), harness.root)
-    warm = harness.path(cfg.warmstart_data)
-    if not warm.is_file():
-        raise ValueError(f"{harness.path(settings)}: field 'warmstart_data': {warm} does not exist; create it")
-    for _ in iter_rows(warm, "warmstart"):
-        pass
-    if cfg.data_selection is not None:
-        weights = load_data_weights(harness.path(cfg.data_selection))
-        if weights is not None:
-            check_selection(counts, weights, m.data.select_by, str(train), cfg.data_selection)
+    plugin.check_data(harness, counts)
 
 
 @dataclass
@@ -136,7 +128,7 @@ def plan_session(ctx: Context, harness_dir: Path, out: Path | None = None) -> tu
         "session_id": SESSION,
         "harness_dir": str(harness.root),
         "iteration": 1,
-        "version": {"checkpoint": str(_future_checkpoint(ctx.backend, v0.spec)), "steps": ctx.base_steps},
+        "version": {"checkpoint": str(plugin_of(ctx.backend).future_checkpoint(v0.spec)), "steps": ctx.base_steps},
         "rollback": {},
     }
     from agent.nodes.train import plan_pilot
@@ -150,7 +142,7 @@ def plan_session(ctx: Context, harness_dir: Path, out: Path | None = None) -> tu
             skipped.append(f"{name}: {why}")
             continue
         unread = _unread_changes(ctx.backend, harness, folder)
-        if unread:  # refused at its backtest (verl_refusal): no pilot would launch
+        if unread:  # refused at its backtest (candidate_refusal): no pilot would launch
             skipped.append(f"{name}: refused at its backtest, it {unread[0]}")
             continue
         made = {"id": candidate_id(SESSION, 1, k, name), "worktree": str(folder)}
@@ -162,21 +154,21 @@ def plan_session(ctx: Context, harness_dir: Path, out: Path | None = None) -> tu
         for label, cand in pilots:
             plan = plan_pilot(ctx, {**payload, "candidate": cand, "replicate": r})
             runs.append(_pilot_run(ctx, scratch, f"replicate {r} of {label.split(' (')[0]} (if it merges)", plan, cand))
-    if ctx.backend == "verl":
-        _validate_verl(runs, harness, scratch)
-    else:
-        _validate_local(runs)
+    planned = plugin_of(ctx.backend).plan_runs([(r.spec, not r.candidate) for r in runs], harness, scratch)
+    for run, checked in zip(runs, planned, strict=True):
+        run.text, run.notes, run.problems = checked.text, run.notes + checked.notes, run.problems + checked.problems
     return _report(ctx, harness, scratch, runs, skipped), not any(r.problems for r in runs if not r.candidate)
 
 
-def verl_refusal(ctx: Context, payload: dict[str, Any], out_dir: Path) -> BacktestResult | None:
-    """The backtest's verl step: a failed result when verl rejects `payload["candidate"]`'s pilot config, or
-    when the candidate changes only files verl does not read (its pilot would train exactly like the control).
+def candidate_refusal(ctx: Context, payload: dict[str, Any], out_dir: Path) -> BacktestResult | None:
+    """The backtest's backend step: a failed result when the session's backend rejects
+    `payload["candidate"]`'s pilot config (`BackendPlugin.check_candidate`), or when the candidate changes only
+    files the backend's runs do not read (its pilot would train exactly like the control).
 
-    Either is a `candidate_error` (the backtest fails: no pilot, no GPU time). The result becomes
-    the backtest's `report.json`, so a re-run node reads it instead of checking again. None when verl accepts
-    the config, when the backtest already has a report, or when the check itself crashed (ours: logged, and
-    the sandboxed backtest runs as usual; the pilot's launch validates its config again).
+    Either is a `candidate_error` (the backtest fails: no pilot, no accelerator time). The result becomes
+    the backtest's `report.json`, so a re-run node reads it instead of checking again. None when the backend
+    accepts the config or checks none, when the backtest already has a report, or when the check itself crashed
+    (ours: logged, and the sandboxed backtest runs as usual; the pilot's launch validates its config again).
     """
     import orjson
 
@@ -184,43 +176,43 @@ def verl_refusal(ctx: Context, payload: dict[str, Any], out_dir: Path) -> Backte
     from harness.failures import Outcome
     from sandboxes.backtest import REPORT_FILE
 
-    if (out_dir / REPORT_FILE).is_file():
+    plugin = plugin_of(ctx.backend)
+    if plugin.check_candidate is None or (out_dir / REPORT_FILE).is_file():
         return None
     name = payload["candidate"]["id"]
     try:
         base = load_harness(Path(payload["harness_dir"]))
-        problems = _unread_changes("verl", base, Path(payload["candidate"]["worktree"]))
-        problems += verl_candidate_problems(ctx, payload, out_dir / "verl_check")
+        problems = _unread_changes(ctx.backend, base, Path(payload["candidate"]["worktree"]))
+        problems += candidate_problems(ctx, payload, out_dir / f"{ctx.backend}_check")
     except (RuntimeError, OSError, subprocess.TimeoutExpired, HarnessError) as exc:
-        log.warning("verl config check of %s did not run: %s", name, exc)
+        log.warning("%s config check of %s did not run: %s", ctx.backend, name, exc)
         return None
     if not problems:
         return None
-    result = failed_backtest(name, Outcome.CANDIDATE_ERROR, "not trainable on verl: " + "; ".join(problems))
+    why = f"not trainable on {ctx.backend}: " + "; ".join(problems)
+    result = failed_backtest(name, Outcome.CANDIDATE_ERROR, why)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(out_dir / REPORT_FILE, orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2))
     return result
 
 
-def verl_candidate_problems(ctx: Context, payload: dict[str, Any], out_dir: Path) -> list[str]:
-    """Compose and validate the verl config of `payload["candidate"]`'s pilot (as `train` would launch it).
+def candidate_problems(ctx: Context, payload: dict[str, Any], out_dir: Path) -> list[str]:
+    """The session backend's check of `payload["candidate"]`'s pilot config (as `train` would launch it).
 
-    The pilot's parquet data and validation files go to `out_dir` (the backtest's folder), never to the run
-    folder. Returns the problems (empty: verl accepts it); the candidate's reward is parsed, not imported.
+    What the check writes (verl: the pilot's parquet data and validation files) goes to `out_dir` (the
+    backtest's folder), never to the run folder. Returns the problems (empty: accepted, or the backend checks
+    none); the candidate's reward is parsed, not imported.
 
     Raises:
         RuntimeError: the validation itself crashed (an infra error, not the candidate's).
     """
     from agent.nodes.train import plan_pilot
-    from trainer_backend.verl import prepare, validate_plans
 
+    check = plugin_of(ctx.backend).check_candidate
+    if check is None:
+        return []
     plan = plan_pilot(ctx, payload)
-    spec = _spec(ctx, out_dir, plan.run_id, plan.harness_dir, ctx.pilot_steps, plan, root=out_dir)
-    try:
-        _, verl_plan = prepare(spec)
-    except (RunRefused, HarnessError) as exc:
-        return [str(exc)]
-    return validate_plans([(verl_plan, False)], out_dir, "candidate")[0][1]
+    return check(_spec(ctx, out_dir, plan.run_id, plan.harness_dir, ctx.pilot_steps, plan, root=out_dir), out_dir)
 
 
 def _spec(
@@ -250,17 +242,6 @@ def _pilot_run(ctx: Context, scratch: Path, label: str, plan: PilotPlan, cand: d
     return PlannedRun(
         label, _spec(ctx, scratch, plan.run_id, plan.harness_dir, ctx.pilot_steps, plan), cand is not None
     )
-
-
-def _future_checkpoint(backend: str, spec: RunSpec) -> Path:
-    """Where v0's run will leave the checkpoint its pilots continue (trainer_backend: each backend's layout)."""
-    if backend == "verl":
-        from trainer_backend.verl.config import CHECKPOINT_DIR
-
-        return spec.out_dir.resolve() / CHECKPOINT_DIR / f"global_step_{spec.steps}"  # verl saves the last step
-    from trainer_backend.local import FINAL_CHECKPOINT
-
-    return spec.out_dir.resolve() / FINAL_CHECKPOINT
 
 
 def _candidate_harnesses(harness: Harness, folder: Path, backend: BackendName) -> list[tuple[str, Path | None, str]]:
@@ -306,64 +287,13 @@ def _changed_files(base: Path, other: Path) -> list[str]:
 def _unread_changes(backend: str, harness: Harness, candidate_dir: Path) -> list[str]:
     """A warning when a candidate changes only files `backend` does not read: its pilot trains like the control."""
     changed = _changed_files(harness.root, candidate_dir)
-    if not changed or backend != "verl":
-        return []
-    m = harness.manifest
-    gf = harness.group_filter
-    read = {m.trainer.settings("verl"), *m.data.files}
-    if any(p in read or (p.endswith(".py") and (gf is None or p != gf.path)) for p in changed):
+    reads = plugin_of(backend).reads
+    if not changed or any(reads(harness, p) for p in changed):
         return []
     return [
-        f"changes only {', '.join(changed)}, which verl does not read (the local backend's settings, or a group "
-        "filter verl cannot run): its pilot would train exactly like the control"
+        f"changes only {', '.join(changed)}, which {backend} does not read: its pilot would train exactly like "
+        "the control"
     ]
-
-
-def _validate_verl(runs: list[PlannedRun], harness: Harness, scratch: Path) -> None:
-    from trainer_backend.verl import prepare, render_launch, train_data_hash, validate_plans
-    from trainer_backend.verl.config import Parent, Plan, load_verl_config
-
-    base_cfg = load_verl_config(harness)
-    parent = Parent(lr=base_cfg.lr, train_data=train_data_hash(harness))  # v0's run, before it exists
-    prepared: list[tuple[PlannedRun, Plan]] = []
-    for run in runs:
-        try:
-            _, plan = prepare(run.spec, parent=parent if run.spec.init_checkpoint else None)
-        except (RunRefused, HarnessError) as exc:
-            run.problems.append(str(exc))
-            continue
-        run.text = render_launch(plan, "python3" if run.spec.ray_address else "python")
-        if plan.agent is not None:  # an agentic harness: the generated configs, in full with the first run
-            run.text += [f"# agentic: verl's multi-turn agent loop, tools from {plan.agent.tool_config}"]
-            run.text += [] if prepared else plan.agent.describe()
-        prepared.append((run, plan))
-    # v0's and the control's reward is imported with verl's own loader; a candidate's is only parsed
-    results = validate_plans([(plan, not run.candidate) for run, plan in prepared], scratch, "session")
-    said: set[str] = set()  # a warning every run shares is printed once, with the first run
-    for (run, plan), (_, problems) in zip(prepared, results, strict=True):
-        run.problems += problems
-        run.notes += [w for w in plan.warnings if w not in said and not w.startswith("continues ")]  # in its text
-        said.update(plan.warnings)
-
-
-def _validate_local(runs: list[PlannedRun]) -> None:
-    from trainer_backend.local import CARRIED, command
-    from trainer_backend.local.config import load_data_weights, load_trainer_config
-
-    for run in runs:
-        spec = run.spec
-        try:
-            harness = load_harness(Path(spec.harness_dir))
-            settings = harness.manifest.trainer.settings("local")
-            assert settings is not None  # check_backend / the backtest's harness checks
-            cfg = load_trainer_config(harness.path(settings), harness.root)
-            load_data_weights(None if cfg.data_selection is None else harness.path(cfg.data_selection))
-        except (HarnessError, ValueError) as exc:
-            run.problems.append(str(exc))
-        run.text = [f"# spec: steps={spec.steps} seed={spec.seed} init_state={spec.init_state}"]
-        if spec.init_checkpoint:
-            run.text.append(f"# continues {spec.init_checkpoint}; {CARRIED[spec.init_state]}")
-        run.text.append(command(spec))
 
 
 def _report(ctx: Context, harness: Harness, scratch: Path, runs: list[PlannedRun], skipped: list[str]) -> str:

@@ -49,8 +49,11 @@ from harness.paths import PathRuleError, is_under, normalise
 from harness.splits import SEALED_FRACTION
 
 MANIFEST_NAME = "evotrainer.yaml"
-BackendName = Literal["local", "verl"]  # the training backends (trainer_backend.BACKENDS holds their modules)
+BackendName = Literal[
+    "local", "verl"
+]  # the training backends: the manifest's vocabulary; trainer_backend.PLUGINS registers each one's plug-in
 BACKEND_NAMES: tuple[BackendName, ...] = get_args(BackendName)
+DEFAULT_BACKEND: BackendName = BACKEND_NAMES[0]  # the embedded one: trains anywhere, no extra installed
 RESERVED_TOKENS = ("<pad>", "<bos>", "<eos>")  # the local tokenizer's own ids 0, 1, 2
 DEFAULT_REWARD_BOUND = 1e6
 MAX_REWARD_MAGNITUDE = 1e12
@@ -133,7 +136,7 @@ class TrainerSpec(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    backend: BackendName = "local"
+    backend: BackendName = DEFAULT_BACKEND
     config: HarnessPath
     local: HarnessPath | None = None
     verl: HarnessPath | None = None
@@ -141,9 +144,9 @@ class TrainerSpec(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _default_backend_file(cls, raw: Any) -> Any:
-        if not isinstance(raw, dict) or raw.get("backend", "local") not in BACKEND_NAMES:
+        if not isinstance(raw, dict) or raw.get("backend", DEFAULT_BACKEND) not in BACKEND_NAMES:
             return raw  # the field validators name the problem
-        backend = raw.get("backend", "local")
+        backend = raw.get("backend", DEFAULT_BACKEND)
         config, own = raw.get("config"), raw.get(backend)
         if config and own and config != own:
             raise ValueError(f"config ({config}) and {backend} ({own}) name different files; keep only {backend}")
@@ -153,7 +156,8 @@ class TrainerSpec(BaseModel):
 
     def settings(self, backend: BackendName) -> str | None:
         """The settings file of `backend` (relative to the harness root), None when not configured."""
-        return self.local if backend == "local" else self.verl
+        found: str | None = getattr(self, backend)  # one optional field per backend name
+        return found
 
 
 class Surface(BaseModel):

@@ -10,11 +10,13 @@ over ``current`` and the skill's ``params`` (overridable per call). Operations:
 - ``{"op": "set_yaml_key", "file": F, "key": "a.b", "value": V, "create": false, "default": D}``:
   set one scalar in an editable YAML file, keeping its comments (``create`` adds a missing key);
   ``"file": "@trainer_config"`` means the trainer settings file of the session's backend (``trainer.<backend>``;
-  the default backend's file when no backend is given). A key verl's settings name differently (the local
-  trainer's ``max_new_tokens`` is verl's ``max_response_length``: ``trainer_backend.verl.config.LOCAL_NAMES``)
-  is translated, and a verl setting the file leaves at its default is added; a key verl's settings do not
+  the default backend's file when no backend is given). The backend's plug-in says what a key means in its
+  file (``BackendPlugin.resolve_setting``): a key verl's settings name differently (the local trainer's
+  ``max_new_tokens`` is verl's ``max_response_length``: ``trainer_backend.verl.config.LOCAL_NAMES``) is
+  translated, and a verl setting the file leaves at its default is added; a key the backend's settings do not
   have is refused (the skill does not apply to that backend). The key ``@length_cap`` names the setting that
-  cuts what the policy writes at once (`LENGTH_CAPS`): ``max_new_tokens`` for single-turn runs and on verl
+  cuts what the policy writes at once (``BackendPlugin.length_cap``; the local backend's
+  `trainer_backend.local.plugin.LENGTH_CAPS`): ``max_new_tokens`` for single-turn runs and on verl
   (its ``max_response_length``, which bounds a whole multi-turn response too), the per-turn
   ``max_turn_tokens`` for an agentic harness on the local backend (whose episodes never read
   ``max_new_tokens``);
@@ -98,11 +100,11 @@ from skills.templates import (
     wrap_function,
 )
 from skills.triggers import parse
+from trainer_backend import plugin_of
 
 # The setting that cuts what the policy writes at once, per kind of run, and its default: the local trainer's
 # knobs with the `longer_responses` effect (trainer_backend/local/config.py; a unit test checks they agree).
 LENGTH_CAP = "@length_cap"
-LENGTH_CAPS: dict[str, tuple[str, object]] = {"single": ("max_new_tokens", 48), "agentic": ("max_turn_tokens", 32)}
 NO_ENV = (
     "the manifest declares no env (tools and an episode loop): this skill works on agentic episodes; "
     "see harness/env.py for the env: section"
@@ -270,8 +272,8 @@ def _plan(
             default = op.get("default")  # the key exists: its default is never read
         except KeyError:
             default = cap_default if cap_default is not None else render_value(op.get("default"), variables)
-        if op["file"] == "@trainer_config" and backend == "verl":
-            key, create, default = _verl_setting(key, text, create, default)
+        if op["file"] == "@trainer_config":  # the key as the session backend's settings file names it
+            key, create, default = _backend_setting(harness, backend, key, text, create, default)
         new_text, old, new = set_yaml_key(
             text,
             key,
@@ -351,27 +353,30 @@ def _plan(
 
 
 def _length_cap(harness: Harness, backend: BackendName | None) -> tuple[str, object]:
-    """The trainer setting behind ``@length_cap`` for this harness and backend, and its default on the local
-    backend (None on verl, whose own defaults `_verl_setting` reads); see the module docstring."""
-    if (backend or harness.manifest.trainer.backend) != "local":
-        return LENGTH_CAPS["single"][0], None
-    return LENGTH_CAPS["agentic" if harness.manifest.env is not None else "single"]
+    """The trainer setting behind ``@length_cap`` for this harness and backend, and its default when the backend
+    creates it at a default of its own (None: `BackendPlugin.resolve_setting` reads the backend's defaults)."""
+    return plugin_of(backend or harness.manifest.trainer.backend).length_cap(harness.manifest.env is not None)
 
 
-def _verl_setting(key: str, text: str, create: bool, default: object) -> tuple[str, bool, object]:
-    """(key, create, default) of a trainer-settings edit in a verl settings file (see ``@trainer_config``)."""
-    from trainer_backend.verl.config import settings_field
+def _backend_setting(
+    harness: Harness, backend: BackendName | None, key: str, text: str, create: bool, default: object
+) -> tuple[str, bool, object]:
+    """(key, create, default) of a ``@trainer_config`` edit in the backend's settings file (`text`)."""
+    name = backend or harness.manifest.trainer.backend
 
-    found = settings_field(key)
-    for name in dict.fromkeys([key, found[0] if found else key]):
+    def present(dotted: str) -> bool:
         try:
-            get_yaml_value(text, name)
-            return name, create, default
+            get_yaml_value(text, dotted)
         except KeyError:
-            continue
+            return False
+        return True
+
+    found = plugin_of(name).resolve_setting(key, present, create, default)
     if found is None:
-        raise TemplateError(f"verl's settings have no {key!r} (nor a setting meaning the same); not for --backend verl")
-    return found[0], True, found[1] if default is None else default
+        raise TemplateError(
+            f"{name}'s settings have no {key!r} (nor a setting meaning the same); not for --backend {name}"
+        )
+    return found
 
 
 def _with_tool_roles(template: str, harness: Harness) -> str:

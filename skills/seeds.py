@@ -12,7 +12,7 @@ machine-checkable trigger over ``HealthReport.metrics`` plus context variables t
    rule over the harness's declared answer protocol (exactly one answer, compared as the manifest says).
 2. ``raise-length-budget`` (trainer): responses are cut at the cap → raise the cap first, before any reward
    redesign: ``max_new_tokens``, or on an agentic harness the per-turn ``max_turn_tokens`` (the patch names
-   ``@length_cap``, `skills.patches.LENGTH_CAPS`).
+   ``@length_cap``, `trainer_backend.local.plugin.LENGTH_CAPS`).
 3. ``std-group-filter`` (filter): many zero-variance groups and no working filter → replace the harness's
    group-filter file (the manifest's ``group_filter`` entry, e.g. the demo's keep-everything filter) with
    StdGroupFilter (which also leaves episodes marked by a level-1 trajectory filter out of a group's

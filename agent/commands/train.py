@@ -2,7 +2,7 @@
 
 The harness gets the checks `run` gives it (`agent.input_checks.check_harness`, `agent.preflight.check_backend`:
 a trainer-key typo with the closest valid key, every data row), each one line and exit 2. Dispatches through
-`trainer_backend.BACKENDS`; the local backend runs the trainer as a subprocess and this command follows its
+`trainer_backend.plugin_of`; the local backend runs the trainer as a subprocess and this command follows its
 run folder: a progress bar on a terminal, plain progress lines elsewhere (`agent.progress.PlainLines`, as
 `run` prints them). Heavy imports happen inside the command function.
 """
@@ -80,14 +80,14 @@ def train(
         sandbox=sandbox,
         ray_address=ray_address,
     )
-    if backend not in trainer_backend.BACKENDS:
-        fail(f"the {backend} backend is not installed (install the verl extra: pip install -e '.[verl]')")
-    module = trainer_backend.BACKENDS[backend]
+    plugin = trainer_backend.plugin_of(backend)
+    module = plugin.runs
     if dry_run:
-        if backend != "verl":
-            fail("--dry-run applies to --backend verl only")
+        if plugin.dry_run is None:
+            with_it = [name for name, p in trainer_backend.PLUGINS.items() if p.dry_run is not None]
+            fail(f"--dry-run applies to --backend {' | '.join(with_it)} only")
         # a refused config raises RunRefused: one line, exit 2 (agent/cli.py)
-        screen.print(module.dry_run(spec), markup=False, highlight=False, soft_wrap=True)  # a command to copy as is
+        screen.print(plugin.dry_run(spec), markup=False, highlight=False, soft_wrap=True)  # a command to copy as is
         return
     handle = module.submit(spec)  # a refused config raises RunRefused: one line, exit 2
     screen.print(Text.assemble("run ", (spec.run_id, "bold"), f" on {backend} -> {out_dir}"), soft_wrap=True)

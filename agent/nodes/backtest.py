@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 def backtest(payload: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
     """Backtest `payload["candidate"]`; idempotent through the backtest's `report.json`."""
-    from agent.preflight import verl_refusal
+    from agent.preflight import candidate_refusal
     from sandboxes.backtest import run_backtest
 
     ctx = runtime.context
@@ -45,8 +45,8 @@ def backtest(payload: dict[str, Any], runtime: Runtime[Context]) -> dict[str, An
         )
         return {"backtests": [info]}
     try:
-        # verl: a candidate whose pilot config verl rejects is a candidate_error before any GPU time
-        refused = verl_refusal(ctx, payload, out_dir) if ctx.backend == "verl" else None
+        # a candidate whose pilot config the backend rejects is a candidate_error before any accelerator time
+        refused = candidate_refusal(ctx, payload, out_dir)
         refused = refused or _not_its_commit(candidate, out_dir)
         result = refused or run_backtest(
             Path(candidate["worktree"]),

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from agent.context import Context
-from agent.preflight import verl_refusal
+from agent.preflight import candidate_refusal
 from harness.failures import Outcome
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -150,9 +150,9 @@ def test_a_candidate_verl_cannot_train_is_a_candidate_error_at_backtest(
     }
     ctx = Context(workdir=str(tmp_path), backend="verl", sandbox="process")
     out = tmp_path / "backtests" / "s1-v1.1-x"
-    result = verl_refusal(ctx, payload, out)
+    result = candidate_refusal(ctx, payload, out)
     assert result is not None and result.outcome is Outcome.CANDIDATE_ERROR and result.verdict.value == "fail"
     assert problem in result.message
     assert (out / "report.json").is_file()  # the backtest's result: a re-run node reads it
-    assert verl_refusal(ctx, payload, out) is None  # ... and does not check again
+    assert candidate_refusal(ctx, payload, out) is None  # ... and does not check again
     assert not ctx.session_dir("s1").exists()  # no pilot folder: nothing was launched or seeded

@@ -164,10 +164,11 @@ def test_a_stalled_run_cut_at_the_turn_token_cap_probes_a_longer_turn_budget(tmp
 
 def test_the_length_budget_skill_raises_the_cap_that_cuts_the_run(tmp_path: Path) -> None:
     # On an agentic harness the per-turn budget cuts the answer turns; single-turn runs are cut at max_new_tokens.
-    from skills.patches import LENGTH_CAPS, apply_skill
+    from skills.patches import apply_skill
     from skills.seeds import SEED_SKILLS
     from trainer_backend.knobs import declared_knobs
     from trainer_backend.local.config import LocalTrainerConfig
+    from trainer_backend.local.plugin import LENGTH_CAPS
 
     caps = {k.episodes: (k.key, k.default) for k in declared_knobs(LocalTrainerConfig) if k.move("up") and
             "longer_responses" in k.move("up").effects}  # type: ignore[union-attr]  # fmt: skip

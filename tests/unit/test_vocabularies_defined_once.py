@@ -77,3 +77,23 @@ def test_the_run_folder_layout_is_written_only_in_the_schema() -> None:
         f"run-folder names spelled out: import them from diagnostics.schema {found}"
     )
     assert schema.rollout_file(Path("r"), "val", 3) == Path("r/rollouts/val/step_3.jsonl")
+
+
+def test_no_product_code_outside_the_backends_names_a_backend() -> None:
+    # Issue 27 §1: a backend is one plug-in (trainer_backend.PLUGINS); elsewhere code asks the plug-in, never
+    # compares names. The manifest's vocabulary (harness/manifest.py) is the one other place a name is written.
+    from trainer_backend import PLUGINS
+
+    assert tuple(PLUGINS) == get_args(BackendName)
+    assert all(name == plugin.name for name, plugin in PLUGINS.items())
+    literal = re.compile("|".join(rf"""["']{re.escape(n)}["']""" for n in get_args(BackendName)))
+    found = sorted(
+        f"{p.relative_to(ROOT)}:{n}"
+        for pkg in PRODUCT
+        if pkg != "trainer_backend"
+        for p in (ROOT / pkg).rglob("*.py")
+        if str(p.relative_to(ROOT)) != "harness/manifest.py"
+        for n, line in enumerate(p.read_text().splitlines(), start=1)
+        if literal.search(line.split("#", 1)[0])
+    )
+    assert found == [], f"backend names written outside trainer_backend/: ask trainer_backend.plugin_of ({found})"
