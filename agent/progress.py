@@ -33,9 +33,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from diagnostics.schema import STRICT_METRIC, TRAIN_REWARD_METRIC
+from diagnostics.schema import SPEC_FILE, STRICT_METRIC, TRAIN_REWARD_METRIC
 from trainer_backend.base import LOG_FILE, METRICS_FILE, SUMMARY_FILE
-from trainer_backend.local import SPEC_FILE
 
 Form = Literal["live", "plain", "quiet"]
 REWARD, HELDOUT, STEP_TIME = TRAIN_REWARD_METRIC, STRICT_METRIC, "timing_s/step"

@@ -51,7 +51,7 @@ from sqlalchemy import select
 from agent.evidence import final_strict_scores, paired
 from agent.reporting.summary import sealed_score, session_summary
 from agent.rollback import START_CHECKPOINT_FILE
-from diagnostics.schema import HEALTH_REPORT_FILE, SUMMARY_FILE
+from diagnostics.schema import HEALTH_REPORT_FILE, SPEC_FILE, SUMMARY_FILE
 from diagnostics.stats import HACK_ALERT_IDS, paired_bootstrap
 from diagnostics.table import read_run_table
 from store import models
@@ -199,7 +199,7 @@ def policy_lineage_steps(run_dir: Path) -> int:
     current: Path | None = run_dir
     while current is not None and current not in seen:
         seen.add(current)
-        spec = json.loads((current / "spec.json").read_text())
+        spec = json.loads((current / SPEC_FILE).read_text())
         steps += int(spec["steps"])
         init = spec.get("init_checkpoint")
         current = Path(init).parent.parent if init and Path(init).name != Path(START_CHECKPOINT_FILE).name else None

@@ -35,6 +35,7 @@ METRICS_FILE = "metrics.jsonl"  # one MetricRow per line
 SUMMARY_FILE = "summary.json"  # the run's outcome, written last
 CONFIG_FILE = "config.json"  # the settings the run used
 LOG_FILE = "train.log"  # the trainer's human-readable log
+SPEC_FILE = "spec.json"  # the RunSpec a run was submitted with (the local backend; progress reads its steps)
 ROLLOUTS_DIR = "rollouts"
 CHECKPOINTS_DIR = "checkpoints"
 LAST_CHECKPOINT = Path(CHECKPOINTS_DIR) / "last.pt"  # the local trainer's final state (verl: global_step_<N>)

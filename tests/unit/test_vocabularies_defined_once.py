@@ -62,7 +62,7 @@ def test_the_run_folder_layout_is_written_only_in_the_schema() -> None:
     """Issue 27 §2: the artefact layout (file names, the rollout and checkpoint folders) has one home."""
     from diagnostics import schema
 
-    names = (schema.METRICS_FILE, schema.SUMMARY_FILE, schema.LOG_FILE, schema.HEALTH_REPORT_FILE,
+    names = (schema.METRICS_FILE, schema.SUMMARY_FILE, schema.LOG_FILE, schema.HEALTH_REPORT_FILE, schema.SPEC_FILE,
              schema.LAST_CHECKPOINT.as_posix(), schema.START_CHECKPOINT.as_posix(), schema.LAST_CHECKPOINT.name,
              schema.START_CHECKPOINT.name)  # fmt: skip
     spelled = re.compile("|".join(rf"[\"']{re.escape(n)}[\"']" for n in names))

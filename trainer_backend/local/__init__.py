@@ -31,13 +31,12 @@ import sys
 import time
 from pathlib import Path
 
-from diagnostics.schema import LAST_CHECKPOINT
+from diagnostics.schema import LAST_CHECKPOINT, SPEC_FILE
 from harness.failures import Outcome
 from trainer_backend import ray_jobs
 from trainer_backend.base import CONFIG_FILE, LOG_FILE, SUMMARY_FILE, Handle, RunResult, RunSpec, RunStatus
 
 NAME = "local"
-SPEC_FILE = "spec.json"
 LOCK_FILE = "trainer.lock"  # flock-ed by the run's trainer for its whole life; holds its pid as text
 FINAL_CHECKPOINT = LAST_CHECKPOINT  # written by the trainer (artifacts.CHECKPOINT)
 CARRIED = {  # RunSpec.init_state -> what the trainer takes over from the parent checkpoint (artifacts.continue_from)
