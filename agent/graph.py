@@ -10,7 +10,7 @@
 `graph` (for `langgraph.json`) is compiled WITHOUT a checkpointer: `langgraph dev` refuses graphs that
 bring their own (langgraph.md §4). The CLI compiles `builder` with a SQLite/Postgres checkpointer and passes
 its own `Context`; `graph` takes a client's context, so its schema is `ServerContext` (the owner's settings,
-the client's allowed choices: agent/server_context.py).
+the client's allowed choices: agent/launch/server_context.py).
 All nodes are sync `def`: git, Docker and training are blocking calls (langgraph.md §5).
 """
 
@@ -20,6 +20,7 @@ from langgraph.graph import END, START, StateGraph
 
 from agent import routing
 from agent.context import Context
+from agent.launch.server_context import ServerContext
 from agent.nodes import (
     backtest,
     confirm,
@@ -34,7 +35,6 @@ from agent.nodes import (
     train,
     upgrade,
 )
-from agent.server_context import ServerContext
 from agent.state import InputState, State
 
 builder = StateGraph(State, context_schema=Context, input_schema=InputState)

@@ -1,6 +1,6 @@
 """The LLM price table and whether a model can be priced (pure; no imports from the rest of `agent`).
 
-Kept apart from `agent.accounting` (which reaches the store) so that `agent.context` can refuse a cost
+Kept apart from `agent.llm.accounting` (which reaches the store) so that `agent.context` can refuse a cost
 budget it could never enforce without an import circle.
 """
 

@@ -16,9 +16,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from agent import ledger
-from agent.bootstrap import ensure_session, new_session_id
+from agent.adapters import ledger
 from agent.context import Context
+from agent.launch.bootstrap import ensure_session, new_session_id
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig

@@ -51,7 +51,7 @@ class CandidateInfo(TypedDict):
     # an exploration probe (agent/policies/explore.py): {probe_id, symptom_key, symptoms, learned_trigger, spec}
     probe: NotRequired[dict[str, Any]]
     learned_skill: NotRequired[str]  # the skill learned when this candidate merged (skills/learned.py)
-    # settings the candidate only moves back into their documented range (agent.knobs.range_restoration)
+    # settings the candidate only moves back into their documented range (agent.decisions.knobs.range_restoration)
     restores_range: NotRequired[list[str]]
 
 

@@ -16,7 +16,7 @@ over the K runs, so trials share runs and are not independent; K is the sample s
 
 - single seed: the controller's per-pilot rule (paired bootstrap over prompts, `classify_outcome` with
   the `--min-effect` floor) says "improvement";
-- replicated: the session's merge rule (`agent.evidence.replicate_check`, one fresh-seed replicate, as
+- replicated: the session's merge rule (`agent.decisions.evidence.replicate_check`, one fresh-seed replicate, as
   `evotrainer run --replicates 1`) confirms that improvement.
 
     .venv/bin/python benchmarks/null_candidates.py --runs 20 --steps 60 --incumbent-steps 60 --out null-out
@@ -30,7 +30,7 @@ import json
 import time
 from pathlib import Path
 
-from agent.evidence import final_strict_scores, paired, replicate_check
+from agent.decisions.evidence import final_strict_scores, paired, replicate_check
 from diagnostics.findings import Finding, Severity
 from diagnostics.report import build_report
 from diagnostics.schema import LAST_CHECKPOINT, SUMMARY_FILE

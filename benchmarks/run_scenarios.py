@@ -48,9 +48,9 @@ from typing import Any
 import orjson
 from sqlalchemy import select
 
-from agent.evidence import final_strict_scores, paired
+from agent.decisions.evidence import final_strict_scores, paired
+from agent.decisions.rollback import START_CHECKPOINT_FILE
 from agent.reporting.summary import sealed_score, session_summary
-from agent.rollback import START_CHECKPOINT_FILE
 from diagnostics.schema import HEALTH_REPORT_FILE, SPEC_FILE, SUMMARY_FILE
 from diagnostics.stats import HACK_ALERT_IDS, paired_bootstrap
 from diagnostics.table import read_run_table

@@ -176,7 +176,7 @@ def classify_restoration(
     min_effect: float = 0.0,
 ) -> OutcomeClass:
     """Classify a candidate whose only change moves trainer settings from outside their documented safe range
-    back into it (`agent.knobs.range_restoration`): non-inferiority instead of superiority.
+    back into it (`agent.decisions.knobs.range_restoration`): non-inferiority instead of superiority.
 
     The backend's documentation is prior evidence that the old value is a misconfiguration, so the candidate
     needs to show no harm, not a gain above the noise floor: a defect whose cost builds up late (cold-sampling

@@ -312,7 +312,7 @@ _CORE_SKILLS: tuple[SkillSpec, ...] = (
         "collapse; strict_acc holds or rises instead of collapsing",
         validation_rule="pilot: ppo_kl_max <= 0.02, train_score_collapse < 0.5 and strict_acc_delta >= 0 vs parent "
         "(paired test). A policy that already collapsed does not recover within one pilot: the skill stops the "
-        "damage, and the controller's rollback (agent/rollback.py) tests it from the pre-collapse policy",
+        "damage, and the controller's rollback (agent/decisions/rollback.py) tests it from the pre-collapse policy",
         applicability=("*",),
         provenance=f"{PAPER} execution step (watch for entropy collapse or KL explosion), §12 (GRPO with Clip-Higher "
         "ε 0.20 / 0.27-0.28, token-level clipping); the KL and collapse thresholds are EvoTrainer's, set from the "

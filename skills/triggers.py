@@ -24,8 +24,8 @@ True, ``not unknown`` is unknown. Then:
 - a trigger whose value is unknown is **not matched**: a skill never fires on evidence the health report did
   not collect, even under ``not``;
 - it is **not silent** either: ``check`` returns the value with the names that were missing, and the
-  controller records every skill trigger left unknown, with those names, in case memory (``agent/triggers.py``);
-  the report's notes say why each metric has no data;
+  controller records every skill trigger left unknown, with those names, in case memory
+  (``agent/decisions/triggers.py``); the report's notes say why each metric has no data;
 - a skill that should act on missing evidence says so explicitly: ``not known(x) or x > 0.3`` fires when ``x``
   is missing or above 0.3; ``known(x) and x > 0.3`` is never unknown (False when ``x`` is missing).
 

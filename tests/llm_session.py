@@ -86,9 +86,9 @@ def fabricate_run(run_dir: Path, run_id: str, harness_dir: Path, steps: int = 3)
 
 def fake_session(tmp_path: Path, **context: Any) -> tuple[Any, dict[str, Any]]:
     """Start a real session on a copy of the demo harness with a fabricated v0; return (Context, State)."""
-    from agent import ledger
+    from agent.adapters import ledger
+    from agent.adapters.ledger import store_url
     from agent.context import Context
-    from agent.ledger import store_url
     from agent.nodes.common import session_main_commit
     from agent.session import start_session
     from diagnostics.report import build_report

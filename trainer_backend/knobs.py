@@ -2,7 +2,7 @@
 
 Declared once, next to the setting, as ``json_schema_extra=knob(...)`` on a backend config field
 (``trainer_backend/local/config.py``, ``trainer_backend/verl/config.py``), and read back with
-``declared_knobs(ConfigClass)``. The controller's exploration (``agent/knobs.py``,
+``declared_knobs(ConfigClass)``. The controller's exploration (``agent/decisions/knobs.py``,
 ``agent/policies/explore.py``) reads nothing else about a setting: which symptoms a move addresses is
 decided from the move's ``effects``, never from the setting's name.
 

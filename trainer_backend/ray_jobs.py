@@ -8,7 +8,7 @@ Idempotence across controller crashes rests on two rules:
 2. Write-ahead: a backend records the id in the run folder (`JobRecord`, ``ray_job.json``) *before* it
    submits. After a crash anywhere in between, the id is either on the cluster (the job is adopted) or not
    (it is submitted now); Ray itself refuses a second job with an existing id, so not even two racing
-   controllers can run one attempt twice. `handle.json` (agent/runs.py) is written after `submit` returns;
+   controllers can run one attempt twice. `handle.json` (agent/adapters/runs.py) is written after `submit` returns;
    a kill between the two is covered because `submit` adopts what the record names.
 
 The run folder must be on storage the controller and the cluster's nodes see at the same absolute path

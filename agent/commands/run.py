@@ -1,10 +1,11 @@
 """`evotrainer run`, `evotrainer resume` and `evotrainer approve`: start, continue and answer sessions.
 
-`run` checks everything a user can get wrong (the store, the harness, the repository: `agent.input_checks`,
-`agent.repos`; the chosen backend's settings: `agent.preflight`) before it creates anything, then saves the
-session's start input and settings (`input.json`, `context.json`) before the repository, branch and store
-rows exist, so `resume` can continue from any instant after `run` started (issue #13). The graph's progress
-is shown live (`agent.progress`); `--quiet` prints only where the session lives and its end.
+`run` checks everything a user can get wrong (the store, the harness, the repository:
+`agent.launch.input_checks`, `agent.launch.repos`; the chosen backend's settings: `agent.launch.preflight`)
+before it creates anything, then saves the session's start input and settings (`input.json`,
+`context.json`) before the repository, branch and store rows exist, so `resume` can continue from any instant
+after `run` started (issue #13). The graph's progress is shown live (`agent.commands.progress`); `--quiet`
+prints only where the session lives and its end.
 """
 
 from __future__ import annotations
@@ -131,11 +132,11 @@ def run(
     progress_every: ProgressEvery = 10.0,
 ) -> None:
     """Run an autonomous session; with no arguments, the demo on the bundled defective harness."""
-    from agent import preflight
-    from agent.bootstrap import ensure_session, new_session_id
     from agent.context import Context
-    from agent.input_checks import SetupError, check_harness, check_store
-    from agent.repos import DEMO_REPO, check_repo, choose_repo
+    from agent.launch import preflight
+    from agent.launch.bootstrap import ensure_session, new_session_id
+    from agent.launch.input_checks import SetupError, check_harness, check_store
+    from agent.launch.repos import DEMO_REPO, check_repo, choose_repo
 
     # Every check before anything is created, each one line and exit 2 (a `BadInput`: agent/cli.py).
     source = (harness or DEMO_HARNESS).resolve()
@@ -176,7 +177,7 @@ def run(
         raise typer.Exit(0 if valid else EXIT_BAD_INPUT)
     if llm and not os.environ.get("OPENAI_API_KEY"):
         fail("--llm needs OPENAI_API_KEY (any value for a local server) and OPENAI_BASE_URL for a non-OpenAI endpoint")
-    from agent import ledger
+    from agent.adapters import ledger
 
     out = console()
     workdir = Path(ctx.workdir).resolve()
@@ -209,8 +210,8 @@ def resume(
     progress_every: ProgressEvery = 10.0,
 ) -> None:
     """Continue a killed or paused session from its last checkpoint (or from its start, if it had none)."""
-    from agent import ledger
-    from agent.bootstrap import recorded_repo
+    from agent.adapters import ledger
+    from agent.launch.bootstrap import recorded_repo
 
     ctx, start = _load_context(session, db)
     url = ledger.store_url(ctx)
@@ -233,7 +234,7 @@ def approve(
     """Answer the session's pending gate (launch or promote), then resume it."""
     from langgraph.types import Command
 
-    from agent import ledger
+    from agent.adapters import ledger
     from store.repository import answer_gate, pending_gate
 
     ctx, start = _load_context(session, db)
@@ -281,8 +282,8 @@ def _drive(ctx: Any, session_id: str, graph_input: Any, start: dict[str, Any], q
     """Run the graph with the live display; print the gate, the failure or the summary at the end."""
     from rich.text import Text
 
-    from agent.input_checks import SetupError
-    from agent.progress import SessionProgress, SessionView, choose_form
+    from agent.commands.progress import SessionProgress, SessionView, choose_form
+    from agent.launch.input_checks import SetupError
     from agent.session import run_graph
 
     out = console()
@@ -346,7 +347,7 @@ def _write_traceback(ctx: Any, session_id: str) -> Path:
 
 def _describe(session_id: str, node: str, update: Any) -> str:
     """One line for a node's update; candidates by their one name (`v<i>.<k>-<slug>`, the control `v<i>.0-control`)."""
-    from agent.nodes.train import candidate_name, control_name
+    from agent.adapters.pilots import candidate_name, control_name
     from agent.routing import CONTROL_ID
 
     def name(candidate_id: str, iteration: int = 0) -> str:
@@ -400,7 +401,8 @@ def _print_llm_usage(ctx: Any, session_id: str, values: dict[str, Any]) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from agent import accounting, ledger
+    from agent.adapters import ledger
+    from agent.llm import accounting
 
     with ledger.db(ledger.db_url(ctx.db_url, ctx.workdir)) as db:
         per_node = accounting.usage_by_node(db, session_id)

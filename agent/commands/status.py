@@ -37,7 +37,7 @@ def _sessions_table(db: Session) -> Table | None:
     from rich.table import Table
     from rich.text import Text
 
-    from agent.accounting import total, usage_by_node
+    from agent.llm.accounting import total, usage_by_node
     from store.repository import list_sessions
 
     rows = list_sessions(db)
@@ -75,7 +75,7 @@ def _llm_table(db: Session, session_id: str) -> Table | None:
     """Tokens and cost of the session's LLM calls per node, or None when it made none."""
     from rich.table import Table
 
-    from agent.accounting import total, usage_by_node
+    from agent.llm.accounting import total, usage_by_node
 
     per_node = usage_by_node(db, session_id)
     if not per_node:
@@ -92,7 +92,7 @@ def _ledger_tables(db: Session, session_id: str, url: str) -> list[Table]:
     from rich.table import Table
     from rich.text import Text
 
-    from agent.nodes.train import candidate_name
+    from agent.adapters.pilots import candidate_name
     from store.models import EvoSession
     from store.repository import NotFoundError, get, session_candidates, session_ledger
 

@@ -1,10 +1,11 @@
 """`evotrainer train`: train one harness on a backend, with live progress and a closing summary.
 
-The harness gets the checks `run` gives it (`agent.input_checks.check_harness`, `agent.preflight.check_backend`:
-a trainer-key typo with the closest valid key, every data row), each one line and exit 2. Dispatches through
-`trainer_backend.plugin_of`; the local backend runs the trainer as a subprocess and this command follows its
-run folder: a progress bar on a terminal, plain progress lines elsewhere (`agent.progress.PlainLines`, as
-`run` prints them). Heavy imports happen inside the command function.
+The harness gets the checks `run` gives it (`agent.launch.input_checks.check_harness`,
+`agent.launch.preflight.check_backend`: a trainer-key typo with the closest valid key, every data row), each
+one line and exit 2. Dispatches through `trainer_backend.plugin_of`; the local backend runs the trainer as a
+subprocess and this command follows its run folder: a progress bar on a terminal, plain progress lines
+elsewhere (`agent.commands.progress.PlainLines`, as `run` prints them). Heavy imports happen inside the
+command function.
 """
 
 from __future__ import annotations
@@ -57,9 +58,9 @@ def train(
     from rich.text import Text
 
     import trainer_backend
-    from agent import preflight
     from agent.commands.output import EXIT_FAILED, console, fail
-    from agent.input_checks import check_harness
+    from agent.launch import preflight
+    from agent.launch.input_checks import check_harness
     from trainer_backend.base import RunSpec, RunStatus
 
     screen = console()
@@ -105,7 +106,7 @@ def train(
 
 def _follow_plain(out: Any, module: Any, handle: Any, out_dir: Path, every_s: float) -> None:
     """Print a plain progress line every `every_s` seconds while the run advances (no terminal: logs, CI)."""
-    from agent.progress import PlainLines, StepClock, observe, read_run
+    from agent.commands.progress import PlainLines, StepClock, observe, read_run
     from trainer_backend.base import RunStatus
 
     clock, started = StepClock(), time.monotonic()

@@ -16,7 +16,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from sqlalchemy import select
 
-from agent import ledger
+from agent.adapters import ledger
 from agent.context import Context
 from agent.state import BacktestInfo, CandidateInfo
 from diagnostics.backtest import failed_backtest
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 def backtest(payload: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
     """Backtest `payload["candidate"]`; idempotent through the backtest's `report.json`."""
-    from agent.preflight import candidate_refusal
+    from agent.launch.preflight import candidate_refusal
     from sandboxes.backtest import run_backtest
 
     ctx = runtime.context

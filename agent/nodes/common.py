@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from agent import ledger
+from agent.adapters import ledger
+from agent.adapters.runs import ensure_run, final_checkpoint
 from agent.context import Context
-from agent.runs import ensure_run, final_checkpoint
 from agent.state import PilotInfo, State
 from diagnostics.findings import HealthReport
 from diagnostics.schema import HEALTH_REPORT_FILE

@@ -8,7 +8,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from agent.context import Context
-from agent.evidence import Replication, apply_replication, final_strict_scores, replicate_check
+from agent.decisions.evidence import Replication, apply_replication, final_strict_scores, replicate_check
 from agent.nodes.common import cached_report, run_table, session_answer, session_roles
 from agent.routing import CONTROL_ID, current
 from agent.state import PilotInfo, State
@@ -17,7 +17,7 @@ from harness.answers import AnswerProtocol
 
 
 def confirm(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Turn the merge into a prune unless the improvement holds on the fresh seeds (agent/evidence.py)."""
+    """Turn the merge into a prune unless the improvement holds on the fresh seeds (agent/decisions/evidence.py)."""
     rep = state["replication"]
     cid = rep["candidate_id"]
     pilots = current(state.get("pilots"), state["iteration"])

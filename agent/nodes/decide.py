@@ -1,4 +1,4 @@
-"""decide: keep / prune / revert / merge each candidate (pure rule in agent/evidence.py); ask for replicates.
+"""decide: keep / prune / revert / merge each candidate (pure rule in agent/decisions/evidence.py); ask for replicates.
 
 In `evotrainer` mode a merge first needs its improvement seen again on fresh training seeds
 (`Context.replicates`): `decide` names the candidate in `replication`, the `replicate` fan-out re-trains
@@ -13,11 +13,11 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from agent.adapters.runs import continuation
 from agent.context import Context
-from agent.evidence import Evaluation
-from agent.evidence import decide as decide_rule
+from agent.decisions.evidence import Evaluation
+from agent.decisions.evidence import decide as decide_rule
 from agent.routing import CONTROL_ID, current
-from agent.runs import continuation
 from agent.state import State
 from diagnostics.stats import PairedComparison
 

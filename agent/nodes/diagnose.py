@@ -1,5 +1,5 @@
 """diagnose: write the incumbent's health report (four layers), flag a diagnostic gap, and say whether the
-incumbent's own run damaged its policy, so candidates restart from before it (agent/rollback.py).
+incumbent's own run damaged its policy, so candidates restart from before it (agent/decisions/rollback.py).
 
 The report also carries the reward evidence of the last iteration's arms that trained the incumbent's reward
 code (`diagnostics/shared_reward.py`): a reward exploit one of them learned is latent in the incumbent."""
@@ -11,10 +11,10 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from agent import ledger
+from agent.adapters import ledger
 from agent.context import Context
+from agent.decisions.rollback import rollback_point
 from agent.nodes.common import REPORT_FILE, cached_report, run_table, session_answer, session_roles
-from agent.rollback import rollback_point
 from agent.state import CandidateInfo, PilotInfo, State
 from diagnostics.findings import HealthReport, Severity
 from diagnostics.shared_reward import with_shared_reward_evidence

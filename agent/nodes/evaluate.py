@@ -8,7 +8,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from agent.context import Context
-from agent.evidence import Evaluation, final_strict_scores, paired
+from agent.decisions.evidence import Evaluation, final_strict_scores, paired
 from agent.nodes.common import cached_report, run_table, session_answer, session_roles
 from agent.routing import CONTROL_ID, current
 from agent.state import PilotInfo, State

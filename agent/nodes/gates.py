@@ -12,7 +12,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from agent import ledger
+from agent.adapters import ledger
 from agent.context import Context
 from agent.routing import current, passing_candidates
 from agent.state import State

@@ -13,10 +13,10 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from agent import ledger
+from agent.adapters import ledger
 from agent.context import Context
+from agent.decisions.rollback import START_CHECKPOINT_FILE
 from agent.nodes.common import pilot_from_result, run_training, session_main_commit
-from agent.rollback import START_CHECKPOINT_FILE
 from agent.state import State, VersionInfo
 from trainer_backend.base import LOG_FILE
 

@@ -4,8 +4,8 @@ The heuristic policy proposes the stored skills whose triggers match the incumbe
 one hands its slot to the next match); the slots the skills leave free explore when held-out accuracy stalled
 or fell (without a stall, only where a symptom names the knob: a setting outside its documented range, a
 biased filter, a training mix far from the held-out one, a misaligned reward component): single-factor probes over
-the harness's declared knobs (`agent/knobs.py`, `agent/policies/explore.py`), skipping what case memory says was
-already tried on the same symptoms. Skill triggers read the report's metrics plus the harness's context
+the harness's declared knobs (`agent/decisions/knobs.py`, `agent/policies/explore.py`), skipping what case
+memory says was already tried on the same symptoms. Skill triggers read the report's metrics plus the harness's context
 variables, its current settings (``setting/<key>``) and its reward components' agreement with the strict
 score, so a skill learned from a probe (`skills/learned.py`) can match the same signature elsewhere.
 """
@@ -18,13 +18,13 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from agent import ledger
-from agent.candidates import finalise_candidate, open_candidate, refuse_candidate
+from agent.adapters import ledger
 from agent.context import Context
-from agent.knobs import HarnessKnobs
+from agent.decisions.candidates import finalise_candidate, open_candidate, refuse_candidate
+from agent.decisions.knobs import HarnessKnobs
+from agent.decisions.triggers import record_unevaluated_triggers, trigger_metrics
 from agent.policies.heuristic import Proposal, propose_from_skills, propose_score_only
 from agent.state import CandidateInfo, State
-from agent.triggers import record_unevaluated_triggers, trigger_metrics
 from harness.manifest import Harness, load_harness
 
 # When a skill may be proposed again in a session: never after it was merged, refused or failed its
@@ -141,7 +141,7 @@ def settled_skills(candidates: list[CandidateInfo]) -> set[str]:
 
 
 def _knobs(ctx: Context, state: State, harness: Harness) -> HarnessKnobs:
-    from agent.knobs import harness_knobs
+    from agent.decisions.knobs import harness_knobs
     from agent.nodes.common import run_table, session_answer
 
     rows = run_table(Path(state["version"]["run_dir"]), session_answer(state)).train

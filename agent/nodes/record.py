@@ -15,10 +15,10 @@ from typing import Any, cast
 
 from langgraph.runtime import Runtime
 
-from agent import ledger
+from agent.adapters import ledger
+from agent.adapters.pilots import candidate_name
 from agent.context import Context
 from agent.nodes.common import session_main_commit
-from agent.nodes.train import candidate_name
 from agent.routing import CONTROL_ID, current
 from agent.state import CandidateInfo, DecisionInfo, State, VersionInfo
 
@@ -153,7 +153,7 @@ def _store(
 ) -> None:
     from sqlalchemy import select
 
-    from agent.learning import learn_from_merge, probe_case, probe_fields
+    from agent.policies.learning import learn_from_merge, probe_case, probe_fields
     from skills.repository import record_result
     from store import models, repository
     from store.types import DecisionOutcome
@@ -257,7 +257,7 @@ def _decline(ctx: Context, state: State, new: VersionInfo, steps_used: int) -> s
     Compares the continued version's final per-prompt strict scores with its continuation's (the same
     held-out prompts every decision uses); the final summary then recommends the better version as usual.
     """
-    from agent.evidence import decline_stop, final_strict_scores
+    from agent.decisions.evidence import decline_stop, final_strict_scores
     from agent.nodes.common import run_table, session_answer
 
     answer = session_answer(state)

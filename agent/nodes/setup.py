@@ -3,7 +3,7 @@
 A LangGraph Studio or SDK user starts a session with only `{"harness": PATH}` as input (settings in the
 run's `context`, docs/studio.md); the CLI creates its sessions before the graph starts, so for it this
 node only confirms the session exists. A `resume` after a kill before the first checkpoint lands here
-too and finishes the set-up (`agent.bootstrap.ensure_session` is idempotent).
+too and finishes the set-up (`agent.launch.bootstrap.ensure_session` is idempotent).
 
 Bad input raises `SetupError` (a `ValueError`), whose message the LangGraph server passes to the client
 as it is: the file or field and the fix, never "An internal error occurred".
@@ -17,10 +17,10 @@ from typing import Any
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from agent.bootstrap import ensure_session, new_session_id
 from agent.context import Context
-from agent.input_checks import SetupError
-from agent.server_context import ServerContext, check_client_input
+from agent.launch.bootstrap import ensure_session, new_session_id
+from agent.launch.input_checks import SetupError
+from agent.launch.server_context import ServerContext, check_client_input
 from agent.state import State
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from agent import ledger
+from agent.adapters import ledger
 from agent.context import Context
 from agent.nodes.common import cached_report, session_answer
 from agent.state import State
@@ -25,7 +25,7 @@ KEPT, REJECTED = ("merged", "kept"), ("pruned", "reverted")
 
 def upgrade_diagnostics(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Run the harness and built-in analyzers and merge their validated metrics into the report's metrics."""
-    from agent.analyzers import run_builtin_analyzers, run_harness_analyzers
+    from agent.adapters.analyzers import run_builtin_analyzers, run_harness_analyzers
     from store.repository import add_case, add_diagnostic_metric
 
     ctx = runtime.context

@@ -1,7 +1,7 @@
 """Exploration when nothing explains a stall: single-factor probes over the harness's declared knobs (issue 17).
 
 When held-out accuracy stalls or falls (`STALL`) and no stored skill matches, the heuristic policy still
-proposes: one move of one knob (`agent/knobs.py`: trainer settings with their safe range and effects, the
+proposes: one move of one knob (`agent/decisions/knobs.py`: trainer settings with their safe range and effects, the
 group filter, the data weights, the reward's components), each with a written hypothesis. The moves are
 drafted per kind of knob in `agent/policies/probe_drafts.py`; they are ranked by the abnormal health metrics
 they address, from the symptom table in `agent/policies/symptoms.py`:
@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 
-from agent.knobs import HarnessKnobs
+from agent.decisions.knobs import HarnessKnobs
 from agent.policies.heuristic import Metrics, ProbeInfo, Proposal
 from agent.policies.probe_drafts import ENTRY, KEEP_LIVE_FILTER, MIN_COVER_GAP, Draft, draft_probes
 from agent.policies.symptoms import (

@@ -1,8 +1,8 @@
 """The `llm` policy: a meta LLM proposes this iteration's candidates through a bounded tool loop.
 
 Runs inside the sync `propose` node. The model (langchain-openai `ChatOpenAI` on any OpenAI-compatible
-endpoint, or any chat model with `bind_tools` in tests) sees a bounded briefing (agent/prompts.py) and
-acts only through the tools of `agent.tools.Toolbox`; a tool refusal comes back as a `ToolMessage` it can
+endpoint, or any chat model with `bind_tools` in tests) sees a bounded briefing (agent/llm/prompts.py) and
+acts only through the tools of `agent.llm.tools.Toolbox`; a tool refusal comes back as a `ToolMessage` it can
 act on, and malformed tool-call JSON is answered the same way. Model output never ends the session: an
 unreadable reply is answered with the reason, tool failures of any kind are refusals, and a reply's tool
 calls are capped (`MAX_TOOL_CALLS_PER_REPLY`). What stays in the conversation is bounded and encodable
@@ -25,8 +25,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent import accounting, ledger, prompts
+from agent.adapters import ledger
 from agent.context import Context
+from agent.llm import accounting, prompts
 from agent.state import CandidateInfo, State
 from harness.manifest import Harness
 
@@ -74,7 +75,7 @@ def propose_with_llm(ctx: Context, state: State, harness: Harness, model: Any = 
     """
     from langchain_core.messages import HumanMessage, SystemMessage
 
-    from agent.tools import Toolbox
+    from agent.llm.tools import Toolbox
 
     url = ledger.store_url(ctx)
     outcome = LLMOutcome()

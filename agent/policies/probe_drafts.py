@@ -1,4 +1,4 @@
-"""Single-factor probe drafts, one builder per kind of knob (`agent/knobs.py`), issue 17.
+"""Single-factor probe drafts, one builder per kind of knob (`agent/decisions/knobs.py`), issue 17.
 
 A `Draft` is one move of one knob, with its template patch ops and params, the effects it has (matched
 against the symptom table, `agent/policies/symptoms.py`), a hypothesis's "what" and "why", and the symptoms
@@ -22,7 +22,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from agent.knobs import HarnessKnobs, TrainerKnob
+from agent.decisions.knobs import HarnessKnobs, TrainerKnob
 from agent.policies.heuristic import Metrics
 from agent.policies.symptoms import (
     ALIGNED_CORR,

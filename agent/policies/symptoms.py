@@ -21,7 +21,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from agent.knobs import ComponentEvidence
+from agent.decisions.knobs import ComponentEvidence
 from agent.policies.heuristic import Metrics
 from diagnostics.groups import BIASED_REWARD_GAP
 from diagnostics.sources import MIX_GAP_WARNING

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import orjson
 
-from agent.evidence import final_strict_scores, paired
+from agent.decisions.evidence import final_strict_scores, paired
 from diagnostics.agentic import per_step
 from diagnostics.behaviour import stop_shares_per_step
 from diagnostics.findings import HealthReport

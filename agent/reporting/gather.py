@@ -4,13 +4,13 @@ Plain functions returning frozen records; the HTML assembly (`agent/reporting/ht
 these. Nothing here raises on a missing artefact (a deleted run folder, a pruned branch, a repo that
 moved): the record carries a `note` saying what is missing, and the report shows it. A session that
 does not exist raises `store.repository.NotFoundError`. Candidates and pilot runs carry the candidate's
-one name `v<i>.<k>-<slug>` (`agent.nodes.train.candidate_name`); the control of iteration i is `v<i>.0-control`.
+one name `v<i>.<k>-<slug>` (`agent.adapters.pilots.candidate_name`); the control of iteration i is `v<i>.0-control`.
 
 Decision evidence: the ledger stores decision, outcome class and rationale for promoted versions; for
 candidates the status carries the decision, case memory the outcome and rationale, and the decision
 note commit on the candidate branch the controller's own words. The paired CI is recomputed from the
 pilot's and the control's final validation rollouts with the controller's function and seed
-(`agent.evidence.final_strict_scores` + `diagnostics.stats.paired_bootstrap`), so it matches the one
+(`agent.decisions.evidence.final_strict_scores` + `diagnostics.stats.paired_bootstrap`), so it matches the one
 the decision used whenever the artefacts are still there.
 """
 
@@ -23,7 +23,8 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from agent.nodes.train import candidate_name, parse_pilot_run_id
+from agent.adapters.pilots import candidate_name, parse_pilot_run_id
+from agent.adapters.runs import final_checkpoint
 from agent.reporting.artefacts import (
     CURVE_METRICS,
     OPTIM_METRICS,
@@ -47,7 +48,6 @@ from agent.reporting.records import (
     VersionHealth,
 )
 from agent.reporting.summary import session_summary
-from agent.runs import final_checkpoint
 from diagnostics.agentic_docs import HEADLINE_METRICS
 from diagnostics.findings import HealthReport
 from diagnostics.tool_roles import DEFAULT_ROLES, ToolRoles

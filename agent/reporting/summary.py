@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent.adapters.pilots import candidate_name
+from agent.adapters.runs import final_checkpoint
 from agent.context import Context
-from agent.nodes.train import candidate_name
 from agent.reporting.artefacts import REPORT_FILE, compare_pilot
-from agent.runs import final_checkpoint
 from diagnostics.stats import PairedComparison
 from trainer_backend.base import SUMMARY_FILE
 
@@ -322,17 +322,16 @@ def summary_renderables(s: SessionSummary) -> Sequence[RenderableType]:
     return [table, *(Text(line) for line in summary_lines(s))]
 
 
-def print_summary(ctx: Any, session_id: str, stop_reason: str = "", wall_s: float = 0.0, console: Any = None) -> None:
-    """Print the end-of-run summary of `session_id` (the store of `ctx`, its `min_effect` noise floor);
-    `wall_s` is this command's wall time (the store's counts the whole session, resumes included)."""
+def print_summary(ctx: Any, session_id: str, stop_reason: str, wall_s: float, console: Any) -> None:
+    """Print the end-of-run summary of `session_id` (the store of `ctx`, its `min_effect` noise floor) on the
+    rich `console`; `wall_s` is this command's wall time (the store's counts the whole session, resumes
+    included)."""
     import dataclasses
 
-    from agent import ledger
-    from agent.commands.output import console as cli_console
+    from agent.adapters import ledger
 
     with ledger.db(ledger.store_url(ctx)) as db:
         summary = session_summary(db, session_id, min_effect=ctx.min_effect, stop_reason=stop_reason)
     summary = dataclasses.replace(summary, command_wall_s=wall_s)
-    out = console or cli_console()
     for item in summary_renderables(summary):
-        out.print(item)
+        console.print(item)

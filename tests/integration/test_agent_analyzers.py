@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from agent.analyzers import run_harness_analyzers
+from agent.adapters.analyzers import run_harness_analyzers
 from diagnostics.schema import Rollout, write_rollouts
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

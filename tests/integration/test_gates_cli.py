@@ -19,9 +19,9 @@ import pytest
 from llm_session import fake_session
 from sqlalchemy import select
 
-from agent import ledger
+from agent.adapters import ledger
+from agent.adapters.ledger import store_url
 from agent.commands.run import _save_context
-from agent.ledger import store_url
 from store import models
 
 EVOTRAINER = [str(Path(sys.executable).parent / "evotrainer")]

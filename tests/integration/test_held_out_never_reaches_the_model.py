@@ -2,7 +2,7 @@
 
 Before the fix ``read_file data/val.jsonl`` was refused, yet ``sample_rollouts(split="val")`` printed each
 held-out prompt with its answer and ``run_analysis`` received ``val.jsonl`` itself. The rule is stated once
-(`agent.tool_base.HELD_OUT_RULE`, `held_out_scores`); here every registered tool is called with arguments
+(`agent.adapters.held_out.HELD_OUT_RULE`, `held_out_scores`); here every registered tool is called with arguments
 aimed at the held-out set (a tool added without a probe fails the test), over a real session whose held-out
 rollouts carry a marker in their prompt, response, reference answer and reward components. Scripts the
 model writes (analyses, proposed diagnostics, the harness's analyzers) see held-out scores only.
@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from llm_session import fake_session
 
-from agent.tool_base import HELD_OUT_SCORES, HELD_OUT_SPLIT
-from agent.tools import Toolbox
+from agent.adapters.held_out import HELD_OUT_SCORES, HELD_OUT_SPLIT
+from agent.llm.tools import Toolbox
 from harness.manifest import load_harness
 
 MARK = "HELDOUT"
@@ -116,7 +116,7 @@ def test_every_tool_keeps_held_out_text_and_answers_from_the_model(box: Toolbox)
 
 def test_the_harness_analyzers_see_held_out_scores_only(tmp_path: Path, git_available: None) -> None:
     """An analyzer the model wrote runs again on later runs; its metrics reach the health report."""
-    from agent.analyzers import run_analyzer
+    from agent.adapters.analyzers import run_analyzer
 
     _, state = fake_session(tmp_path, max_candidates=1)
     run_dir = Path(state["version"]["run_dir"])

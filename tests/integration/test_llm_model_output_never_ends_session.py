@@ -19,11 +19,11 @@ from llm_session import fake_session
 from mock_openai import MockOpenAI
 from sqlalchemy import func, select
 
-from agent import ledger
-from agent.ledger import store_url
+from agent.adapters import ledger
+from agent.adapters.ledger import store_url
+from agent.llm.tools import Toolbox
 from agent.nodes.propose import propose
 from agent.policies.llm import MAX_TOOL_CALLS_PER_REPLY, UNREADABLE_REPLY, propose_with_llm
-from agent.tools import Toolbox
 from harness.manifest import load_harness
 from store import models
 

@@ -15,8 +15,8 @@ from llm_session import fake_session
 from mock_openai import MockOpenAI, load_script
 from sqlalchemy import select
 
-from agent import ledger
-from agent.ledger import store_url
+from agent.adapters import ledger
+from agent.adapters.ledger import store_url
 from agent.nodes.propose import propose
 from agent.policies.llm import propose_with_llm
 from harness.manifest import load_harness
@@ -112,7 +112,7 @@ def test_price_per_1k_prices_every_call_from_the_reported_tokens(tmp_path: Path,
         {"content": "nothing worth trying", "usage": {"prompt_tokens": 20_000, "completion_tokens": 250}},
     ]  # fmt: skip
     _run(ctx, state, script)
-    from agent.accounting import session_usage
+    from agent.llm.accounting import session_usage
 
     spent = session_usage(store_url(ctx), state["session_id"])
     assert (spent.calls, spent.prompt_tokens, spent.completion_tokens) == (2, 30_000, 750)

@@ -15,8 +15,9 @@ from llm_session import fake_session
 from mock_openai import MockOpenAI
 from sqlalchemy import select
 
-from agent import accounting, ledger
-from agent.ledger import store_url
+from agent.adapters import ledger
+from agent.adapters.ledger import store_url
+from agent.llm import accounting
 from agent.policies.llm import propose_with_llm
 from harness.manifest import load_harness
 from store import models

@@ -247,7 +247,7 @@ def test_exact_continuation_in_segments_trains_like_one_run(harness: Path, tmp_p
 
 def test_a_run_whose_handle_was_never_written_is_adopted_not_launched_twice(harness: Path, tmp_path: Path) -> None:
     """A controller killed between launching a trainer and writing handle.json: the resumed one waits for it."""
-    from agent.runs import HANDLE_FILE, ensure_run
+    from agent.adapters.runs import HANDLE_FILE, ensure_run
 
     backend = BACKENDS["local"]
     spec = _spec(harness, tmp_path / "run", steps=4, seed=2)

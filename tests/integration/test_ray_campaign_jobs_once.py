@@ -31,7 +31,7 @@ from llm_session import copy_demo
 from ray_head import ray_head
 from sqlalchemy import select
 
-from agent.runs import HANDLE_FILE, ensure_run
+from agent.adapters.runs import HANDLE_FILE, ensure_run
 from harness.failures import Outcome
 from store import models
 from store.engine import make_engine, session_scope

@@ -74,8 +74,8 @@ def test_run_refuses_a_harness_holding_links_or_special_files(
 
 
 def test_a_git_harness_copied_into_a_separate_repo_refuses_a_link(tmp_path: Path, git_available: None) -> None:
-    from agent.bootstrap import ensure_session
-    from agent.input_checks import SetupError
+    from agent.launch.bootstrap import ensure_session
+    from agent.launch.input_checks import SetupError
     from sandboxes.git_worktree import init_session_repo
 
     secret = _secret(tmp_path)

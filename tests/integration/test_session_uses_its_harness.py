@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from agent.cli import app
 from agent.context import Context
-from agent.repos import choose_repo
+from agent.launch.repos import choose_repo
 from store import models
 from store.engine import make_engine, session_scope
 
@@ -97,7 +97,7 @@ def test_an_unreachable_database_is_refused_before_anything_exists(
 def test_a_repository_holding_another_harness_is_refused_with_both_paths_and_the_fix(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, git_available: None
 ) -> None:
-    from agent.bootstrap import ensure_session
+    from agent.launch.bootstrap import ensure_session
 
     first = copy_demo(tmp_path / "first")
     ensure_session(Context(workdir=str(tmp_path), sandbox="process"), "s-first", first, tmp_path / "repo")
@@ -157,8 +157,8 @@ def test_a_session_trains_its_own_harness_and_fails_loudly_when_v0_cannot_train(
 
 
 def test_a_git_harness_is_used_in_place_from_head_or_copied_as_it_is(tmp_path: Path, git_available: None) -> None:
-    from agent.bootstrap import ensure_session
-    from agent.input_checks import SetupError
+    from agent.launch.bootstrap import ensure_session
+    from agent.launch.input_checks import SetupError
 
     harness = copy_demo(tmp_path / "mine")
     for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "h"]):

@@ -30,7 +30,7 @@ from llm_session import copy_demo
 from mock_openai import MockOpenAI
 from sqlalchemy import select
 
-from agent import ledger
+from agent.adapters import ledger
 from store import models
 from store.engine import resolve_db_url
 

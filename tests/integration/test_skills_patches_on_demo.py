@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from scenario_cache import scenario_dir
 
-from agent.factors import check_candidate
+from agent.decisions.factors import check_candidate
 from harness.manifest import load_harness
 from sandboxes import git_worktree as gw
 from sandboxes import worktree_files as wf

@@ -24,7 +24,7 @@ import pytest
 from dev_server import dev_server
 from llm_session import copy_demo
 
-from agent.server_context import CLIENT_FIELDS, HARNESS_ROOTS_ENV
+from agent.launch.server_context import CLIENT_FIELDS, HARNESS_ROOTS_ENV
 
 pytestmark = [pytest.mark.slow]
 

@@ -17,8 +17,8 @@ from dev_server import dev_server as serve
 from llm_session import fake_session
 from sqlalchemy import select
 
-from agent import ledger
-from agent.ledger import store_url
+from agent.adapters import ledger
+from agent.adapters.ledger import store_url
 from store import models
 
 

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from agent.context import Context
-from agent.preflight import candidate_refusal
+from agent.launch.preflight import candidate_refusal
 from harness.failures import Outcome
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent.evidence import Evaluation, decide, final_strict_scores, paired
+from agent.decisions.evidence import Evaluation, decide, final_strict_scores, paired
 from diagnostics.schema import Rollout
 from diagnostics.stats import PairedComparison, paired_bootstrap
 from diagnostics.table import table_from_rollouts
@@ -100,7 +100,7 @@ def _scores(values: list[float]) -> dict[str, float]:
 
 
 def test_a_lucky_seed_does_not_replicate_and_the_merge_becomes_a_prune() -> None:
-    from agent.evidence import apply_replication, replicate_check
+    from agent.decisions.evidence import apply_replication, replicate_check
 
     control = _scores([1.0] * 50 + [0.0] * 50)
     lucky = _scores([1.0] * 58 + [0.0] * 42)  # +0.08 on the first seed
@@ -124,7 +124,7 @@ def test_a_lucky_seed_does_not_replicate_and_the_merge_becomes_a_prune() -> None
 
 
 def test_a_real_improvement_replicates_and_merges_on_pooled_evidence() -> None:
-    from agent.evidence import apply_replication, replicate_check
+    from agent.decisions.evidence import apply_replication, replicate_check
 
     control = _scores([1.0] * 50 + [0.0] * 50)
     better = _scores([1.0] * 65 + [0.0] * 35)
@@ -146,7 +146,7 @@ def test_a_real_improvement_replicates_and_merges_on_pooled_evidence() -> None:
 
 
 def test_replication_with_a_new_hack_alert_is_not_confirmed() -> None:
-    from agent.evidence import replicate_check
+    from agent.decisions.evidence import replicate_check
     from diagnostics.findings import Finding, Layer, Severity
 
     control = _scores([1.0] * 50 + [0.0] * 50)

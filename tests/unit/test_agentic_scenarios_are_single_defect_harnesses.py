@@ -141,7 +141,7 @@ def test_each_named_seed_skill_exists_and_fits_the_scenarios_factor() -> None:
 def test_a_stalled_run_cut_at_the_turn_token_cap_probes_a_longer_turn_budget(tmp_path: Path) -> None:
     # The v0 run of turn-token-cap (seed 0): half the held-out episodes stop at the per-turn cap, and held-out
     # accuracy stalls. The response cap of single-turn runs (max_new_tokens) is no knob of an agentic harness.
-    from agent.knobs import harness_knobs
+    from agent.decisions.knobs import harness_knobs
     from agent.nodes.propose import probe_metrics
     from agent.policies.explore import propose_probes
     from skills.patches import apply_skill

@@ -143,6 +143,57 @@ def test_no_import_circle() -> None:
     assert not found, f"import circles (move the shared helper to a module both can import): {found}"
 
 
+# Inside agent/: its sub-packages (and top-level modules) on floors of their own, by the same rule. Lower floors
+# know nothing of the campaign above them: the graph's state and settings, then the I/O adapters (store, runs,
+# the held-out rule), the decision rules, the meta LLM's tools, the policies, the graph's nodes and the
+# reporting, the graph, the session runner, the CLI.
+AGENT_FLOORS = {
+    "state": 0,
+    "prices": 0,
+    "context": 1,
+    "routing": 1,
+    "adapters": 2,
+    "decisions": 3,
+    "launch": 3,
+    "llm": 4,
+    "policies": 5,
+    "nodes": 6,
+    "reporting": 6,
+    "graph": 7,
+    "session": 8,
+    "commands": 9,
+    "cli": 10,
+}
+
+
+def agent_upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Imports between agent's parts that go to the same or a higher floor (`AGENT_FLOORS`)."""
+    bad = []
+    for src, targets in graph.items():
+        if not src.startswith("agent."):
+            continue
+        a = src.split(".")[1]
+        for dst in targets:
+            if not dst.startswith("agent.") or dst.split(".")[1] == a:
+                continue
+            b = dst.split(".")[1]
+            if a in AGENT_FLOORS and b in AGENT_FLOORS and AGENT_FLOORS[b] >= AGENT_FLOORS[a]:
+                bad.append(f"{src} -> {dst} ({a} is floor {AGENT_FLOORS[a]}, {b} is floor {AGENT_FLOORS[b]})")
+    return sorted(bad)
+
+
+def test_agent_has_few_top_level_modules_and_its_parts_import_only_lower_floors() -> None:
+    top = {p.stem for p in (ROOT / "agent").glob("*.py") if p.stem != "__init__"}
+    parts = {p.name for p in (ROOT / "agent").iterdir() if (p / "__init__.py").is_file()}
+    assert len(top) <= 8, f"agent/ has {len(top)} top-level modules: give them a sub-package ({sorted(top)})"
+    assert top | parts == set(AGENT_FLOORS), "every part of agent/ has a floor in AGENT_FLOORS"
+    for part in parts:
+        doc = ast.get_docstring(ast.parse((ROOT / "agent" / part / "__init__.py").read_text()))
+        assert doc, f"agent/{part}/__init__.py says what the sub-package owns"
+    bad = agent_upward_imports(import_graph(ROOT))
+    assert not bad, "agent/ imports that go up (move the shared code down a floor):\n" + "\n".join(bad)
+
+
 def test_the_checks_see_lazy_upward_imports_and_circles(tmp_path: Path) -> None:
     for package in LAYERS:
         (tmp_path / package).mkdir()
@@ -153,3 +204,10 @@ def test_the_checks_see_lazy_upward_imports_and_circles(tmp_path: Path) -> None:
     graph = import_graph(tmp_path)
     assert upward_imports(graph) == ["harness.m -> agent.x (harness is floor 0, agent is floor 5)"]
     assert circles(graph) == [["agent.x", "agent.y"]]
+    (tmp_path / "agent" / "nodes").mkdir()
+    (tmp_path / "agent" / "nodes" / "__init__.py").write_text("")
+    (tmp_path / "agent" / "nodes" / "n.py").write_text("")
+    (tmp_path / "agent" / "state.py").write_text("def f():\n    from agent.nodes import n\n")
+    assert agent_upward_imports(import_graph(tmp_path)) == [
+        "agent.state -> agent.nodes.n (state is floor 0, nodes is floor 6)"
+    ]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.analyzers import run_builtin_analyzers
+from agent.adapters.analyzers import run_builtin_analyzers
 from diagnostics.analyzers import builtin_metrics, jaccard_distance, shingles
 from diagnostics.schema import Rollout, write_rollouts
 from harness.answers import AnswerProtocol
@@ -69,7 +69,7 @@ def test_the_upgrade_node_stores_every_validation_and_merges_what_separates(tmp_
 
     from sqlalchemy import select
 
-    from agent import ledger
+    from agent.adapters import ledger
     from agent.context import Context
     from agent.nodes.upgrade import upgrade_diagnostics
     from store import engine as store_engine

@@ -6,7 +6,7 @@ The run id is `<session>-<name>` (the control of iteration i: `<session>-v<i>.0-
 
 from __future__ import annotations
 
-from agent.nodes.train import candidate_name, parse_pilot_run_id, pilot_run_id
+from agent.adapters.pilots import candidate_name, parse_pilot_run_id, pilot_run_id
 from sandboxes.git_worktree import candidate_branch
 from store.repository import candidate_id
 

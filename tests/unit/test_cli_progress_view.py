@@ -13,8 +13,17 @@ from pathlib import Path
 
 from rich.console import Console
 
+from agent.commands.progress import (
+    SessionProgress,
+    SessionView,
+    StepClock,
+    choose_form,
+    describe_run,
+    duration,
+    eta_s,
+    read_run,
+)
 from agent.commands.run import _describe
-from agent.progress import SessionProgress, SessionView, StepClock, choose_form, describe_run, duration, eta_s, read_run
 
 
 def _run_dir(root: Path, name: str, steps: int, done: int, *, summary: str | None = None) -> Path:
@@ -121,7 +130,7 @@ def test_the_form_follows_the_terminal_and_quiet() -> None:
 
 
 def test_an_unchanged_run_is_printed_again_after_the_heartbeat(tmp_path: Path) -> None:
-    import agent.progress as progress
+    import agent.commands.progress as progress
 
     display, _ = _display(tmp_path)
     _run_dir(tmp_path, "slow", steps=10, done=1)

@@ -1,10 +1,10 @@
 """Issue 26 §4: a bad data row stops a session before anything exists, naming the file, the line and the field.
 
-The run's preflight (`agent.preflight.check_backend` → `check_data`) streams every row of the training,
+The run's preflight (`agent.launch.preflight.check_backend` → `check_data`) streams every row of the training,
 held-out and warm-start files and checks the data selection, by the rules the trainer itself applies
 (`harness.rows`, one definition): each broken demo copy below is refused by the preflight and by the
 trainer's own readers with the same words. `evotrainer run` and `train` exit 2 with that one line, and a
-Studio / SDK session (`agent.bootstrap.ensure_session`) refuses it too; no session folder, repository or
+Studio / SDK session (`agent.launch.bootstrap.ensure_session`) refuses it too; no session folder, repository or
 store is created.
 """
 
@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from agent.context import Context
-from agent.input_checks import SetupError
-from agent.preflight import check_backend
+from agent.launch.input_checks import SetupError
+from agent.launch.preflight import check_backend
 from harness.rows import RowError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -130,7 +130,7 @@ def test_run_and_train_exit_2_with_the_row_before_creating_anything(tmp_path: Pa
 
 
 def test_a_studio_session_is_refused_before_its_repository_exists(tmp_path: Path) -> None:
-    from agent.bootstrap import ensure_session
+    from agent.launch.bootstrap import ensure_session
 
     harness = _demo(tmp_path)
     _edit_row(harness / "data/val.jsonl", 3, lambda r: _renamed(r, "ground_truth", "answer"))

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.evidence import final_strict_scores
+from agent.decisions.evidence import final_strict_scores
+from agent.decisions.rollback import rollback_point
 from agent.nodes import common
-from agent.rollback import rollback_point
 from agent.state import VersionInfo
 from diagnostics import table as table_module
 from diagnostics.schema import Rollout, write_rollouts

@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy.orm import Session
 
 from agent.context import Context
-from agent.knobs import harness_knobs
+from agent.decisions.knobs import harness_knobs
 from agent.nodes.propose import offline_proposals, probe_metrics
 from agent.policies.explore import SYMPTOMS
 from harness.manifest import Harness, load_harness
@@ -124,9 +124,9 @@ def test_case_memory_keeps_a_probe_from_being_repeated_blindly(store: tuple[Cont
 def test_a_probe_whose_backtest_failed_is_filed_and_not_proposed_again(
     store: tuple[Context, str], harness: Harness
 ) -> None:
-    """`record` files a failed probe with `agent.learning.probe_case` (outcome regression: not pushed further)."""
-    from agent.learning import probe_case, probe_fields
+    """`record` files a failed probe with `learning.probe_case` (outcome regression: not pushed further)."""
     from agent.nodes.propose import probe_info
+    from agent.policies.learning import probe_case, probe_fields
     from agent.state import CandidateInfo
 
     ctx, url = store

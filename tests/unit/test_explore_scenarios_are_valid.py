@@ -17,7 +17,7 @@ import pytest
 import yaml
 from scenario_cache import scenario_dir
 
-from agent.knobs import harness_knobs
+from agent.decisions.knobs import harness_knobs
 from agent.nodes.propose import probe_metrics
 from agent.policies.explore import UNPROMPTED, case_key, propose_probes
 from harness.calls import load_function

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.factors import check_candidate, classify_path, parse_diff
+from agent.decisions.factors import check_candidate, classify_path, parse_diff
 from harness.manifest import Harness, load_harness
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "arithmetic"

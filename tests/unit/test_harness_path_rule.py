@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.factors import check_candidate
+from agent.decisions.factors import check_candidate
 from harness.manifest import Harness, Manifest
 from harness.paths import PathRuleError, normalise
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from scenario_cache import scenario_dir
 
+from agent.decisions.triggers import trigger_metrics
 from agent.nodes.diagnose import shared_reward_arms
-from agent.triggers import trigger_metrics
 from diagnostics.findings import HealthReport, Layer, Severity, graded
 from diagnostics.score import REWARDED_WRONG_CRITICAL, REWARDED_WRONG_WARNING
 from diagnostics.shared_reward import SHARED_PREFIX, reward_metrics_with_shared, with_shared_reward_evidence

@@ -1,7 +1,7 @@
 """Issue 17, skills learned from wins: a merged probe becomes a stored skill another harness retrieves first.
 
 Session A (the arithmetic demo, domain math) stalls with symptoms no seed skill reads; the offline policy
-proposes probes and the top one merges. The record step's learning code (`agent.learning.learn_from_merge`,
+proposes probes and the top one merges. The record step's learning code (`agent.policies.learning.learn_from_merge`,
 what `record` calls on a merge) stores it as a learned skill: a trigger over documented metric names from
 the signature that preceded the win, the patch as a template, provenance and one win. Session B on another
 harness (the skeleton, domain sorting) with the same symptoms gets that skill as its first proposal, and
@@ -20,10 +20,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from agent.context import Context
-from agent.knobs import harness_knobs
-from agent.learning import learn_from_merge
+from agent.decisions.knobs import harness_knobs
 from agent.nodes.propose import offline_proposals, probe_info, probe_metrics
 from agent.policies.heuristic import Proposal
+from agent.policies.learning import learn_from_merge
 from agent.state import CandidateInfo, DecisionInfo, State
 from harness.manifest import Harness, load_harness
 from skills.models import SkillSpec

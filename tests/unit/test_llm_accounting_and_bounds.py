@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from agent import accounting, prompts
 from agent.context import Context
+from agent.llm import accounting, prompts
 from agent.nodes.gates import effective_gate
 from agent.policies import llm
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from agent import accounting
 from agent.context import Context
+from agent.llm import accounting
 
 ROOT = Path(__file__).resolve().parents[2]
 

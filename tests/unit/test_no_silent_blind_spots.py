@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from diag_golden_runs import build_cases
 
 from agent.context import Context
-from agent.triggers import record_unevaluated_triggers
+from agent.decisions.triggers import record_unevaluated_triggers
 from diagnostics.report import build_report
 from harness.answers import AnswerProtocol
 from harness.manifest import load_harness
@@ -85,7 +85,7 @@ def test_unknown_seed_triggers_are_listed_with_their_missing_metrics() -> None:
 def test_the_propose_step_records_unknown_triggers_in_case_memory_once(tmp_path: Path) -> None:
     from sqlalchemy import select
 
-    from agent import ledger
+    from agent.adapters import ledger
     from skills.repository import seed_skills
     from store import engine as store_engine
     from store import repository as repo
@@ -145,7 +145,7 @@ BLIND = [
 def test_a_trigger_over_a_metric_without_data_follows_its_unknown_semantics_and_the_report_says_why(
     tmp_path: Path, metric: str, rule: str, reason: str
 ) -> None:
-    from agent.triggers import trigger_metrics
+    from agent.decisions.triggers import trigger_metrics
     from diagnostics.findings import Severity, render_text
 
     report = build_report(_blind_run(tmp_path / "old"))
@@ -173,7 +173,7 @@ def test_a_trigger_over_a_metric_without_data_follows_its_unknown_semantics_and_
 
 
 def test_a_seed_trigger_left_unknown_by_a_blind_report_is_listed_with_the_report_s_reason(tmp_path: Path) -> None:
-    from agent.triggers import trigger_metrics
+    from agent.decisions.triggers import trigger_metrics
 
     report = build_report(_blind_run(tmp_path / "old"))
     metrics = trigger_metrics(report.metrics, load_harness(EXAMPLES / "arithmetic-oracle"))

@@ -6,7 +6,7 @@ The never-reward-brevity guard works at two levels: at proposal time its trigger
 (`turns_reward_corr`); at decision time the pilot's health report carries the agentic hack alerts
 (`AGENTIC_HACK_ALERT_IDS`: one-turn collapse, paid without success, reward pays fewer turns / tool calls),
 and a new one turns the strict improvement into "mixed": pruned, never merged. The pilots are real run
-folders read by the evaluate node's own code (`agent.nodes.evaluate`), decided by `agent.evidence.decide`.
+folders read by the evaluate node's own code (`agent.nodes.evaluate`), decided by `agent.decisions.evidence.decide`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import agentic_episodes as E
 from agentic_harness import EFFICIENCY
 
-from agent.evidence import Evaluation, decide
+from agent.decisions.evidence import Evaluation, decide
 from agent.nodes.common import cached_report
 from agent.nodes.evaluate import _evaluate_one
 from agent.state import PilotInfo

@@ -1,8 +1,8 @@
 """Issue 17: a candidate that only moves settings back into their documented range is held to non-inferiority.
 
-`agent.knobs.range_restoration` says which candidates qualify (read from the real scenario harnesses:
+`agent.decisions.knobs.range_restoration` says which candidates qualify (read from the real scenario harnesses:
 cold-sampling's defective and oracle forms differ in `temperature` only, 0.1 against the documented
-[0.7, 1.2]); `diagnostics.stats.classify_restoration` and `agent.evidence.replicate_check` decide them. Every
+[0.7, 1.2]); `diagnostics.stats.classify_restoration` and `agent.decisions.evidence.replicate_check` decide them. Every
 other candidate keeps the superiority rule, so a null candidate is never helped by this.
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from scenario_cache import scenario_dir
 
-from agent.evidence import Evaluation, decide, replicate_check
-from agent.knobs import range_restoration
+from agent.decisions.evidence import Evaluation, decide, replicate_check
+from agent.decisions.knobs import range_restoration
 from diagnostics.stats import classify_outcome, classify_restoration, paired_bootstrap
 from harness.manifest import load_harness
 
@@ -85,8 +85,8 @@ def test_anything_more_or_else_is_not_a_restoration(pair: tuple[Path, Path]) -> 
 
 
 def test_a_candidate_whose_harness_does_not_load_is_no_restoration(pair: tuple[Path, Path]) -> None:
-    from agent.candidates import _restored as flag
     from agent.context import Context
+    from agent.decisions.candidates import _restored as flag
 
     parent, cand = pair
     (cand / "evotrainer.yaml").write_text("name: [unclosed\n")

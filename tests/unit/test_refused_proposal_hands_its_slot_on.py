@@ -19,7 +19,7 @@ from scenario_cache import scenario_dir
 from sqlalchemy.orm import Session
 
 from agent.context import Context
-from agent.knobs import harness_knobs
+from agent.decisions.knobs import harness_knobs
 from agent.nodes import propose as node
 from agent.policies.heuristic import Proposal
 from agent.state import CandidateInfo

@@ -1,4 +1,4 @@
-"""agent/rollback.py: candidates restart from the incumbent's start only after its run collapsed held-out."""
+"""agent/decisions/rollback.py: candidates restart from the incumbent's start only after its run collapsed held-out."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.rollback import rollback_point
+from agent.decisions.rollback import rollback_point
 from agent.state import VersionInfo
 from diagnostics.schema import Rollout, write_rollouts
 

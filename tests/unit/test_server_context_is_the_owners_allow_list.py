@@ -17,8 +17,8 @@ import pytest
 
 from agent.context import Context
 from agent.graph import builder, graph
-from agent.input_checks import SetupError
-from agent.server_context import CLIENT_FIELDS, HARNESS_ROOTS_ENV, OWNER_ENV, ClientContextError, ServerContext
+from agent.launch.input_checks import SetupError
+from agent.launch.server_context import CLIENT_FIELDS, HARNESS_ROOTS_ENV, OWNER_ENV, ClientContextError, ServerContext
 
 
 @pytest.fixture

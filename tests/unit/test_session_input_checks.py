@@ -1,6 +1,6 @@
 """Issue #14: every mistake a user makes when starting a session is one clear error naming file/field and fix.
 
-`agent.input_checks.check_harness` on copies of the demo harness with one mistake each; no git, no store.
+`agent.launch.input_checks.check_harness` on copies of the demo harness with one mistake each; no git, no store.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.input_checks import SetupError, check_harness, check_store, closest
+from agent.launch.input_checks import SetupError, check_harness, check_store, closest
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "arithmetic"
 

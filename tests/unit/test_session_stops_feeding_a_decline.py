@@ -1,6 +1,6 @@
 """Issue 29 §2: a control-only iteration that makes the incumbent significantly worse ends the session.
 
-The rule (`agent/evidence.py: decline_stop`) compares the continued version's per-prompt strict scores with
+The rule (`agent/decisions/evidence.py: decline_stop`) compares the continued version's per-prompt strict scores with
 its continuation's; `record` applies it only when the iteration had no candidate to decide on.
 """
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.context import Context
-from agent.evidence import decline_stop
+from agent.decisions.evidence import decline_stop
 from agent.nodes.record import _decline
 from diagnostics.schema import Rollout, write_rollouts
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agent.factors import check_candidate
-from agent.preflight import _unread_changes
+from agent.decisions.factors import check_candidate
+from agent.launch.preflight import _unread_changes
 from harness.manifest import load_harness
 from skills.patches import SkillPatchError, apply_skill
 from skills.seeds import SEED_SKILLS

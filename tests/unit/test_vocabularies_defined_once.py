@@ -23,7 +23,8 @@ HOMES = {
     "sandbox modes": ("sandboxes/modes.py", SANDBOX_MODES),
     "backend names": ("harness/manifest.py", get_args(BackendName)),
     "factor names": ("store/types.py", get_args(Factor)),
-    "session modes": ("store/vocab.py", get_args(SessionMode)),  # agent/factors.py and skills/models.py extend it
+    # agent/decisions/factors.py and skills/models.py extend the session modes
+    "session modes": ("store/vocab.py", get_args(SessionMode)),
 }
 
 

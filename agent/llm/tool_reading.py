@@ -1,18 +1,19 @@
 """The tools that read: the incumbent's evidence, the editable files, and the skill and case memory.
 
-Mixed into `agent.tools.Toolbox`. None of them changes a candidate. Each writes its lookup to the search
+Mixed into `agent.llm.tools.Toolbox`. None of them changes a candidate. Each writes its lookup to the search
 trace with the references it showed (evidence ids, paths, skill names, case ids; none for a listing or an
 analysis), so a candidate that later cites them marks the lookup used. Files are listed and read only on
 the editable surface and never through a link (`sandboxes.worktree_files`): protected files are neither
 listed nor shown. A file is shown `MAX_FILE_CHARS` at a time from an offset; an analysis script runs in
 the sandbox within the iteration's analysis budget. Held-out rollouts are shown, and handed to scripts, as
-scores only (`agent.tool_base.HELD_OUT_RULE`).
+scores only (`agent.adapters.held_out.HELD_OUT_RULE`).
 """
 
 from __future__ import annotations
 
-from agent.tool_args import NoArgs, PathArgs, ReadFileArgs, RunAnalysisArgs, SampleRolloutsArgs, SearchArgs
-from agent.tool_base import HELD_OUT_RULE, HELD_OUT_SPLIT, ToolboxBase, ToolError, open_db
+from agent.adapters.held_out import HELD_OUT_RULE, HELD_OUT_SPLIT
+from agent.llm.tool_args import NoArgs, PathArgs, ReadFileArgs, RunAnalysisArgs, SampleRolloutsArgs, SearchArgs
+from agent.llm.tool_base import ToolboxBase, ToolError, open_db
 
 MAX_FILE_CHARS = 6000
 SKIP_DIRS = frozenset({".git", "__pycache__", ".venv", ".pytest_cache"})
@@ -150,7 +151,7 @@ class ReadingTools(ToolboxBase):
 
     def search_skills(self, a: SearchArgs) -> str:
         """Skills the current health metrics trigger (ranked), or every skill matching the query words."""
-        from agent.triggers import trigger_metrics
+        from agent.decisions.triggers import trigger_metrics
         from skills.models import SkillRecord
         from skills.repository import list_skills, rank
 

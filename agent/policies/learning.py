@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from agent import ledger
+from agent.adapters import ledger
 from agent.context import Context
 from agent.state import CandidateInfo, DecisionInfo, State
 
@@ -67,8 +67,8 @@ def learn_from_merge(
 
 def _from_llm_change(state: State, cand: CandidateInfo, provenance: str) -> Any:
     """The skill an LLM's merged edit teaches, or a string saying why none."""
+    from agent.decisions.triggers import trigger_metrics
     from agent.policies.explore import STALL, abnormal, stalled
-    from agent.triggers import trigger_metrics
     from harness.manifest import load_harness
     from skills.learned import from_change, signature_trigger
 

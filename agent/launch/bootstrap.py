@@ -2,7 +2,7 @@
 
 Used by `evotrainer run` (before the graph starts) and by the graph's `setup` node (LangGraph Studio / SDK
 sessions, and a `resume` after a kill before the first checkpoint). Every input is checked first
-(`agent.input_checks`, `agent.repos`); nothing is created for bad input.
+(`agent.launch.input_checks`, `agent.launch.repos`); nothing is created for bad input.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent import ledger
+from agent.adapters import ledger
 from agent.context import Context
 from sandboxes.git_worktree import is_repo_root
 
@@ -28,7 +28,7 @@ def ensure_session(ctx: Context, session_id: str, harness: Path | None, repo: Pa
     Idempotent and safe to repeat after a kill at any instant (issue #13): a session row that exists means
     set-up finished; otherwise every step checks what is there first, and a repository copy is built in a
     staging folder named after the session and renamed into place only once committed. Every input is
-    checked (`agent.input_checks`, `agent.repos.check_repo`) before anything is created.
+    checked (`agent.launch.input_checks`, `agent.launch.repos.check_repo`) before anything is created.
 
     Returns:
         The root of the session's repository (the graph's `harness_dir`).
@@ -38,9 +38,9 @@ def ensure_session(ctx: Context, session_id: str, harness: Path | None, repo: Pa
     """
     from git import Repo
 
-    from agent.input_checks import SetupError, check_harness, check_store
-    from agent.preflight import check_backend
-    from agent.repos import check_repo, choose_repo
+    from agent.launch.input_checks import SetupError, check_harness, check_store
+    from agent.launch.preflight import check_backend
+    from agent.launch.repos import check_repo, choose_repo
     from sandboxes import git_worktree as gw
     from store.engine import upgrade
     from store.models import EvoSession

@@ -1,7 +1,7 @@
 """Prompts of the meta LLM (the `llm` policy): constants and one pure function that renders the briefing.
 
 The briefing is a bounded summary (alerts, key metrics, budgets, the editable surface), never raw logs:
-the model pulls details through its tools (agent/tools.py).
+the model pulls details through its tools (agent/llm/tools.py).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.context import Context
-from agent.input_checks import SetupError
+from agent.launch.input_checks import SetupError
 
 # Every Context field a client may choose; the rest are the owner's (`OWNER_ENV`).
 CLIENT_FIELDS = (

@@ -1,8 +1,8 @@
 """The tools that act on a candidate: open it, edit its files, backtest it, submit it, add a diagnostic.
 
-Mixed into `agent.tools.Toolbox`. At most one candidate is open at a time and the iteration's candidate
+Mixed into `agent.llm.tools.Toolbox`. At most one candidate is open at a time and the iteration's candidate
 and backtest budgets bound how many are opened and backtested. A candidate goes through the same
-lifecycle and single-factor check as every policy's (`agent.candidates`): `submit_candidate` commits and
+lifecycle and single-factor check as every policy's (`agent.decisions.candidates`): `submit_candidate` commits and
 records it, or records it as refused with the reason, which comes back to the model. Edits are written
 only on the editable surface and never through a link (`sandboxes.worktree_files`); a candidate committed
 by an earlier run is submitted as it is, never edited.
@@ -15,8 +15,8 @@ import json
 import re
 from pathlib import Path
 
-from agent.candidates import FACTORS, finalise_candidate, open_candidate, refuse_candidate
-from agent.tool_args import (
+from agent.decisions.candidates import FACTORS, finalise_candidate, open_candidate, refuse_candidate
+from agent.llm.tool_args import (
     ApplyPatchArgs,
     CreateCandidateArgs,
     FinishArgs,
@@ -25,7 +25,7 @@ from agent.tool_args import (
     SubmitArgs,
     WriteFileArgs,
 )
-from agent.tool_base import ToolboxBase, ToolError, open_db
+from agent.llm.tool_base import ToolboxBase, ToolError, open_db
 from harness.manifest import Harness
 
 

@@ -42,7 +42,7 @@ from trainer_backend import plugin_of
 from trainer_backend.base import RunSpec
 
 if TYPE_CHECKING:  # imported where used: `run` checks its input before the graph's modules load (issue 26)
-    from agent.nodes.train import PilotPlan
+    from agent.adapters.pilots import PilotPlan
     from diagnostics.backtest import BacktestResult
 
 log = logging.getLogger(__name__)
@@ -131,7 +131,7 @@ def plan_session(ctx: Context, harness_dir: Path, out: Path | None = None) -> tu
         "version": {"checkpoint": str(plugin_of(ctx.backend).future_checkpoint(v0.spec)), "steps": ctx.base_steps},
         "rollback": {},
     }
-    from agent.nodes.train import plan_pilot
+    from agent.adapters.pilots import plan_pilot
     from store.repository import candidate_id
 
     pilots: list[tuple[str, dict[str, Any] | None]] = [("control (the incumbent harness, continued)", None)]
@@ -206,7 +206,7 @@ def candidate_problems(ctx: Context, payload: dict[str, Any], out_dir: Path) -> 
     Raises:
         RuntimeError: the validation itself crashed (an infra error, not the candidate's).
     """
-    from agent.nodes.train import plan_pilot
+    from agent.adapters.pilots import plan_pilot
 
     check = plugin_of(ctx.backend).check_candidate
     if check is None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.evidence import paired
+from agent.decisions.evidence import paired
 from agent.state import VersionInfo
 from diagnostics.schema import START_CHECKPOINT
 from diagnostics.stats import paired_bootstrap

@@ -80,7 +80,7 @@ def budget_stop(spent: Usage, max_tokens: int, max_cost_usd: float) -> str:
 def record_usage(url: str, *, session_id: str, node: str, model: str, prompt_tokens: int, completion_tokens: int,
                  cost_usd: float) -> None:  # fmt: skip
     """Store one call's tokens and cost."""
-    from agent import ledger
+    from agent.adapters import ledger
     from store.repository import add_llm_usage
 
     with ledger.db(url) as db:
@@ -128,7 +128,7 @@ def total(usages: Iterable[Usage]) -> Usage:
 
 def session_usage(url: str, session_id: str) -> Usage:
     """Return the session's total LLM usage."""
-    from agent import ledger
+    from agent.adapters import ledger
 
     with ledger.db(url) as db:
         return total(usage_by_node(db, session_id).values())
@@ -138,7 +138,7 @@ def trace_lookup(
     url: str, *, session_id: str, tool: str, query: str, result_summary: str, node: str = "propose"
 ) -> int:
     """Append one lookup to the search trace (unused until a submitted candidate references it); return its id."""
-    from agent import ledger
+    from agent.adapters import ledger
     from store.repository import record_search
 
     with ledger.db(url) as db:
@@ -151,7 +151,7 @@ def mark_used(url: str, trace_ids: Iterable[int]) -> None:
     """Mark search-trace rows as used (they informed a submitted candidate)."""
     from sqlalchemy import select
 
-    from agent import ledger
+    from agent.adapters import ledger
     from store.models import SearchTrace
 
     ids = sorted(set(trace_ids))

@@ -1,4 +1,4 @@
-"""What every tool of `agent.tools.Toolbox` stands on: the tool record, the refusal, and the shared plumbing.
+"""What every tool of `agent.llm.tools.Toolbox` stands on: the tool record, the refusal, and the shared plumbing.
 
 `ToolError` is a refusal the model reads (`Toolbox.call` turns it into ``ERROR: ...`` text). `Tool` pairs a
 name and description with a Pydantic argument model (its JSON schema is what the model sees) and the
@@ -6,80 +6,28 @@ implementation. `ToolboxBase` holds one propose step's state and budgets and the
 share: the editable-surface check (`harness.paths` rule, protected files refused without being shown), the
 open-candidate and budget checks, the per-iteration scratch folder, running a script over the incumbent's
 rollouts in the sandbox (`ANALYSIS_TIMEOUT_S`), the cached rollouts, and the search trace: every lookup is
-written to it, and `_settle` marks used the lookups a submitted candidate references. It also states the
-held-out rule (`HELD_OUT_RULE`): held-out rollouts reach the model, or a script it wrote, only through
-`held_out_scores` (`analysis_inputs` builds every script's inputs).
+written to it, and `_settle` marks used the lookups a submitted candidate references. The held-out
+rule (`HELD_OUT_RULE`) is stated in `agent/adapters/held_out.py`: held-out rollouts reach the model, or a
+script it wrote, only through `held_out_scores` (`analysis_inputs` builds every script's inputs).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
-from agent import accounting
-from agent.candidates import OpenCandidate
+from agent.adapters.held_out import HELD_OUT_RULE, HELD_OUT_SPLIT, analysis_inputs, held_out_scores
 from agent.context import Context
+from agent.decisions.candidates import OpenCandidate
+from agent.llm import accounting
+from agent.llm.tool_args import ToolArgs
 from agent.state import CandidateInfo, State
-from agent.tool_args import ToolArgs
 from harness.manifest import Harness
 from harness.paths import PathRuleError, normalise
 
 ANALYSIS_TIMEOUT_S = 120.0
-
-# The held-out rule (issue 25 §3), stated once: nothing a tool returns or hands to a script the model wrote
-# carries a held-out prompt, response or reference answer, nor what the editable reward computed from them
-# (it may encode the answer). A held-out rollout reaches the model as these fields only; every tool reads
-# held-out rollouts through `held_out_scores` (tests/integration/test_held_out_never_reaches_the_model.py
-# calls every registered tool).
-HELD_OUT_SPLIT: Final = "val"
-HELD_OUT_SCORES = (
-    "run_id", "step", "prompt_id", "group_id", "sample_index",
-    "strict_score", "response_tokens", "truncated", "stop_reason", "num_turns", "tool_calls",
-)  # fmt: skip
-HELD_OUT_RULE = (
-    "held-out (val) rollouts are shown as scores only (ids, step, the protected evaluator's strict_score, length "
-    "and stop fields): never their prompt, response, reference answer or the editable reward's values"
-)
-
-
-def held_out_scores(row: Mapping[str, Any]) -> dict[str, Any]:
-    """Return the part of a held-out rollout row (JSON) that the model may see: `HELD_OUT_SCORES`."""
-    return {key: row[key] for key in HELD_OUT_SCORES if key in row}
-
-
-def analysis_inputs(run_dir: Path, folder: Path, *, all_steps: bool) -> dict[str, Path]:
-    """Return the input files of a script the model wrote: training rollouts, held-out scores only.
-
-    ``train.jsonl`` is the latest training step and, with `all_steps`, ``train_all.jsonl`` every step;
-    ``val_scores.jsonl`` is the latest held-out step through `held_out_scores` (a line that is not a JSON
-    object is left out). The derived files are written under `folder`.
-    """
-    import orjson
-
-    from diagnostics.schema import rollout_files
-
-    inputs: dict[str, Path] = {}
-    if train := rollout_files(run_dir, "train"):
-        inputs["train.jsonl"] = train[-1]
-        if all_steps:
-            merged = folder / "train_all.jsonl"  # one run's files never change: written once per folder
-            if not merged.exists():
-                merged.write_bytes(b"".join(f.read_bytes() for f in train))
-            inputs["train_all.jsonl"] = merged
-    if held_out := rollout_files(run_dir, HELD_OUT_SPLIT):
-        rows = []
-        for line in held_out[-1].read_bytes().splitlines():
-            try:
-                row = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(row, dict):
-                rows.append(orjson.dumps(held_out_scores(row)) + b"\n")
-        inputs["val_scores.jsonl"] = folder / "val_scores.jsonl"
-        inputs["val_scores.jsonl"].write_bytes(b"".join(rows))
-    return inputs
 
 
 class ToolError(Exception):
@@ -114,7 +62,7 @@ class _Lookup:
 
 @dataclass
 class ToolboxBase:
-    """One propose step's state and budgets, and the plumbing its tools share (`agent.tools.Toolbox`)."""
+    """One propose step's state and budgets, and the plumbing its tools share (`agent.llm.tools.Toolbox`)."""
 
     ctx: Context
     state: State
@@ -134,7 +82,7 @@ class ToolboxBase:
 
     def __post_init__(self) -> None:
         self.max_backtests = self.max_backtests or 2 * self.ctx.max_candidates
-        from agent import ledger
+        from agent.adapters import ledger
 
         self.url = ledger.store_url(self.ctx)
 
@@ -213,7 +161,7 @@ class ToolboxBase:
 
     def _settle(self, info: CandidateInfo, base_sha: str) -> None:
         """Mark the lookups this submitted candidate references as used; count its skills' uses."""
-        from agent.triggers import trigger_metrics
+        from agent.decisions.triggers import trigger_metrics
         from sandboxes import worktree_files as wf
         from skills.repository import evidence, get_skill, record_use
 
@@ -233,7 +181,7 @@ class ToolboxBase:
 
 
 def open_db(url: str) -> Any:
-    """A session scope on the store at `url` (`agent.ledger.db`)."""
-    from agent import ledger
+    """A session scope on the store at `url` (`agent.adapters.ledger.db`)."""
+    from agent.adapters import ledger
 
     return ledger.db(url)

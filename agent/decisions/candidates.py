@@ -3,7 +3,7 @@
 The heuristic policy applies skill patches between `open_candidate` and `finalise_candidate`; the LLM
 policy edits files through its tools in between. Either way the same checks decide — no symlink, gitlink
 or other non-regular file (`sandboxes.worktree_files.non_regular_changes`), the surface and the
-single-factor rule (`agent.factors.check_candidate`), and what runs is what is committed: no file git
+single-factor rule (`agent.decisions.factors.check_candidate`), and what runs is what is committed: no file git
 ignores (it would run unreviewed) and no ``.gitignore`` / ``.gitattributes`` / ``.gitmodules`` edit
 (`sandboxes.git_worktree.unreviewed_files`, issue 25 §4) — and the same store rows are written. A refused
 candidate's worktree goes back to its base commit. Idempotent: a re-run finds the branch, worktree and
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args
 
-from agent import ledger
+from agent.adapters import ledger
 from agent.context import Context
-from agent.factors import check_candidate
+from agent.decisions.factors import check_candidate
 from agent.state import CandidateInfo, State
 from harness.manifest import Harness
 from store.types import Factor
@@ -79,7 +79,7 @@ def open_candidate(
 
 def finalise_candidate(ctx: Context, state: State, harness: Harness, cand: OpenCandidate, title: str) -> CandidateInfo:
     """Check the candidate's diff against the surface and the single-factor rule, commit it and record it."""
-    from agent.nodes.train import candidate_name
+    from agent.adapters.pilots import candidate_name
     from sandboxes import git_worktree as gw
     from sandboxes import worktree_files as wf
 
@@ -138,7 +138,7 @@ def finalise_candidate(ctx: Context, state: State, harness: Harness, cand: OpenC
 
 def _model_swapped(base: Harness, worktree: Path, changed: list[str]) -> str:
     """The refusal when the candidate changes the setting naming the model that trains, else ''."""
-    from agent.knobs import model_settings
+    from agent.decisions.knobs import model_settings
     from harness.manifest import BACKEND_NAMES, load_harness
 
     files = {base.manifest.trainer.config, *(base.manifest.trainer.settings(b) for b in BACKEND_NAMES)}
@@ -158,8 +158,8 @@ def _model_swapped(base: Harness, worktree: Path, changed: list[str]) -> str:
 
 
 def _restored(ctx: Context, harness: Harness, worktree: Path, changed: list[str]) -> tuple[str, ...]:
-    """The settings the candidate only moves back into their documented range (`agent.knobs.range_restoration`)."""
-    from agent.knobs import range_restoration
+    """The settings the candidate only moves back into their documented range (`knobs.range_restoration`)."""
+    from agent.decisions.knobs import range_restoration
     from harness.manifest import load_harness
 
     if len(changed) != 1:

@@ -38,7 +38,7 @@ def record_unevaluated_triggers(ctx: Context, state: State, harness: Harness, me
     One `pattern` case per iteration (idempotent: a re-run node finds it), naming each skill and the metrics
     it read that had no value; the report's notes say why those have none. Returns the case's lines.
     """
-    from agent import ledger
+    from agent.adapters import ledger
     from skills.patches import skill_fits
     from skills.repository import list_skills
     from skills.retrieval import unevaluated

@@ -44,10 +44,10 @@ def analyzer_scripts(harness_dir: Path) -> list[Path]:
 def run_analyzer(script: Path, run_dir: Path, mode: SandboxMode) -> dict[str, float]:
     """Run one analyzer over a run's latest training rollouts and held-out scores; raise `AnalyzerOutputError`.
 
-    The inputs are those of the model's own analyses (`agent.tool_base.analysis_inputs`): the analyzer is
+    The inputs are those of the model's own analyses (`agent.adapters.held_out.analysis_inputs`): the analyzer is
     model-written code whose metrics reach later health reports, so it never sees held-out text or answers.
     """
-    from agent.tool_base import analysis_inputs
+    from agent.adapters.held_out import analysis_inputs
     from sandboxes.worker import run_script
 
     with tempfile.TemporaryDirectory(prefix="evotrainer-analyzer-") as tmp:

@@ -8,14 +8,14 @@ can read the reason and act on it while the session goes on. Paths follow one ru
 files are read, listed and written without following links (`sandboxes.worktree_files`). The tools
 enforce what the design promises: files are read and written only on the editable surface (protected code
 is never shown), a candidate goes through the same lifecycle and single-factor check as every policy
-(`agent.candidates`), scripts run only in the sandbox, and results are truncated so the context stays
+(`agent.decisions.candidates`), scripts run only in the sandbox, and results are truncated so the context stays
 bounded. Lookups are written to the search trace; the ones a submitted
 candidate references (its declared evidence, skills and changed files) are marked used.
 
 This module holds the registry and the entry points (`Toolbox.schemas`, `Toolbox.call`, `Toolbox.close`)
-and re-exports the tool vocabulary. The tools themselves are grouped by concern: `agent.tool_reading`
-(evidence, file and memory lookups) and `agent.tool_editing` (the candidate lifecycle and its edits),
-both built on `agent.tool_base` (the `Tool` record, `ToolError` and the plumbing they share).
+and re-exports the tool vocabulary. The tools themselves are grouped by concern: `agent.llm.tool_reading`
+(evidence, file and memory lookups) and `agent.llm.tool_editing` (the candidate lifecycle and its edits),
+both built on `agent.llm.tool_base` (the `Tool` record, `ToolError` and the plumbing they share).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agent.candidates import refuse_candidate
-from agent.tool_args import (
+from agent.decisions.candidates import refuse_candidate
+from agent.llm.tool_args import (
     ApplyPatchArgs,
     CreateCandidateArgs,
     FinishArgs,
@@ -41,9 +41,9 @@ from agent.tool_args import (
     SubmitArgs,
     WriteFileArgs,
 )
-from agent.tool_base import ANALYSIS_TIMEOUT_S, Tool, ToolboxBase, ToolError
-from agent.tool_editing import EditingTools
-from agent.tool_reading import MAX_FILE_CHARS, SKIP_DIRS, ReadingTools
+from agent.llm.tool_base import ANALYSIS_TIMEOUT_S, Tool, ToolboxBase, ToolError
+from agent.llm.tool_editing import EditingTools
+from agent.llm.tool_reading import MAX_FILE_CHARS, SKIP_DIRS, ReadingTools
 
 __all__ = [
     "ANALYSIS_TIMEOUT_S",

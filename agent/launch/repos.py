@@ -21,7 +21,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from agent.input_checks import SetupError
+from agent.launch.input_checks import SetupError
 from sandboxes.git_worktree import is_repo_root  # the git adapter answers git questions
 
 DEMO_REPO = Path("evotrainer-demo")

@@ -1,4 +1,4 @@
-"""Argument models of the meta LLM's tools (agent/tools.py): their JSON schemas are what the model sees.
+"""Argument models of the meta LLM's tools (agent/llm/tools.py): their JSON schemas are what the model sees.
 
 Every model forbids unknown keys, so a misspelt argument comes back to the model as an error it can fix,
 and every text and list is bounded, so one reply cannot push megabytes into a worktree or the store.

@@ -1,0 +1,7 @@
+"""Starting a session, from the CLI or the LangGraph server, before the graph runs.
+
+Input checks before anything is created (`input_checks.py`), the backend preflight and dry run
+(`preflight.py`), which repository a session works in (`repos.py`), creating a session idempotently
+(`bootstrap.py`), the durable checkpointer of `langgraph dev` (`persistence.py`) and what a LangGraph-server
+client may choose (`server_context.py`). Compiling and running the graph is `agent/session.py`.
+"""
