@@ -301,6 +301,21 @@ def record_result(db: Session, use_id: int, win: bool) -> SkillRecord:
     return to_record(skill)
 
 
+def use_of_candidate(db: Session, candidate_id: str) -> SkillUse | None:
+    """The first record of a stored skill applied to `candidate_id`, or None (the candidate applied none)."""
+    return db.scalars(select(SkillUse).where(SkillUse.candidate_id == candidate_id).order_by(SkillUse.id)).first()
+
+
+def session_uses(db: Session, session_id: str) -> list[SkillUse]:
+    """Every skill use of a session, oldest first."""
+    return list(db.scalars(select(SkillUse).where(SkillUse.session_id == session_id).order_by(SkillUse.id)))
+
+
+def skill_rows(db: Session) -> dict[int, Skill]:
+    """Every skill row of the library by id, in id order."""
+    return {s.id: s for s in db.scalars(select(Skill).order_by(Skill.id))}
+
+
 def evidence(spec: SkillSpec, metrics: Metrics) -> dict[str, Value]:
     """Return the metric values ``spec``'s trigger reads: what ``record_use`` stores as ``matched_metrics``."""
     return matched_values(spec.trigger, metrics)

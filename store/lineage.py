@@ -19,7 +19,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from store.models import Backtest, Candidate, EvoSession, Run, Version
-from store.rows import add, get
+from store.rows import add, find, get
 from store.types import (
     BackendName,
     CandidateStatus,
@@ -91,6 +91,39 @@ def spend_budget(db: Session, session_id: str, *, steps: int, wall_time_s: float
     return row
 
 
+def session_row(db: Session, session_id: str) -> EvoSession:
+    """Return the session's row.
+
+    Raises:
+        NotFoundError: no such session.
+    """
+    return get(db, EvoSession, session_id)
+
+
+def find_session(db: Session, session_id: str) -> EvoSession | None:
+    """Return the session's row, or None."""
+    return find(db, EvoSession, session_id)
+
+
+def session_repo_path(db: Session, session_id: str) -> str | None:
+    """The repository of a session (two columns only: readable on a store that still needs a migration)."""
+    return db.execute(select(EvoSession.repo_path).where(EvoSession.id == session_id)).scalar()
+
+
+def set_session_progress(db: Session, session_id: str, *, steps_used: int, wall_time_s: float) -> None:
+    """Write a session's absolute budget use (idempotent, unlike `spend_budget`); no-op for an unknown session."""
+    row = find(db, EvoSession, session_id)
+    if row is not None:
+        row.steps_used, row.wall_time_s = steps_used, wall_time_s
+        db.flush()
+
+
+def status_reasons(db: Session) -> dict[str, str]:
+    """Why each session that recorded a reason stopped (failed, stopped, ...), by session id."""
+    rows = db.execute(select(EvoSession.id, EvoSession.status_reason).where(EvoSession.status_reason.is_not(None)))
+    return {sid: reason for sid, reason in rows if reason}
+
+
 def add_version(
     db: Session,
     *,
@@ -149,6 +182,12 @@ def record_decision(
 def session_ledger(db: Session, session_id: str) -> list[Version]:
     """Return the session's versions in ledger order (v0, v1, ...)."""
     return list(db.scalars(select(Version).where(Version.session_id == session_id).order_by(Version.index)))
+
+
+def version_for_run(db: Session, session_id: str, run_id: str) -> Version | None:
+    """The ledger row of the version trained by `run_id`, if recorded."""
+    query = select(Version).where(Version.session_id == session_id, Version.run_id == run_id)
+    return db.scalars(query).first()
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +293,11 @@ def update_candidate_status(
     return row
 
 
+def find_candidate(db: Session, candidate_id: str) -> Candidate | None:
+    """Return the candidate's row, or None."""
+    return find(db, Candidate, candidate_id)
+
+
 def session_candidates(db: Session, session_id: str) -> list[Candidate]:
     """Return the session's candidates by iteration, then creation."""
     query = select(Candidate).where(Candidate.session_id == session_id)
@@ -292,6 +336,16 @@ def add_run(
     )
 
 
+def find_run(db: Session, run_id: str) -> Run | None:
+    """Return the run's row, or None."""
+    return find(db, Run, run_id)
+
+
+def session_runs(db: Session, session_id: str) -> list[Run]:
+    """Return every run of the session (versions' runs, pilots, controls), in id order."""
+    return list(db.scalars(select(Run).where(Run.session_id == session_id).order_by(Run.id)))
+
+
 def set_run_status(db: Session, run_id: str, status: RunStatus) -> Run:
     """Record that a run is running or lost (use `finish_run` for finished runs)."""
     if status == "finished":
@@ -324,3 +378,9 @@ def finish_run(
 def add_backtest(db: Session, **fields: Any) -> Backtest:
     """Insert a backtest row; `fields` are `Backtest` columns (candidate_id, rollouts_run_id, verdict, ...)."""
     return add(db, Backtest(**fields))
+
+
+def latest_backtest(db: Session, candidate_id: str) -> Backtest | None:
+    """Return the candidate's newest backtest, or None."""
+    query = select(Backtest).where(Backtest.candidate_id == candidate_id).order_by(Backtest.id.desc()).limit(1)
+    return db.scalars(query).first()

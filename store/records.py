@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NotRequired, TypedDict
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from store.models import Case, DiagnosticMetric, Finding, GateRequest, HealthReport, LLMUsage, SearchTrace
-from store.rows import add, get
+from store.rows import add, find, get
 from store.types import CaseKind, DecisionOutcome, Gate, Layer, Severity, utcnow
 
 # --- health reports and diagnostics -----------------------------------------------------------------
@@ -65,6 +65,14 @@ def add_health_report(
         ],
     )
     return add(db, report)
+
+
+def health_reports(db: Session, session_id: str, run_id: str | None = None) -> list[HealthReport]:
+    """Return the session's stored health reports (only `run_id`'s, when given), oldest first."""
+    query = select(HealthReport).where(HealthReport.session_id == session_id)
+    if run_id is not None:
+        query = query.where(HealthReport.run_id == run_id)
+    return list(db.scalars(query.order_by(HealthReport.id)))
 
 
 def add_diagnostic_metric(
@@ -130,6 +138,16 @@ def cases_for_domain(db: Session, domain: str, kind: CaseKind | None = None) -> 
     return list(db.scalars(query.order_by(Case.created_at.desc(), Case.id.desc())))
 
 
+def session_cases(db: Session, session_id: str) -> list[Case]:
+    """Return the cases a session recorded, oldest first."""
+    return list(db.scalars(select(Case).where(Case.session_id == session_id).order_by(Case.id)))
+
+
+def case_of_candidate(db: Session, candidate_id: str) -> Case | None:
+    """Return the case recorded about a candidate, if any."""
+    return db.scalars(select(Case).where(Case.candidate_id == candidate_id).order_by(Case.id)).first()
+
+
 def record_search(
     db: Session, *, session_id: str, node: str, tool: str, query: str, result_summary: str, used: bool = False
 ) -> SearchTrace:
@@ -138,6 +156,14 @@ def record_search(
         session_id=session_id, node=node, tool=tool, query=query, result_summary=result_summary, used=used
     )
     return add(db, row)
+
+
+def mark_searches_used(db: Session, trace_ids: Sequence[int]) -> None:
+    """Mark search-trace rows as used (they informed a submitted candidate)."""
+    if trace_ids:
+        for row in db.scalars(select(SearchTrace).where(SearchTrace.id.in_(list(trace_ids)))):
+            row.used = True
+        db.flush()
 
 
 def add_gate_request(
@@ -162,6 +188,17 @@ def answer_gate(db: Session, gate_id: int, *, approved: bool, note: str | None =
     row.note, row.answered_at = note, utcnow()
     db.flush()
     return row
+
+
+def find_gate(db: Session, gate_id: int) -> GateRequest | None:
+    """Return the gate request, or None."""
+    return find(db, GateRequest, gate_id)
+
+
+def gate_requests(db: Session, session_id: str, gate: Gate) -> list[GateRequest]:
+    """Return the session's requests of one gate (launch or promote), oldest first."""
+    query = select(GateRequest).where(GateRequest.session_id == session_id, GateRequest.gate == gate)
+    return list(db.scalars(query.order_by(GateRequest.id)))
 
 
 def pending_gate(db: Session, session_id: str) -> GateRequest | None:
@@ -190,3 +227,24 @@ def add_llm_usage(
         cost_usd=cost_usd,
     )
     return add(db, row)
+
+
+def session_llm_usage(db: Session, session_id: str) -> list[LLMUsage]:
+    """Return the session's LLM calls, oldest first."""
+    return list(db.scalars(select(LLMUsage).where(LLMUsage.session_id == session_id).order_by(LLMUsage.id)))
+
+
+def llm_usage_per_node(db: Session, session_id: str) -> list[tuple[str, int, int, int, float]]:
+    """(node, calls, prompt tokens, completion tokens, cost in USD) of the session's LLM calls, per node."""
+    query = (
+        select(
+            LLMUsage.node,
+            func.count(LLMUsage.id),
+            func.coalesce(func.sum(LLMUsage.prompt_tokens), 0),
+            func.coalesce(func.sum(LLMUsage.completion_tokens), 0),
+            func.coalesce(func.sum(LLMUsage.cost_usd), 0.0),
+        )
+        .where(LLMUsage.session_id == session_id)
+        .group_by(LLMUsage.node)
+    )
+    return [(str(node), int(n), int(p), int(c), float(cost or 0.0)) for node, n, p, c, cost in db.execute(query)]

@@ -1,4 +1,4 @@
-"""The row helpers every repository module shares: fetch a row by key or fail naming it, add a row.
+"""The row helpers every repository module shares: fetch a row by key (or fail naming it), add a row.
 
 Both take the SQLAlchemy `Session` explicitly; `add` flushes so the new row has its id and never commits
 (the caller's `store.engine.session_scope` does). A missing row raises `NotFoundError` naming the table
@@ -30,6 +30,11 @@ def get(db: Session, model: type[RowT], key: Any) -> RowT:
     if row is None:
         raise NotFoundError(f"no {model.__tablename__} row with id {key!r}")
     return row
+
+
+def find(db: Session, model: type[RowT], key: Any) -> RowT | None:
+    """Return the row of `model` with primary key `key`, or None."""
+    return db.get(model, key)
 
 
 def add(db: Session, row: RowT) -> RowT:

@@ -1,6 +1,7 @@
 """The controller's adapter to the SQL store: idempotent writes for nodes that may re-run after a crash.
 
-Nodes call these functions, never SQLAlchemy directly. Every write is keyed so a re-run finds the row it
+Nodes call these functions and the query helpers of `store.repository`, never SQLAlchemy directly (the
+layering test holds it: no SQL is built in agent/). Every write is keyed so a re-run finds the row it
 wrote before instead of inserting a second one (runs and candidates by id, versions by run id, reports
 by run id, cases by candidate id).
 """
@@ -13,15 +14,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select
-from sqlalchemy.engine import Engine
-from sqlalchemy.orm import Session
-
-from store import models, repository
+from store import repository
 from store.engine import make_engine, resolve_db_url, session_scope
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+    from sqlalchemy.orm import Session
+
     from agent.context import Context
+    from store import models
 
 
 @functools.cache
@@ -49,32 +50,26 @@ def db(url: str) -> Iterator[Session]:
 
 def ensure_run(session: Session, *, run_id: str, **fields: Any) -> models.Run:
     """Register a run unless a row with this id exists."""
-    row = session.get(models.Run, run_id)
+    row = repository.find_run(session, run_id)
     return row if row is not None else repository.add_run(session, run_id=run_id, **fields)
 
 
 def finish_run(session: Session, run_id: str, **fields: Any) -> None:
     """Record a run's outcome (idempotent: a finished run is left as it is)."""
-    row = session.get(models.Run, run_id)
+    row = repository.find_run(session, run_id)
     if row is not None and row.status != "finished":
         repository.finish_run(session, run_id, **fields)
 
 
 def ensure_candidate(session: Session, *, candidate_id: str, **fields: Any) -> models.Candidate:
     """Insert a candidate unless it exists."""
-    row = session.get(models.Candidate, candidate_id)
+    row = repository.find_candidate(session, candidate_id)
     return row if row is not None else repository.add_candidate(session, candidate_id=candidate_id, **fields)
-
-
-def version_for_run(session: Session, session_id: str, run_id: str) -> models.Version | None:
-    """The ledger row of the version trained by `run_id`, if recorded."""
-    query = select(models.Version).where(models.Version.session_id == session_id, models.Version.run_id == run_id)
-    return session.scalars(query).first()
 
 
 def ensure_version(session: Session, *, session_id: str, run_id: str, **fields: Any) -> models.Version:
     """Append a version to the ledger unless the run's version is already there."""
-    row = version_for_run(session, session_id, run_id)
+    row = repository.version_for_run(session, session_id, run_id)
     return row if row is not None else repository.add_version(session, session_id=session_id, run_id=run_id, **fields)
 
 
@@ -82,10 +77,7 @@ def ensure_health_report(
     session: Session, *, session_id: str, run_id: str, path: str, findings: Sequence[Mapping[str, Any]]
 ) -> None:
     """Store a health report with its findings unless one exists for this run."""
-    query = select(models.HealthReport).where(
-        models.HealthReport.session_id == session_id, models.HealthReport.run_id == run_id
-    )
-    if session.scalars(query).first() is None:
+    if not repository.health_reports(session, session_id, run_id):
         repository.add_health_report(
             session,
             session_id=session_id,
@@ -97,8 +89,6 @@ def ensure_health_report(
 
 def ensure_case(session: Session, *, session_id: str, candidate_id: str | None, **fields: Any) -> None:
     """Record a case (pattern or negative evidence) once per candidate."""
-    if candidate_id is not None:
-        query = select(models.Case).where(models.Case.candidate_id == candidate_id)
-        if session.scalars(query).first() is not None:
-            return
+    if candidate_id is not None and repository.case_of_candidate(session, candidate_id) is not None:
+        return
     repository.add_case(session, session_id=session_id, candidate_id=candidate_id, **fields)

@@ -7,6 +7,9 @@ SQLAlchemy and Alembic are imported inside the commands, so `evotrainer --help` 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -16,6 +19,7 @@ from harness.failures import shown
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
+    from sqlalchemy.orm import Session
 
 DbOption = Annotated[
     str | None,
@@ -31,8 +35,6 @@ DbOption = Annotated[
 
 def open_store_url(db: str | None) -> str:
     """Resolve `--db` / `EVOTRAINER_DB` / the default (a bad URL raises `DatabaseURLError`: exit 2)."""
-    from pathlib import Path
-
     from store.engine import resolve_db_url
 
     return resolve_db_url(db, Path.cwd())
@@ -51,6 +53,26 @@ def open_migrated(url: str) -> Engine:
         where = f"store {display_url(url)} is at revision {current}"
         fail(f"{where}, this EvoTrainer needs {head}; run `evotrainer db upgrade`", EXIT_FAILED)
     return engine
+
+
+@contextmanager
+def migrated_store(url: str) -> Iterator[Session]:
+    """A transaction on an existing store migrated to head (or exit with the fix); the engine is closed after."""
+    from store.engine import session_scope
+
+    engine = open_migrated(url)
+    try:
+        with session_scope(engine) as session:
+            yield session
+    finally:
+        engine.dispose()
+
+
+def store_file(url: str) -> Path | None:
+    """The file of a SQLite store URL (None for a server database)."""
+    from store.engine import sqlite_path
+
+    return sqlite_path(url)
 
 
 def upgrade_cmd(db: DbOption = None) -> None:

@@ -28,29 +28,24 @@ def report_cmd(
     db: DbOption = None,
 ) -> None:
     """Write a session report (lineage, curves, rollouts, health, decisions, skills, LLM cost), or compare sessions."""
-    from agent.commands.db import open_migrated
+    from agent.commands.db import migrated_store, store_file
     from agent.reporting.gather import gather_session
     from agent.reporting.html import render_comparison_html, render_html
-    from store.engine import session_scope, sqlite_path
     from store.repository import NotFoundError
 
     url = open_store_url(db)
-    path = sqlite_path(url)
+    path = store_file(url)
     if path is not None and not path.exists():
         fail(no_session(sessions[0], url))
     if len(set(sessions)) != len(sessions):
         fail(f"a session is named twice in {shown(sessions)}; name each once")
-    engine = open_migrated(url)
     reports = []
-    try:
-        with session_scope(engine) as dbs:
-            for session in sessions:
-                try:
-                    reports.append(gather_session(dbs, session))
-                except NotFoundError:
-                    fail(no_session(session, url))
-    finally:
-        engine.dispose()
+    with migrated_store(url) as dbs:
+        for session in sessions:
+            try:
+                reports.append(gather_session(dbs, session))
+            except NotFoundError:
+                fail(no_session(session, url))
     out.parent.mkdir(parents=True, exist_ok=True)
     page = render_html(reports[0]) if len(reports) == 1 else render_comparison_html(reports)
     out.write_text(page, encoding="utf-8")

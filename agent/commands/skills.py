@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from agent.commands.db import DbOption, open_migrated, open_store_url
+from agent.commands.db import DbOption, migrated_store, open_store_url
 from agent.commands.output import console, display_url, fail
 
 
@@ -26,10 +26,8 @@ def list_cmd(
     from rich.table import Table
 
     from skills.repository import list_skills
-    from store.engine import session_scope
 
-    engine = open_migrated(open_store_url(db))
-    with session_scope(engine) as s:
+    with migrated_store(open_store_url(db)) as s:
         records = list_skills(s, domain)
     if not records:
         print("no skills in the library; run `evotrainer skills seed`")
@@ -47,10 +45,8 @@ def list_cmd(
 def show_cmd(name: Annotated[str, typer.Argument(metavar="NAME", help="Skill name")], db: DbOption = None) -> None:
     """Show one skill as a markdown skill card (paper §11), with its patch."""
     from skills.repository import SkillNotFoundError, get_skill, skill_card
-    from store.engine import session_scope
 
-    engine = open_migrated(open_store_url(db))
-    with session_scope(engine) as s:
+    with migrated_store(open_store_url(db)) as s:
         try:
             record = get_skill(s, name)
         except SkillNotFoundError as exc:
@@ -69,10 +65,8 @@ def export_cmd(
 ) -> None:
     """Write the library as markdown skill cards: SKILLS.md plus one <name>.md per skill."""
     from skills.repository import export_markdown, list_skills, skill_card
-    from store.engine import session_scope
 
-    engine = open_migrated(open_store_url(db))
-    with session_scope(engine) as s:
+    with migrated_store(open_store_url(db)) as s:
         records = list_skills(s, domain)
     out.mkdir(parents=True, exist_ok=True)
     (out / "SKILLS.md").write_text(export_markdown(records))
@@ -84,10 +78,8 @@ def export_cmd(
 def seed_cmd(db: DbOption = None) -> None:
     """Upsert the seed skills (paper interventions) into the library; safe to repeat."""
     from skills.repository import seed_skills
-    from store.engine import session_scope
 
-    engine = open_migrated(open_store_url(db))
-    with session_scope(engine) as s:
+    with migrated_store(open_store_url(db)) as s:
         ids = seed_skills(s)
     print(f"seeded {len(ids)} skill(s) into {display_url(open_store_url(db))}")
 

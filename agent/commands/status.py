@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from agent.commands.db import DbOption, open_migrated, open_store_url
+from agent.commands.db import DbOption, migrated_store, open_store_url, store_file
 from agent.commands.output import console, fail, no_session
 
 if TYPE_CHECKING:
@@ -63,12 +63,9 @@ def _sessions_table(db: Session) -> Table | None:
 
 def _status_reasons(db: Session) -> dict[str, str]:
     """Why each failed (or otherwise stopped) session stopped, where recorded (issue #14)."""
-    from sqlalchemy import select
+    from store.repository import status_reasons
 
-    from store.models import EvoSession
-
-    rows = db.execute(select(EvoSession.id, EvoSession.status_reason).where(EvoSession.status_reason.is_not(None)))
-    return {sid: reason for sid, reason in rows if reason}
+    return status_reasons(db)
 
 
 def _llm_table(db: Session, session_id: str) -> Table | None:
@@ -93,11 +90,10 @@ def _ledger_tables(db: Session, session_id: str, url: str) -> list[Table]:
     from rich.text import Text
 
     from agent.adapters.pilots import candidate_name
-    from store.models import EvoSession
-    from store.repository import NotFoundError, get, session_candidates, session_ledger
+    from store.repository import NotFoundError, session_candidates, session_ledger, session_row
 
     try:
-        session = get(db, EvoSession, session_id)
+        session = session_row(db, session_id)
     except NotFoundError:
         fail(no_session(session_id, url))
     versions = session_ledger(db, session_id)
@@ -139,24 +135,18 @@ def status_cmd(
     db: DbOption = None,
 ) -> None:
     """List sessions (id, created, mode, status, versions, best strict score), or one session's ledger."""
-    from store.engine import session_scope, sqlite_path
-
     url = open_store_url(db)
-    path = sqlite_path(url)
+    path = store_file(url)
     if path is not None and not path.exists():
         if session is not None:
             fail(no_session(session, url))
         print(f"{NO_SESSIONS} (no store at {path} yet)")
         return
-    engine = open_migrated(url)
     out = console()
-    try:
-        with session_scope(engine) as dbs:
-            tables = _ledger_tables(dbs, session, url) if session else [t for t in [_sessions_table(dbs)] if t]
-            for table in tables:
-                out.print(table)
-    finally:
-        engine.dispose()
+    with migrated_store(url) as dbs:
+        tables = _ledger_tables(dbs, session, url) if session else [t for t in [_sessions_table(dbs)] if t]
+        for table in tables:
+            out.print(table)
     if not tables:
         print(NO_SESSIONS)
 

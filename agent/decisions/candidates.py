@@ -194,7 +194,9 @@ def _repo(state: State) -> Any:
 
 
 def _ensure_row(db: Any, state: State, info: CandidateInfo) -> None:
-    version = ledger.version_for_run(db, state["session_id"], state["version"]["run_id"])
+    from store.repository import version_for_run
+
+    version = version_for_run(db, state["session_id"], state["version"]["run_id"])
     assert version is not None, f"incumbent run {state['version']['run_id']} has no ledger row"
     factor = info["factor"] if info["factor"] in FACTORS else "trainer"
     declared = [f for f in info["factors"] if f in FACTORS] or [factor]

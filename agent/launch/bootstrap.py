@@ -43,8 +43,7 @@ def ensure_session(ctx: Context, session_id: str, harness: Path | None, repo: Pa
     from agent.launch.repos import check_repo, choose_repo
     from sandboxes import git_worktree as gw
     from store.engine import upgrade
-    from store.models import EvoSession
-    from store.repository import create_session
+    from store.repository import create_session, find_session
 
     url = ledger.store_url(ctx)
     try:
@@ -77,7 +76,7 @@ def ensure_session(ctx: Context, session_id: str, harness: Path | None, repo: Pa
     upgrade(url)
     with ledger.db(url) as db:
         _seed_skills(db)
-        if db.get(EvoSession, session_id) is None:
+        if find_session(db, session_id) is None:
             create_session(
                 db,
                 session_id=session_id,
@@ -95,15 +94,13 @@ def ensure_session(ctx: Context, session_id: str, harness: Path | None, repo: Pa
 
 def recorded_repo(url: str, session_id: str) -> Path | None:
     """The repository of a session already in the store, or None (no such session, or no store yet)."""
-    from sqlalchemy import select
-
     from store.engine import current_revision
-    from store.models import EvoSession
+    from store.repository import session_repo_path
 
     if current_revision(ledger.engine_for(url)) is None:
         return None
     with ledger.db(url) as db:  # two columns only: also readable on a store that still needs a migration
-        found = db.execute(select(EvoSession.repo_path).where(EvoSession.id == session_id)).scalar()
+        found = session_repo_path(db, session_id)
     return None if found is None else Path(found)
 
 

@@ -97,22 +97,9 @@ def record_usage(url: str, *, session_id: str, node: str, model: str, prompt_tok
 
 def usage_by_node(db: Any, session_id: str) -> dict[str, Usage]:
     """Return the session's LLM usage per node (from an open store session)."""
-    from sqlalchemy import func, select
+    from store.repository import llm_usage_per_node
 
-    from store.models import LLMUsage
-
-    query = (
-        select(
-            LLMUsage.node,
-            func.count(LLMUsage.id),
-            func.coalesce(func.sum(LLMUsage.prompt_tokens), 0),
-            func.coalesce(func.sum(LLMUsage.completion_tokens), 0),
-            func.coalesce(func.sum(LLMUsage.cost_usd), 0.0),
-        )
-        .where(LLMUsage.session_id == session_id)
-        .group_by(LLMUsage.node)
-    )
-    return {node: Usage(int(n), int(p), int(c), float(cost)) for node, n, p, c, cost in db.execute(query)}
+    return {node: Usage(n, p, c, cost) for node, n, p, c, cost in llm_usage_per_node(db, session_id)}
 
 
 def total(usages: Iterable[Usage]) -> Usage:
@@ -149,14 +136,10 @@ def trace_lookup(
 
 def mark_used(url: str, trace_ids: Iterable[int]) -> None:
     """Mark search-trace rows as used (they informed a submitted candidate)."""
-    from sqlalchemy import select
-
     from agent.adapters import ledger
-    from store.models import SearchTrace
+    from store.repository import mark_searches_used
 
     ids = sorted(set(trace_ids))
-    if not ids:
-        return
-    with ledger.db(url) as db:
-        for row in db.scalars(select(SearchTrace).where(SearchTrace.id.in_(ids))):
-            row.used = True
+    if ids:
+        with ledger.db(url) as db:
+            mark_searches_used(db, ids)

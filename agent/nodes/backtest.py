@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from langgraph.runtime import Runtime
-from sqlalchemy import select
 
 from agent.adapters import ledger
 from agent.context import Context
@@ -95,13 +94,12 @@ def _not_its_commit(candidate: CandidateInfo, out_dir: Path) -> Any:
 
 
 def _record(ctx: Context, candidate_id: str, run_id: str, out_dir: str, result: Any) -> None:
-    from store import models
-    from store.repository import add_backtest, update_candidate_status
+    from store.repository import add_backtest, latest_backtest, update_candidate_status
     from store.types import CandidateStatus
 
     m = result.metrics
     with ledger.db(ledger.store_url(ctx)) as db:
-        if db.scalars(select(models.Backtest).where(models.Backtest.candidate_id == candidate_id)).first():
+        if latest_backtest(db, candidate_id) is not None:
             return
         add_backtest(
             db,

@@ -16,7 +16,6 @@ from agent.adapters import ledger
 from agent.context import Context
 from agent.routing import current, passing_candidates
 from agent.state import State
-from store import models
 
 GATES_FOR = {"launch": ("launch", "all"), "promote": ("promote", "all")}
 
@@ -104,16 +103,10 @@ def promote_gate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 
 
 def _ask(ctx: Context, state: State, gate: str, pack: dict[str, Any]) -> dict[str, Any]:
-    from sqlalchemy import select
-
-    from store.repository import add_gate_request, answer_gate
+    from store.repository import add_gate_request, answer_gate, find_gate, gate_requests
 
     with ledger.db(ledger.store_url(ctx)) as db:
-        rows = db.scalars(
-            select(models.GateRequest).where(
-                models.GateRequest.session_id == state["session_id"], models.GateRequest.gate == gate
-            )
-        ).all()
+        rows = gate_requests(db, state["session_id"], gate)  # type: ignore[arg-type]
         row = next((r for r in rows if r.payload.get("iteration") == state["iteration"]), None)
         if row is None:
             row = add_gate_request(db, session_id=state["session_id"], gate=gate, payload=pack)  # type: ignore[arg-type]
@@ -124,7 +117,7 @@ def _ask(ctx: Context, state: State, gate: str, pack: dict[str, Any]) -> dict[st
     if not isinstance(answer, dict):
         answer = {"approve": bool(answer)}
     with ledger.db(ledger.store_url(ctx)) as db:
-        if db.get(models.GateRequest, gate_id).status == "pending":  # type: ignore[union-attr]
+        if (found := find_gate(db, gate_id)) is not None and found.status == "pending":
             answer_gate(db, gate_id, approved=bool(answer.get("approve")), note=answer.get("note"))
     return answer
 
@@ -137,7 +130,7 @@ def _escalation(ctx: Context, state: State) -> str:
 
 def _prune_rejected(ctx: Context, state: State, rejected: set[str], note: str) -> list[dict[str, Any]]:
     """Prune the candidates a human rejected at the launch gate, with the note, in state and store."""
-    from store.repository import update_candidate_status
+    from store.repository import find_candidate, update_candidate_status
 
     reason = f"rejected at the launch gate: {note or '(no note)'}"
     candidates = [dict(c) for c in state.get("candidates", [])]
@@ -145,7 +138,7 @@ def _prune_rejected(ctx: Context, state: State, rejected: set[str], note: str) -
         for c in candidates:
             if c["id"] in rejected:
                 c["status"], c["reason"] = "pruned", reason
-                if db.get(models.Candidate, c["id"]) is not None:
+                if find_candidate(db, c["id"]) is not None:
                     update_candidate_status(db, c["id"], "pruned", refusal_reason=reason)
     return candidates
 
@@ -183,8 +176,10 @@ def _diagnostic_delta(report_path: str) -> dict[str, Any]:
 
 def _wall_s_per_step(ctx: Context, state: State) -> float | None:
     """Seconds per training step of the incumbent's run, if recorded (basis of the predicted wall time)."""
+    from store.repository import find_run
+
     with ledger.db(ledger.store_url(ctx)) as db:
-        run = db.get(models.Run, state["version"]["run_id"])
+        run = find_run(db, state["version"]["run_id"])
         if run is None or not run.wall_time_s or not run.steps:
             return None
         return float(run.wall_time_s) / run.steps

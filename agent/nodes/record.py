@@ -151,22 +151,20 @@ def _store(
     new: VersionInfo,
     failed: dict[str, Any],
 ) -> None:
-    from sqlalchemy import select
-
     from agent.policies.learning import learn_from_merge, probe_case, probe_fields
-    from skills.repository import record_result
-    from store import models, repository
+    from skills.repository import record_result, use_of_candidate
+    from store import repository
     from store.types import DecisionOutcome
 
     session_id = state["session_id"]
     domain = _domain(state)
     with ledger.db(ledger.store_url(ctx)) as db:
         for cand in mine.values():
-            if cand["status"] != "refused" and db.get(models.Candidate, cand["id"]) is not None:
+            if cand["status"] != "refused" and repository.find_candidate(db, cand["id"]) is not None:
                 repository.update_candidate_status(db, cand["id"], cand["status"])  # type: ignore[arg-type]
         for d in decisions:
             cand = mine[d["candidate_id"]]
-            use = db.scalars(select(models.SkillUse).where(models.SkillUse.candidate_id == cand["id"])).first()
+            use = use_of_candidate(db, cand["id"])
             if use is not None and d["outcome"] != "insufficient":
                 record_result(db, use.id, win=d["decision"] == "merge")
             if d["decision"] != "merge":
@@ -192,7 +190,7 @@ def _store(
                 cand["learned_skill"] = learned
         old = state["version"]
         if new["run_id"] != old["run_id"]:
-            parent = ledger.version_for_run(db, session_id, old["run_id"])
+            parent = repository.version_for_run(db, session_id, old["run_id"])
             rationale = (
                 f"merged {candidate_name(session_id, winner['candidate_id'])}: {winner['rationale']}"
                 if winner
@@ -223,13 +221,11 @@ def _store(
 
 def _store_budget(ctx: Context, state: State, steps_used: int) -> None:
     """Write the absolute budget use (idempotent, unlike an increment, when the node re-runs)."""
-    from store import models
+    from store.repository import set_session_progress
 
+    wall_s = time.time() - state.get("started_at", time.time())
     with ledger.db(ledger.store_url(ctx)) as db:
-        row = db.get(models.EvoSession, state["session_id"])
-        if row is not None:
-            row.steps_used = steps_used
-            row.wall_time_s = time.time() - state.get("started_at", time.time())
+        set_session_progress(db, state["session_id"], steps_used=steps_used, wall_time_s=wall_s)
 
 
 def _diff_stat(repo_dir: str, a: str, b: str) -> tuple[int, int, int]:

@@ -19,7 +19,6 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from agent.adapters import ledger
@@ -33,12 +32,11 @@ def learn_from_merge(
     """Store the skill a merged candidate teaches and count its win; return its name (None: nothing learned)."""
     from skills.learned import from_probe
     from skills.models import SkillSpec
-    from skills.repository import record_result, record_use
-    from store import models
+    from skills.repository import record_result, record_use, use_of_candidate
 
     if ctx.mode != "evotrainer":
         return None
-    if db.scalars(select(models.SkillUse).where(models.SkillUse.candidate_id == cand["id"])).first() is not None:
+    if use_of_candidate(db, cand["id"]) is not None:
         return None  # it applied a stored skill: that skill's win, counted by `record`
     session_id = state["session_id"]
     evidence = f"strict Δ {winner['delta']:+.3f} [{winner['ci_low']:+.3f}, {winner['ci_high']:+.3f}] over the control"

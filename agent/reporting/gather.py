@@ -19,9 +19,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
-
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from typing import TYPE_CHECKING
 
 from agent.adapters.pilots import candidate_name, parse_pilot_run_id
 from agent.adapters.runs import final_checkpoint
@@ -51,8 +49,22 @@ from agent.reporting.summary import session_summary
 from diagnostics.agentic_docs import HEADLINE_METRICS
 from diagnostics.findings import HealthReport
 from diagnostics.tool_roles import DEFAULT_ROLES, ToolRoles
-from store import models
-from store.repository import get, session_candidates, session_ledger
+from skills.repository import session_uses, skill_rows
+from store.repository import (
+    health_reports,
+    latest_backtest,
+    session_candidates,
+    session_cases,
+    session_ledger,
+    session_llm_usage,
+    session_row,
+    session_runs,
+)
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from store import models
 
 __all__ = ["CURVE_METRICS", "OPTIM_METRICS", "CandidateEntry", "RunCurves", "SessionReport", "gather_session"]
 MAX_DIFF_CHARS = 20_000
@@ -115,8 +127,7 @@ def _lineage_steps(versions: Sequence[models.Version], runs: dict[str, models.Ru
 
 
 def _backtest(db: Session, candidate_id: str) -> BacktestEntry | None:
-    query = select(models.Backtest).where(models.Backtest.candidate_id == candidate_id)
-    row = db.scalars(query.order_by(models.Backtest.id.desc()).limit(1)).first()
+    row = latest_backtest(db, candidate_id)
     if row is None:
         return None
     return BacktestEntry(
@@ -134,10 +145,9 @@ def _backtest(db: Session, candidate_id: str) -> BacktestEntry | None:
 
 def _skills_by_candidate(db: Session, session_id: str) -> dict[str, list[str]]:
     """Skill names applied to each candidate (a candidate may bundle several), from the skill-use records."""
-    names = {s.id: s.name for s in db.scalars(select(models.Skill))}
+    names = {i: s.name for i, s in skill_rows(db).items()}
     out: dict[str, list[str]] = {}
-    query = select(models.SkillUse).where(models.SkillUse.session_id == session_id).order_by(models.SkillUse.id)
-    for use in db.scalars(query):
+    for use in session_uses(db, session_id):
         if use.candidate_id is not None:
             out.setdefault(use.candidate_id, []).append(names.get(use.skill_id, f"skill #{use.skill_id}"))
     return out
@@ -163,13 +173,10 @@ def _candidate_entries(
 ) -> list[CandidateEntry]:
     by_id = {v.id: v for v in versions}
     version_of_run = {v.run_id: v.index for v in versions if v.run_id}
-    cases = {
-        c.candidate_id: c
-        for c in db.scalars(select(models.Case).where(models.Case.session_id == session.id))
-        if c.candidate_id
-    }
+    cases = {c.candidate_id: c for c in session_cases(db, session.id) if c.candidate_id}
     controls = {it: rid for rid, (it, name, r) in pilots.items() if r == 0 and runs[rid].candidate_id is None}
     skills = _skills_by_candidate(db, session.id)
+    skill_names = {i: s.name for i, s in skill_rows(db).items()}
     out = []
     for cand in session_candidates(db, session.id):
         parent = by_id.get(cand.parent_version_id)
@@ -192,8 +199,7 @@ def _candidate_entries(
         diff, diff_note = candidate_diff(session.repo_path, parent.commit_sha if parent else None, cand.branch)
         named = skills.get(cand.id, [])
         if not named and cand.skill_id is not None:
-            row = db.get(models.Skill, cand.skill_id)
-            named = [row.name] if row else [f"skill #{cand.skill_id}"]
+            named = [skill_names.get(cand.skill_id, f"skill #{cand.skill_id}")]
         out.append(
             CandidateEntry(
                 id=cand.id,
@@ -223,9 +229,8 @@ def _candidate_entries(
 
 
 def _stored_findings(db: Session, session_id: str) -> dict[str, list[models.Finding]]:
-    query = select(models.HealthReport).where(models.HealthReport.session_id == session_id)
     out: dict[str, list[models.Finding]] = {}
-    for report in db.scalars(query.order_by(models.HealthReport.id)):
+    for report in health_reports(db, session_id):
         out.setdefault(report.run_id, []).extend(report.findings)
     return out
 
@@ -275,12 +280,10 @@ def _health(
 def _skills(
     db: Session, session_id: str, candidates: Sequence[CandidateEntry]
 ) -> tuple[list[SkillUseEntry], list[SkillEntry]]:
-    names = {s.id: s for s in db.scalars(select(models.Skill).order_by(models.Skill.id))}
+    names = skill_rows(db)
     by_id = {c.id: c for c in candidates}
     uses = []
-    for u in db.scalars(
-        select(models.SkillUse).where(models.SkillUse.session_id == session_id).order_by(models.SkillUse.id)
-    ):
+    for u in session_uses(db, session_id):
         cand = by_id.get(u.candidate_id or "")
         uses.append(
             SkillUseEntry(
@@ -312,9 +315,7 @@ def skill_result(result: str, cand: CandidateEntry | None) -> str:
 
 def _llm_usage(db: Session, session_id: str) -> list[LLMUsageEntry]:
     groups: dict[tuple[str, str], list[models.LLMUsage]] = {}
-    for row in db.scalars(
-        select(models.LLMUsage).where(models.LLMUsage.session_id == session_id).order_by(models.LLMUsage.id)
-    ):
+    for row in session_llm_usage(db, session_id):
         groups.setdefault((row.node, row.model), []).append(row)
     out = []
     for (node, model), rows in groups.items():
@@ -397,12 +398,9 @@ def gather_session(db: Session, session_id: str) -> SessionReport:
     Raises:
         store.repository.NotFoundError: no such session.
     """
-    session = get(db, models.EvoSession, session_id)
+    session = session_row(db, session_id)
     versions = session_ledger(db, session_id)
-    runs = {
-        r.id: r
-        for r in db.scalars(select(models.Run).where(models.Run.session_id == session_id).order_by(models.Run.id))
-    }
+    runs = {r.id: r for r in session_runs(db, session_id)}
     entries = _version_entries(versions, runs)
     notes: list[str] = []
     version_of_run = {v.run_id: v.index for v in entries if v.run_id}

@@ -201,10 +201,9 @@ def _f(value: float | None) -> str:
 def _alerts(db: Session, session_id: str, run_id: str, run_dir: str) -> tuple[str, ...] | None:
     """Fired alert ids of a version's run: its health_report.json, else the store's findings, else None."""
     import orjson
-    from sqlalchemy import select
 
     from diagnostics.findings import HealthReport
-    from store import models
+    from store.repository import health_reports
 
     path = Path(run_dir) / REPORT_FILE
     if path.is_file():
@@ -214,10 +213,7 @@ def _alerts(db: Session, session_id: str, run_id: str, run_dir: str) -> tuple[st
             report = None
         if report is not None:
             return tuple(f.alert_id for f in report.alerts())
-    query = select(models.HealthReport).where(
-        models.HealthReport.session_id == session_id, models.HealthReport.run_id == run_id
-    )
-    stored = db.scalars(query).first()
+    stored = next(iter(health_reports(db, session_id, run_id)), None)
     return None if stored is None else tuple(f.alert_id for f in stored.findings if f.severity != "ok")
 
 
@@ -229,14 +225,11 @@ def session_summary(
     Raises:
         store.repository.NotFoundError: no such session.
     """
-    from sqlalchemy import select
+    from store.repository import session_ledger, session_row, session_runs
 
-    from store import models
-    from store.repository import get, session_ledger
-
-    session = get(db, models.EvoSession, session_id)
+    session = session_row(db, session_id)
     versions = session_ledger(db, session_id)
-    runs = {r.id: r for r in db.scalars(select(models.Run).where(models.Run.session_id == session_id))}
+    runs = {r.id: r for r in session_runs(db, session_id)}
     by_id = {v.id: v for v in versions}
     lines: list[VersionLine] = []
     steps: dict[int, int] = {}

@@ -211,3 +211,95 @@ def test_the_checks_see_lazy_upward_imports_and_circles(tmp_path: Path) -> None:
     assert agent_upward_imports(import_graph(tmp_path)) == [
         "agent.state -> agent.nodes.n (state is floor 0, nodes is floor 6)"
     ]
+
+
+# --- the store rule (issue 27 §4) --------------------------------------------------------------------------
+# SQL is written in store/ (and the skill library's queries in skills/repository.py); agent/ reaches the store
+# only through those repository functions. ORM row classes appear in agent/ only as type annotations, and only
+# the modules that open, create or migrate the store import `store.engine`.
+STORE_OPENERS = {
+    "agent/adapters/ledger.py",
+    "agent/commands/db.py",
+    "agent/launch/bootstrap.py",
+    "agent/launch/input_checks.py",
+    "agent/session.py",
+}
+SQLALCHEMY_TYPE_NAMES = {"Session", "Engine", "make_url"}  # annotations and URL display, never a statement
+SQL_METHODS = {"scalars", "scalar", "execute", "query"}
+ROW_METHODS = {"get", "add", "delete", "merge"}  # with an ORM class as first argument: session access
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    """ids of the nodes inside `if TYPE_CHECKING:` blocks."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for stmt in node.body:
+                inside.update(id(n) for n in ast.walk(stmt))
+    return inside
+
+
+def store_rule_breaches(root: Path) -> list[str]:
+    """Places in agent/ that build SQL, touch a session directly, or use ORM rows or the engine where they may not."""
+    bad: list[str] = []
+    for path in sorted((root / "agent").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        tree = ast.parse(path.read_text(), filename=rel)
+        typing_only = _type_checking_nodes(tree)
+        row_names = {"models"}
+        for node in ast.walk(tree):
+            where = f"{rel}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.ImportFrom | ast.Import):
+                names = [a.name for a in node.names]
+                module = node.module or "" if isinstance(node, ast.ImportFrom) else ""
+                targets = [module] if module else names
+                if any(t.split(".")[0] == "sqlalchemy" for t in targets) and not (
+                    module and set(names) <= SQLALCHEMY_TYPE_NAMES
+                ):
+                    bad.append(f"{where} imports {module or names} from SQLAlchemy: write the query in store/")
+                orm = module == "store.models" or (module == "store" and "models" in names) or "store.models" in names
+                if orm:
+                    row_names.update(names if module == "store.models" else ["models"])
+                    if id(node) not in typing_only:
+                        bad.append(f"{where} imports ORM rows at run time: call a store.repository function")
+                if module == "store.engine" and rel not in STORE_OPENERS:
+                    bad.append(f"{where} imports store.engine: only {sorted(STORE_OPENERS)} open the store")
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                if node.func.attr in SQL_METHODS:
+                    bad.append(f"{where} runs SQL (.{node.func.attr}): write the query in store/")
+                elif node.func.attr in ROW_METHODS and node.args:
+                    first = ast.unparse(node.args[0])
+                    if first.split(".")[0] in row_names:
+                        bad.append(f"{where} reads {first} from the session: call a store.repository function")
+    return sorted(bad)
+
+
+def test_agent_reaches_the_store_only_through_repository_functions() -> None:
+    bad = store_rule_breaches(ROOT)
+    assert not bad, "agent/ bypasses the store's repository functions:\n" + "\n".join(bad)
+
+
+def test_the_store_rule_sees_queries_rows_and_engines(tmp_path: Path) -> None:
+    (tmp_path / "agent" / "nodes").mkdir(parents=True)
+    (tmp_path / "agent" / "nodes" / "n.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from store.models import Run\n"
+        "def f(db):\n    from sqlalchemy import select\n    from store import models\n"
+        "    from store.engine import session_scope\n"
+        "    db.scalars(select(models.Run)).first()\n    return db.get(models.Run, 'r'), db.get(Run, 'r')\n"
+    )
+    (tmp_path / "agent" / "nodes" / "ok.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from sqlalchemy.orm import Session\n"
+        "    from store import models\n"
+        "def f(db: 'Session') -> 'models.Run | None':\n    from store.repository import find_run\n"
+        "    return find_run(db, 'r') or {}.get('x')\n"
+    )
+    bad = sorted(line.split(" ", 1)[0] + " " + line.split(" ", 2)[1] for line in store_rule_breaches(tmp_path))
+    assert bad == [
+        "agent/nodes/n.py:5 imports",
+        "agent/nodes/n.py:6 imports",
+        "agent/nodes/n.py:7 imports",
+        "agent/nodes/n.py:8 runs",
+        "agent/nodes/n.py:9 reads",
+        "agent/nodes/n.py:9 reads",
+    ], store_rule_breaches(tmp_path)

@@ -96,6 +96,12 @@ def _round_trip(db: Session) -> None:
 
     skills_repo.seed_skills(db)  # re-seeding keeps the track record
     assert skills_repo.get_skill(db, "raise-length-budget").wins == 1
+    # the reads the controller uses instead of its own SQL (issue 27 §4)
+    uses = [u.id for u in skills_repo.session_uses(db, "s1")]
+    assert len(uses) == 2 and uses[0] == use and uses == sorted(uses)
+    assert skills_repo.use_of_candidate(db, "no-candidate") is None
+    rows = skills_repo.skill_rows(db)
+    assert list(rows) == sorted(rows) and {r.name for r in rows.values()} >= {"raise-length-budget"}
 
 
 def test_seed_match_use_and_result_round_trip_sqlite(db: Session) -> None:

@@ -145,3 +145,45 @@ def test_llm_policy_needs_a_model(db: Session) -> None:
 def test_candidate_ids_are_unique_across_sessions() -> None:
     assert repo.candidate_id("s1", 1, 2, "strict-extraction") == "s1-v1.2-strict-extraction"
     assert repo.candidate_id("s2", 1, 2, "strict-extraction") != repo.candidate_id("s1", 1, 2, "strict-extraction")
+
+
+def test_the_read_helpers_agent_uses_return_the_rows_it_wrote(db: Session) -> None:
+    """Issue 27 §4: the queries agent/ no longer writes itself answer from the store's own functions."""
+    assert repo.find_session(db, "nope") is None and repo.session_row(db, "s").id == "s"
+    with pytest.raises(repo.NotFoundError, match="'nope'"):
+        repo.session_row(db, "nope")
+    assert repo.session_repo_path(db, "s") == "/r" and repo.session_repo_path(db, "nope") is None
+    repo.set_session_progress(db, "s", steps_used=7, wall_time_s=1.5)
+    repo.set_session_progress(db, "s", steps_used=9, wall_time_s=2.0)  # absolute: a re-run writes the same
+    assert (repo.session_row(db, "s").steps_used, repo.session_row(db, "s").wall_time_s) == (9, 2.0)
+    repo.set_session_status(db, "s", "failed", reason="store gone")
+    assert repo.status_reasons(db)["s"] == "store gone"
+    v0 = repo.add_version(db, session_id="s", branch="main", commit_sha="c")
+    for rid in ("s-b", "s-a"):
+        repo.add_run(db, run_id=rid, session_id="s", backend="local", kind="pilot", steps=5, artefact_dir="/a")
+    assert [r.id for r in repo.session_runs(db, "s")] == ["s-a", "s-b"] and repo.find_run(db, "x") is None
+    assert repo.version_for_run(db, "s", "s-a") is None
+    common = dict(session_id="s", parent_version_id=v0.id, iteration=1, worktree_path="/w", hypothesis="h",
+                  success_criterion="c", slug="c", branch="b/c", factor="reward")  # fmt: skip
+    repo.add_candidate(db, candidate_id="c", **common)  # type: ignore[arg-type]
+    assert repo.find_candidate(db, "c") is not None and repo.latest_backtest(db, "c") is None
+    for verdict in ("fail", "pass"):
+        repo.add_backtest(db, candidate_id="c", rollouts_run_id="s-a", artefact_dir="/b", verdict=verdict,
+                          outcome="ok")  # fmt: skip
+    assert repo.latest_backtest(db, "c").verdict == "pass"  # type: ignore[union-attr]
+    repo.add_case(db, session_id="s", candidate_id="c", kind="negative_evidence", domain="d", summary="x",
+                  signature={})  # fmt: skip
+    assert repo.case_of_candidate(db, "c").summary == "x" and [c.summary for c in repo.session_cases(db, "s")] == ["x"]  # type: ignore[union-attr]
+    launch = repo.add_gate_request(db, session_id="s", gate="launch", payload={"iteration": 1})
+    repo.add_gate_request(db, session_id="s", gate="promote", payload={"iteration": 1})
+    assert repo.gate_requests(db, "s", "launch") == [launch] and repo.find_gate(db, launch.id) is launch
+    for node, tokens, cost in (("propose", 10, 0.5), ("propose", 5, None), ("analyze", 1, 0.1)):
+        repo.add_llm_usage(db, session_id="s", node=node, model="m", prompt_tokens=tokens, completion_tokens=1,
+                           cost_usd=cost)  # fmt: skip
+    assert sorted(repo.llm_usage_per_node(db, "s")) == [("analyze", 1, 1, 1, 0.1), ("propose", 2, 15, 2, 0.5)]
+    assert [u.node for u in repo.session_llm_usage(db, "s")] == ["propose", "propose", "analyze"]
+    trace = repo.record_search(db, session_id="s", node="propose", tool="t", query="q", result_summary="r")
+    repo.mark_searches_used(db, [trace.id])
+    assert trace.used is True
+    repo.add_health_report(db, session_id="s", run_id="s-a", path="/h.json", findings=[])
+    assert [h.run_id for h in repo.health_reports(db, "s")] == ["s-a"] and not repo.health_reports(db, "s", "s-b")
