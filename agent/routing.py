@@ -94,7 +94,8 @@ def _approved_ids(state: State) -> set[str] | None:
     answer = state.get("gate_answer") or {}
     if answer.get("gate") != "launch" or answer.get("iteration") != state.get("iteration"):
         return None
-    return set(answer.get("approved", []))
+    approved = answer.get("approved", [])
+    return set(approved) if isinstance(approved, list) else set()
 
 
 def _payload(state: State) -> dict[str, Any]:

@@ -84,8 +84,36 @@ class PilotInfo(TypedDict):
     start_steps: NotRequired[int]  # lineage steps of that policy (less than the incumbent's after a rollback)
 
 
+class ComparisonInfo(TypedDict):
+    """A paired comparison of per-prompt strict scores (`diagnostics.stats.PairedComparison.to_json()`)."""
+
+    mean_a: float
+    mean_b: float
+    delta: float
+    ci_low: float
+    ci_high: float
+    p_wilcoxon: float
+    n: int
+
+
+class EvaluationInfo(TypedDict):
+    """One candidate pilot compared with the control (`agent.decisions.evidence.Evaluation.to_state`)."""
+
+    iteration: int
+    candidate_id: str
+    run_ok: bool
+    message: str
+    comparison: ComparisonInfo | None
+    outcome_class: str  # improvement | regression | mixed | insufficient
+    train_reward: float
+    control_train_reward: float
+    new_alerts: list[str]
+    restoration: NotRequired[bool]
+
+
 class DecisionInfo(TypedDict):
-    """Keep / prune / revert / merge for one candidate, with its outcome class and evidence."""
+    """Keep / prune / revert / merge for one candidate, with its outcome class and evidence
+    (`agent.decisions.evidence.decide`)."""
 
     candidate_id: str
     decision: str  # keep | prune | revert | merge
@@ -95,6 +123,42 @@ class DecisionInfo(TypedDict):
     ci_high: float
     train_gain: float
     rationale: str
+
+
+class ReplicationInfo(TypedDict, total=False):
+    """The merge candidate to re-train on fresh seeds before it may merge (empty: none this iteration)."""
+
+    iteration: int
+    candidate_id: str
+    replicates: int
+
+
+class RollbackInfo(TypedDict, total=False):
+    """Where candidates restart when the incumbent's own run damaged its policy (empty: from the incumbent)."""
+
+    checkpoint: str
+    steps: int
+    reason: str
+
+
+class GateAnswer(TypedDict, total=False):
+    """A human's answer at a gate: the launch gate lists the approved candidate ids, the promote gate a yes/no."""
+
+    gate: str  # launch | promote
+    iteration: int
+    approved: list[str] | bool
+    note: str
+
+
+class IterationSummary(TypedDict):
+    """One line of the session's history, written by `record` at the end of each iteration."""
+
+    iteration: int
+    version: int
+    merged: str | None
+    strict_acc: float
+    candidates: int
+    decisions: dict[str, str]  # candidate id -> keep | prune | revert | merge
 
 
 class InputState(TypedDict, total=False):
@@ -118,19 +182,19 @@ class State(InputState, total=False):
     version: VersionInfo
     report: dict[str, Any]  # HealthReport.to_json() of the incumbent's latest run
     gap: bool
-    rollback: dict[str, Any]  # {checkpoint, steps, reason} when candidates restart from the incumbent's start
+    rollback: RollbackInfo
     candidates: list[CandidateInfo]
     backtests: Annotated[list[BacktestInfo], operator.add]
     pilots: Annotated[list[PilotInfo], operator.add]
-    evaluations: Annotated[list[dict[str, Any]], operator.add]
+    evaluations: Annotated[list[EvaluationInfo], operator.add]
     decisions: list[DecisionInfo]
-    replication: dict[str, Any]  # {iteration, candidate_id, replicates}: the merge candidate to re-train first
-    gate_answer: dict[str, Any]
+    replication: ReplicationInfo
+    gate_answer: GateAnswer
     steps_used: int
     started_at: float
     v0_strict: float
     failures_in_row: int
-    history: Annotated[list[dict[str, Any]], operator.add]
+    history: Annotated[list[IterationSummary], operator.add]
     status: str  # running | finished
     stop_reason: str
     llm_stop_reason: str  # set by the llm policy when the session's LLM token/cost budget is spent

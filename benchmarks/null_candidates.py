@@ -30,11 +30,11 @@ import json
 import time
 from pathlib import Path
 
-from agent.decisions.evidence import final_strict_scores, paired, replicate_check
+from agent.decisions.evidence import classify_outcome, final_strict_scores, paired, replicate_check
 from diagnostics.findings import Finding, Severity
 from diagnostics.report import build_report
 from diagnostics.schema import LAST_CHECKPOINT, SUMMARY_FILE
-from diagnostics.stats import classify_outcome, paired_bootstrap
+from diagnostics.stats import paired_bootstrap
 from diagnostics.table import read_run_table
 from harness.manifest import load_harness
 from trainer_backend import BACKENDS

@@ -51,8 +51,9 @@ from sqlalchemy import select
 from agent.decisions.evidence import final_strict_scores, paired
 from agent.decisions.rollback import START_CHECKPOINT_FILE
 from agent.reporting.summary import sealed_score, session_summary
+from diagnostics.findings import HACK_ALERT_IDS
 from diagnostics.schema import HEALTH_REPORT_FILE, SPEC_FILE, SUMMARY_FILE
-from diagnostics.stats import HACK_ALERT_IDS, paired_bootstrap
+from diagnostics.stats import paired_bootstrap
 from diagnostics.table import read_run_table
 from store import models
 from store.engine import make_engine, session_scope

@@ -39,7 +39,7 @@ Adding a metric over the run table
    An agentic metric's entry in `agentic_docs.AGENTIC_METRIC_DOCS` is "meaning (rule: alert_id op warning
    [/ critical])", held to the graded rule by `tests/unit/test_diag_agentic_docs_state_each_rule.py`; an
    alert that says the reward is gamed joins `agentic_docs.AGENTIC_HACK_ALERT_IDS` (part of
-   `stats.HACK_ALERT_IDS`: a new one at warning makes a candidate's improvement "mixed").
+   `findings.HACK_ALERT_IDS`: a new one at warning makes a candidate's improvement "mixed").
 5. Test it on crafted rows (`table.table_from_rollouts(rollouts, answer)` builds a table from typed records
    through the same parser) in a test named after the property it protects.
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 TRAJECTORY_MARK = -(2.0**-24)
 
 # Agentic alerts that say the reward is being gamed (paper §9 toxic rewards, §10 one-turn collapse): like the
-# score layer's hack alerts (`diagnostics.stats.HACK_ALERT_IDS`, which includes these), any new one at
+# score layer's hack alerts (`diagnostics.findings.HACK_ALERT_IDS`, which includes these), any new one at
 # warning turns a candidate's strict improvement into "mixed", so it is never promoted. One-turn collapse is
 # the signature of a brevity reward (the never-reward-brevity guard applied to turn counts): a branch whose
 # turns collapse is refused even when its training reward is the highest.

@@ -24,7 +24,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from diagnostics.agentic_docs import AGENTIC_HACK_ALERT_IDS
 from diagnostics.schema import ReadProblem
+
+# The alerts that say the reward is gamed: the decision policy (`agent/decisions/evidence.py`) never calls a
+# gain with a new one of these, even below critical severity, an improvement. The agentic ones
+# (`diagnostics/agentic_docs.py`) include one-turn collapse: the brevity guard at decision time.
+HACK_ALERT_IDS = (
+    frozenset({"score.reward_hacking", "version.reward_hacking", "score.rewarded_wrong"}) | AGENTIC_HACK_ALERT_IDS
+)
 
 
 class Severity(enum.StrEnum):

@@ -134,7 +134,7 @@ def diagnose_dead_groups(rows: pl.DataFrame, metric_rows: Sequence[MetricRow] = 
     after_filter = _dead_after_filter(metric_rows, rows)
     graded_ratio = ratio if after_filter is None else after_filter
     # The graded ratio without the dead groups every sample of which the evaluator scores right (solved prompts:
-    # progress, not a missing signal); the candidate gate reads it (`stats.classify_outcome`).
+    # progress, not a missing signal); the candidate gate reads it (`agent.decisions.evidence.classify_outcome`).
     unsolved = graded_ratio * (1 - solved_dead / dead_count) if dead_count else graded_ratio
     if after_filter is not None:
         metrics["dead_group_ratio_after_filter"] = after_filter

@@ -1,35 +1,21 @@
-"""Paired statistics for version decisions (paper App. F / reference §13) and the outcome classifier.
+"""Paired statistics for version decisions (paper App. F / reference §13).
 
 Per-prompt paired differences, a paired bootstrap (B = 10,000, seed 42, resampled at prompt level,
 optionally stratified) for the 95% CI of the mean difference, and a two-sided Wilcoxon signed-rank test on
-the same pairs. `classify_outcome` turns a comparison plus health alerts into one of the paper's four
-outcome classes (`classify_restoration` does it by non-inferiority for a candidate that only moves settings
-back into their documented range); a higher training reward alone never yields "improvement".
+the same pairs. What a comparison means for a candidate (the four outcome classes, the hack-alert rule) is
+the decision policy's: `agent/decisions/evidence.py`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from scipy import stats as sps
 
-from diagnostics.agentic_docs import AGENTIC_HACK_ALERT_IDS
-from diagnostics.findings import Finding, Severity, new_alerts
-from diagnostics.signal import DEAD_CRITICAL, DEAD_UNSOLVED
-
-OutcomeClass = Literal["improvement", "regression", "mixed", "insufficient"]
 CI_LEVEL = 0.95
-# Fewer paired prompts than this is never evidence either way.
-MIN_PAIRS = 5
-# Alerts that make an upward CI "mixed" even below critical severity: hacking is never an improvement. The
-# agentic ones (`diagnostics/agentic_docs.py`) include one-turn collapse: the brevity guard at decision time.
-HACK_ALERT_IDS = (
-    frozenset({"score.reward_hacking", "version.reward_hacking", "score.rewarded_wrong"}) | AGENTIC_HACK_ALERT_IDS
-)
 _BOOT_CHUNK_ELEMENTS = 4_000_000  # bound the bootstrap's index matrix to ~32 MB per chunk
 
 
@@ -128,78 +114,3 @@ def paired_bootstrap(
         p_wilcoxon=wilcoxon_p(d),
         n=int(d.size),
     )
-
-
-def _dead_by_success(finding: Finding) -> bool:
-    """A critical dead-group alert that is not critical once the solved dead groups are left out."""
-    unsolved = finding.numbers.get(DEAD_UNSOLVED, math.nan)
-    return finding.alert_id == "signal.dead_groups" and unsolved == unsolved and unsolved <= DEAD_CRITICAL
-
-
-def classify_outcome(
-    comparison: PairedComparison,
-    alerts_new: Sequence[Finding],
-    alerts_parent: Sequence[Finding],
-    min_effect: float = 0.0,
-) -> OutcomeClass:
-    """Classify a candidate against its parent from paired strict scores and health alerts.
-
-    `min_effect` is the smallest |delta| that counts: the per-prompt bootstrap does not see training-seed
-    noise (two runs of the same harness with different seeds differ by several points), so a session sets
-    it from that noise (`benchmarks/null_candidates.py`); a smaller delta is "insufficient" whatever its CI.
-
-    - fewer than `MIN_PAIRS` pairs, |delta| < `min_effect`, or a CI that contains 0 -> "insufficient";
-    - CI entirely below 0 -> "regression";
-    - CI entirely above 0 with a new critical alert or any hack alert the parent did not have -> "mixed";
-    - CI entirely above 0 otherwise -> "improvement".
-
-    A new critical `signal.dead_groups` that would not be critical without the groups the strict evaluator
-    scores all right (`dead_unsolved_ratio`) does not count: prompts the policy now solves every time are
-    progress, not a lost learning signal (the agentic tool-spam repair: 0.910 -> 0.980 with 0.569 dead groups,
-    nearly all of them solved, was "mixed").
-    """
-    if comparison.n < MIN_PAIRS or math.isnan(comparison.ci_low) or math.isnan(comparison.ci_high):
-        return "insufficient"
-    if abs(comparison.delta) < min_effect:
-        return "insufficient"
-    if comparison.ci_high < 0:
-        return "regression"
-    if comparison.ci_low > 0:
-        return _improvement_unless_alarmed(alerts_new, alerts_parent)
-    return "insufficient"
-
-
-def classify_restoration(
-    comparison: PairedComparison,
-    alerts_new: Sequence[Finding],
-    alerts_parent: Sequence[Finding],
-    min_effect: float = 0.0,
-) -> OutcomeClass:
-    """Classify a candidate whose only change moves trainer settings from outside their documented safe range
-    back into it (`agent.decisions.knobs.range_restoration`): non-inferiority instead of superiority.
-
-    The backend's documentation is prior evidence that the old value is a misconfiguration, so the candidate
-    needs to show no harm, not a gain above the noise floor: a defect whose cost builds up late (cold-sampling
-    seed 1: the reset to the documented temperature gained +0.073, tied on a fresh seed, then gained +0.040, while
-    the cold run ended 0.063 below the fixed harness at 160 steps) cannot pass `min_effect` within one pilot.
-
-    - fewer than `MIN_PAIRS` pairs or a NaN CI -> "insufficient";
-    - CI entirely below 0 -> "regression";
-    - delta > 0 and a CI that reaches no lower than -`min_effect`: "mixed" with a new critical or hack alert
-      (as in `classify_outcome`), else "improvement";
-    - otherwise -> "insufficient".
-    """
-    if comparison.n < MIN_PAIRS or math.isnan(comparison.ci_low) or math.isnan(comparison.ci_high):
-        return "insufficient"
-    if comparison.ci_high < 0:
-        return "regression"
-    if comparison.delta > 0 and comparison.ci_low > -min_effect:
-        return _improvement_unless_alarmed(alerts_new, alerts_parent)
-    return "insufficient"
-
-
-def _improvement_unless_alarmed(alerts_new: Sequence[Finding], alerts_parent: Sequence[Finding]) -> OutcomeClass:
-    """Return "mixed" when the candidate brings a new critical alert (bar dead groups it solved) or hack alert."""
-    critical = [f for f in new_alerts(alerts_new, alerts_parent, Severity.CRITICAL) if not _dead_by_success(f)]
-    hacks = [f for f in new_alerts(alerts_new, alerts_parent, Severity.WARNING) if f.alert_id in HACK_ALERT_IDS]
-    return "mixed" if critical or hacks else "improvement"

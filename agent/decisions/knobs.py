@@ -159,7 +159,7 @@ def range_restoration(
 
     All of it: `changed` (the candidate's changed files) is exactly the backend's settings file, and every key
     whose value differs there is a declared knob the runs read, out of range in `parent` and in range in
-    `candidate`. Such a candidate is decided by non-inferiority (`diagnostics.stats.classify_restoration`).
+    `candidate`. Such a candidate is decided by non-inferiority (`agent.decisions.evidence.classify_restoration`).
     """
     settings_file = parent.manifest.trainer.settings(backend) or parent.manifest.trainer.config
     if list(changed) != [settings_file]:

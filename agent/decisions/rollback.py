@@ -17,10 +17,10 @@ throw away the steps the policy did learn from.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agent.decisions.evidence import paired
-from agent.state import VersionInfo
+from agent.state import RollbackInfo, VersionInfo
 from diagnostics.schema import START_CHECKPOINT
 from diagnostics.stats import paired_bootstrap
 
@@ -31,7 +31,7 @@ COLLAPSE_FRACTION = 0.5  # held-out strict lost at least half of its starting va
 START_CHECKPOINT_FILE = START_CHECKPOINT  # a root run's step-0 policy and optimizer (local backend)
 
 
-def rollback_point(version: VersionInfo, min_effect: float, val: pl.DataFrame | None = None) -> dict[str, Any]:
+def rollback_point(version: VersionInfo, min_effect: float, val: pl.DataFrame | None = None) -> RollbackInfo:
     """Where candidates should start: `{}` (the incumbent's checkpoint) or the incumbent's own start.
 
     `val` holds the incumbent run's validation rows (its run table's, so the session reads them once); without
@@ -43,22 +43,22 @@ def rollback_point(version: VersionInfo, min_effect: float, val: pl.DataFrame | 
 
     start = version.get("start_checkpoint") or ""
     if not start or not Path(start).is_file():
-        return {}
+        return RollbackInfo()
     if val is None:
         val = read_run_table(Path(version["run_dir"]), splits=("val",)).val
     scores = strict_by_step(val)
     if len(scores) < 2 or 0 not in scores:
-        return {}
+        return RollbackInfo()
     before, after = paired(scores[0], scores[max(scores)])
     if not before:
-        return {}
+        return RollbackInfo()
     cmp = paired_bootstrap(before, after)
     start_acc, end_acc = sum(before) / len(before), sum(after) / len(after)
     if cmp.delta > -min_effect or cmp.ci_high >= 0 or end_acc > (1 - COLLAPSE_FRACTION) * start_acc:
-        return {}
+        return RollbackInfo()
     reason = (
         f"held-out strict collapsed {start_acc:.3f} -> {end_acc:.3f} "
         f"({cmp.delta:+.3f} [{cmp.ci_low:+.3f}, {cmp.ci_high:+.3f}]) during {version['run_id']}: candidates restart "
         f"from the policy it started from (lineage step {version.get('start_steps', 0)}); the control continues it"
     )
-    return {"checkpoint": start, "steps": int(version.get("start_steps", 0)), "reason": reason}
+    return RollbackInfo(checkpoint=start, steps=int(version.get("start_steps", 0)), reason=reason)

@@ -27,7 +27,8 @@ def confirm(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     failed = [p for pair in runs for p in pair if p is None or p["outcome"] != "ok"]
     if failed:
         why = "; ".join(f"{p['run_id']}: {p['outcome']} {p['message']}" if p else "missing run" for p in failed)
-        result = Replication(False, None, (), "insufficient", f"replicate run failed: {why}")
+        result = Replication(confirmed=False, pooled=None, replicate_deltas=(), outcome_class="insufficient",
+                             evidence=f"replicate run failed: {why}")  # fmt: skip
     else:
         answer, roles = session_answer(state), session_roles(state)
         first = (_scores(by_key[(CONTROL_ID, 0)], answer), _scores(by_key[(cid, 0)], answer))

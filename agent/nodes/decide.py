@@ -18,14 +18,13 @@ from agent.context import Context
 from agent.decisions.evidence import Evaluation
 from agent.decisions.evidence import decide as decide_rule
 from agent.routing import CONTROL_ID, current
-from agent.state import State
-from diagnostics.stats import PairedComparison
+from agent.state import DecisionInfo, PilotInfo, ReplicationInfo, State
 
 
 def decide(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Apply the decision rule of the session's mode to this iteration's evaluations."""
     ctx, it = runtime.context, state["iteration"]
-    evaluations = [_from_state(e) for e in current(state.get("evaluations"), it)]
+    evaluations = [Evaluation.from_state(e) for e in current(state.get("evaluations"), it)]
     decisions = decide_rule(evaluations, ctx.mode)
     if state.get("rollback"):
         for d in decisions:
@@ -39,11 +38,11 @@ def decide(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if spent + cost > ctx.max_train_steps:
         merge["rationale"] += f"; not replicated: {cost} more steps would pass the budget ({ctx.max_train_steps})"
         return {"decisions": decisions, "replication": {}}
-    replication = {"iteration": it, "candidate_id": merge["candidate_id"], "replicates": ctx.replicates}
+    replication = ReplicationInfo(iteration=it, candidate_id=merge["candidate_id"], replicates=ctx.replicates)
     return {"decisions": decisions, "replication": replication}
 
 
-def _say_what_was_carried(decisions: list[Any], pilots: list[Any]) -> None:
+def _say_what_was_carried(decisions: list[DecisionInfo], pilots: list[PilotInfo]) -> None:
     """Append to each rationale what the candidate's pilot (and the control, when it differs) took over from the
     checkpoint it continued: weights, optimizer moments, random streams... as far as its backend carries them."""
     carried = {p["candidate_id"]: continuation(Path(p["run_dir"])) for p in pilots if not p.get("replicate")}
@@ -52,18 +51,3 @@ def _say_what_was_carried(decisions: list[Any], pilots: list[Any]) -> None:
         mine = carried.get(d["candidate_id"], "")
         if mine:
             d["rationale"] += f"; pilot {mine}" + (f" (control {control})" if control and control != mine else "")
-
-
-def _from_state(row: dict[str, Any]) -> Evaluation:
-    cmp = row["comparison"]
-    return Evaluation(
-        candidate_id=row["candidate_id"],
-        run_ok=row["run_ok"],
-        message=row["message"],
-        comparison=PairedComparison(**cmp) if cmp else None,
-        outcome_class=row["outcome_class"],
-        train_reward=row["train_reward"],
-        control_train_reward=row["control_train_reward"],
-        new_alerts=tuple(row["new_alerts"]),
-        restoration=bool(row.get("restoration", False)),
-    )

@@ -8,12 +8,12 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from agent.context import Context
-from agent.decisions.evidence import Evaluation, final_strict_scores, paired
+from agent.decisions.evidence import Evaluation, classify_outcome, classify_restoration, final_strict_scores, paired
 from agent.nodes.common import cached_report, run_table, session_answer, session_roles
 from agent.routing import CONTROL_ID, current
 from agent.state import PilotInfo, State
 from diagnostics.findings import HealthReport, Severity, new_alerts
-from diagnostics.stats import classify_outcome, classify_restoration, paired_bootstrap
+from diagnostics.stats import paired_bootstrap
 from diagnostics.tool_roles import ToolRoles
 from harness.answers import AnswerProtocol
 
@@ -36,7 +36,7 @@ def evaluate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         for p in pilots
         if p["candidate_id"] != CONTROL_ID
     ]  # fmt: skip
-    return {"evaluations": [_to_state(e, state["iteration"]) for e in evaluations]}
+    return {"evaluations": [e.to_state(state["iteration"]) for e in evaluations]}
 
 
 def _contained(
@@ -54,9 +54,7 @@ def _contained(
         return _evaluate_one(pilot, control, control_report, control_scores, min_effect, answer, roles, restoration)
     except Exception as exc:  # one candidate's unreadable evidence must not end the session (issue 13 §3)
         why = f"its run's artefacts could not be evaluated ({type(exc).__name__}: {exc})"
-        return Evaluation(
-            pilot["candidate_id"], False, why, None, "insufficient", pilot["train_reward"], control["train_reward"], ()
-        )
+        return Evaluation.failed(pilot["candidate_id"], why, pilot["train_reward"], control["train_reward"])
 
 
 def _evaluate_one(
@@ -73,61 +71,31 @@ def _evaluate_one(
     that only moves settings back into their documented range (`classify_restoration`)."""
     if pilot["outcome"] != "ok" or control_report is None:
         why = pilot["message"] if pilot["outcome"] != "ok" else f"control run failed: {control['message']}"
-        return Evaluation(
-            pilot["candidate_id"],
-            False,
-            f"{pilot['outcome']}: {why}",
-            None,
-            "insufficient",
-            pilot["train_reward"],
-            control["train_reward"],
-            (),
+        return Evaluation.failed(
+            pilot["candidate_id"], f"{pilot['outcome']}: {why}", pilot["train_reward"], control["train_reward"]
         )
     report = cached_report(Path(pilot["run_dir"]), control_report, answer, roles)
     a, b = paired(control_scores, _scores(pilot, answer))
     if not a:
-        return Evaluation(
-            pilot["candidate_id"],
-            False,
-            "no strict validation scores to compare",
-            None,
-            "insufficient",
-            pilot["train_reward"],
-            control["train_reward"],
-            (),
-        )
+        why = "no strict validation scores to compare"
+        return Evaluation.failed(pilot["candidate_id"], why, pilot["train_reward"], control["train_reward"])
     comparison = paired_bootstrap(a, b)
     fresh = new_alerts(report.alerts(Severity.WARNING), control_report.alerts(Severity.WARNING), Severity.WARNING)
     classify = classify_restoration if restoration else classify_outcome
     outcome = classify(comparison, report.alerts(Severity.WARNING), control_report.alerts(Severity.WARNING), min_effect)
     return Evaluation(
-        pilot["candidate_id"],
-        True,
-        "",
-        comparison,
-        outcome,
-        pilot["train_reward"],
-        control["train_reward"],
-        tuple(f.alert_id for f in fresh),
-        restoration,
+        candidate_id=pilot["candidate_id"],
+        run_ok=True,
+        message="",
+        comparison=comparison,
+        outcome_class=outcome,
+        train_reward=pilot["train_reward"],
+        control_train_reward=control["train_reward"],
+        new_alerts=tuple(f.alert_id for f in fresh),
+        restoration=restoration,
     )
 
 
 def _scores(pilot: PilotInfo, answer: AnswerProtocol | None) -> dict[str, float]:
     """Per-prompt strict scores from the same table the pilot's health report was built from."""
     return final_strict_scores(run_table(Path(pilot["run_dir"]), answer).val)
-
-
-def _to_state(ev: Evaluation, iteration: int) -> dict[str, Any]:
-    return {
-        "iteration": iteration,
-        "candidate_id": ev.candidate_id,
-        "run_ok": ev.run_ok,
-        "message": ev.message,
-        "comparison": ev.comparison.to_json() if ev.comparison else None,
-        "outcome_class": ev.outcome_class,
-        "train_reward": ev.train_reward,
-        "control_train_reward": ev.control_train_reward,
-        "new_alerts": list(ev.new_alerts),
-        "restoration": ev.restoration,
-    }

@@ -17,7 +17,9 @@ def _ev(
     control: float = 0.5,
     alerts: tuple[str, ...] = (),
 ) -> Evaluation:
-    return Evaluation(cid, True, "", paired_bootstrap(a, b), outcome, reward, control, alerts)
+    return Evaluation(candidate_id=cid, run_ok=True, message="", comparison=paired_bootstrap(a, b),
+                      outcome_class=outcome, train_reward=reward, control_train_reward=control,
+                      new_alerts=alerts)  # fmt: skip
 
 
 def test_best_improvement_merges_others_kept_and_regression_reverted() -> None:
@@ -51,7 +53,7 @@ def test_score_only_promotes_on_training_reward() -> None:
 
 
 def test_failed_pilot_is_pruned_with_its_message() -> None:
-    ev = Evaluation("bad", False, "candidate_error: harness/reward.py raised", None, "insufficient", 0, 0, ())
+    ev = Evaluation.failed("bad", "candidate_error: harness/reward.py raised", 0, 0)
     [d] = decide([ev], "evotrainer")
     assert d["decision"] == "prune" and "harness/reward.py" in d["rationale"]
 
@@ -85,7 +87,7 @@ def test_comparison_round_trips_through_state_json() -> None:
 
 
 def test_deltas_below_the_seed_noise_floor_are_insufficient() -> None:
-    from diagnostics.stats import classify_outcome
+    from agent.decisions.evidence import classify_outcome
 
     small = paired_bootstrap([0.0] * 300, [1.0] * 12 + [0.0] * 288)  # +0.04 with a CI above 0
     assert small.ci_low > 0

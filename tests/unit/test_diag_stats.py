@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from agent.decisions.evidence import classify_outcome
 from diagnostics.findings import Finding, Layer, Severity
-from diagnostics.stats import PairedComparison, classify_outcome, paired_bootstrap
+from diagnostics.stats import PairedComparison, paired_bootstrap
 
 
 def test_identical_scores_ci_contains_zero_and_p_is_one() -> None:

@@ -27,9 +27,8 @@ from agent.nodes.common import cached_report
 from agent.nodes.evaluate import _evaluate_one
 from agent.state import PilotInfo
 from diagnostics.agentic_docs import AGENTIC_HACK_ALERT_IDS, ONE_TURN_COLLAPSE, REWARD_PAYS_FEWER_TURNS
-from diagnostics.findings import Severity
+from diagnostics.findings import HACK_ALERT_IDS, Severity
 from diagnostics.schema import Rollout, write_rollouts
-from diagnostics.stats import HACK_ALERT_IDS
 from skills.context import trigger_context
 from skills.seeds import SEED_SKILLS
 from skills.triggers import evaluate

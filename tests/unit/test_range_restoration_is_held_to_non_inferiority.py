@@ -2,7 +2,7 @@
 
 `agent.decisions.knobs.range_restoration` says which candidates qualify (read from the real scenario harnesses:
 cold-sampling's defective and oracle forms differ in `temperature` only, 0.1 against the documented
-[0.7, 1.2]); `diagnostics.stats.classify_restoration` and `agent.decisions.evidence.replicate_check` decide them. Every
+[0.7, 1.2]); `agent.decisions.evidence` (`classify_restoration`, `replicate_check`) decides them. Every
 other candidate keeps the superiority rule, so a null candidate is never helped by this.
 """
 
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from scenario_cache import scenario_dir
 
-from agent.decisions.evidence import Evaluation, decide, replicate_check
+from agent.decisions.evidence import Evaluation, classify_outcome, classify_restoration, decide, replicate_check
 from agent.decisions.knobs import range_restoration
-from diagnostics.stats import classify_outcome, classify_restoration, paired_bootstrap
+from diagnostics.stats import paired_bootstrap
 from harness.manifest import load_harness
 
 SETTINGS = "harness/trainer.yaml"
@@ -119,10 +119,14 @@ def test_non_inferiority_merges_a_small_gain_the_superiority_rule_calls_insuffic
 
 def test_the_decision_says_which_rule_decided() -> None:
     cmp = paired_bootstrap(_scores(260), _swapped(260, 20, 29))
-    restoring = Evaluation("c1", True, "", cmp, classify_restoration(cmp, [], [], MIN_EFFECT), 0.5, 0.5, (), True)
+    restoring = Evaluation(candidate_id="c1", run_ok=True, message="", comparison=cmp,
+                           outcome_class=classify_restoration(cmp, [], [], MIN_EFFECT), train_reward=0.5,
+                           control_train_reward=0.5, restoration=True)  # fmt: skip
     [d] = decide([restoring], "evotrainer")
     assert d["decision"] == "merge" and "non-inferiority" in d["rationale"]
-    plain = Evaluation("c2", True, "", cmp, classify_outcome(cmp, [], [], MIN_EFFECT), 0.5, 0.5, ())
+    plain = Evaluation(candidate_id="c2", run_ok=True, message="", comparison=cmp,
+                       outcome_class=classify_outcome(cmp, [], [], MIN_EFFECT), train_reward=0.5,
+                       control_train_reward=0.5)  # fmt: skip
     [d] = decide([plain], "evotrainer")
     assert d["decision"] == "prune" and "non-inferiority" not in d["rationale"]
 

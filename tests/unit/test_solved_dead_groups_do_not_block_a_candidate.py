@@ -1,15 +1,16 @@
 """A candidate whose new dead groups are prompts it now solves every time is still an improvement.
 
 `signal.dead_groups` counts every zero-variance group; a group whose samples the strict evaluator all scores
-right is progress, not a lost signal. The gate (`stats.classify_outcome`) leaves such a new critical alert
+right is progress, not a lost signal. The gate (`evidence.classify_outcome`) leaves such a new critical alert
 out when the graded ratio without the solved groups is not critical; dead groups of wrong answers still block.
 """
 
 from __future__ import annotations
 
+from agent.decisions.evidence import classify_outcome
 from diagnostics.schema import Rollout
 from diagnostics.signal import DEAD_UNSOLVED, diagnose_dead_groups
-from diagnostics.stats import PairedComparison, classify_outcome
+from diagnostics.stats import PairedComparison
 from diagnostics.table import table_from_rollouts
 
 
