@@ -1,6 +1,6 @@
 """Throughput: the local trainer's own GRPO step versus one TRL `GRPOTrainer` step, same model, task and batch.
 
-The local side is the product's code path: `trainer_backend.local.train.train_step` on the
+The local side is the product's code path: `trainer_backend.local.step.train_step` on the
 `examples/arithmetic-oracle` harness (its reward through `InProcessCalls`, its strict evaluator, its
 rollout files written to a temp run folder), exactly as a training run calls it. The TRL side is
 `GRPOTrainer.train()` on the same randomly initialised tiny Llama, the same character tokenizer (wrapped as
@@ -37,7 +37,7 @@ from trainer_backend.local import episodes as ep
 from trainer_backend.local.config import load_trainer_config
 from trainer_backend.local.model import CharTokenizer, build_model
 from trainer_backend.local.policy import Policy
-from trainer_backend.local.train import PPO_MINIBATCHES, RunContext, train_step
+from trainer_backend.local.step import PPO_MINIBATCHES, RunContext, train_step
 from trainer_backend.local.vocab import tokenizer_for
 
 HARNESS = Path(__file__).resolve().parents[1] / "examples" / "arithmetic-oracle"

@@ -18,7 +18,8 @@ PRODUCT = ("agent", "diagnostics", "harness", "sandboxes", "skills", "store", "t
 ALLOWED = {
     "harness/splits.py": "defines the split",
     "harness/manifest.py": "the manifest's data.test / data.sealed_fraction fields",
-    "trainer_backend/local/train.py": "scores it once per run into rollouts/sealed/",
+    "trainer_backend/local/train.py": "reads the sealed rows and scores them once, at the run's end",
+    "trainer_backend/local/step.py": "`seal`: the greedy scoring of those rows into rollouts/sealed/",
     "trainer_backend/verl/data.py": "leaves the sealed rows out of verl's validation data",
     "agent/reporting/summary.py": "reads it once the session has ended",
     "agent/commands/status.py": "shows it for a finished session",

@@ -2,16 +2,17 @@
 
 Usage: ``python -m trainer_backend.local.train --spec <out_dir>/spec.json [--resume]``
 
-Reads the run spec, the harness manifest and ``harness/trainer.yaml``; builds the policy its ``model:``
-names (the tiny character model, or a Hugging Face causal LM on CPU or one GPU: `policy.py`, issue 30);
-warm-starts (cached) or loads ``spec.init_checkpoint``; then per step: sample prompts (``harness/data.yaml``
-weights over the manifest's ``data.select_by`` field), sample ``group_size`` responses each with a KV cache
-(an agentic harness: ``group_size`` multi-turn episodes, `trainer_backend/local/episodes.py`, one advantage
-per trajectory, observation tokens masked), score them through the harness calls (reward contract checked), apply the
-harness group filter *before* advantage normalisation (filtered groups get no gradient), compute group
-advantages, take PPO-style clipped updates, log verl-named metrics. Validation (greedy, whole held-out
-set, protected strict evaluator imported here, trusted) runs at step 0, every
-``val_every`` steps and at the end. ``summary.json`` is written last, also for classified failures.
+`run` is the stages below, in order, each a function of a few records (issue 27 §6): `load_run` reads the
+spec's harness, ``harness/trainer.yaml``, the data and its selection (`Loaded`); `starting_points` the
+checkpoints it continues (`Start`: its own on a resume, its parent's for a pilot); `setup_policy` builds the
+policy ``model:`` names (the tiny character model, or a Hugging Face causal LM on CPU or one GPU:
+`policy.py`, issue 30); `write_config` records the resolved settings; `initial_weights` loads the parent,
+warm-starts (cached) or keeps a pretrained model as it ships (`Initial`); `new_loop` makes the optimizer, the
+lineage's KL reference and the seeded random streams (`Loop`), `restore` resumes or carries over what the
+parent hands on; `validate_start` scores step 0; `train_steps` runs `step.train_step` per step (prompts
+sampled by ``harness/data.yaml`` weights over the manifest's ``data.select_by`` field), validates every
+``val_every`` steps and at the end, and checkpoints; the sealed split is scored once. What one step and one
+validation do is `step.py`'s. ``summary.json`` is written last, also for classified failures.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import hashlib
 import json
 import os
 import random
-import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -34,336 +34,39 @@ import torch
 from diagnostics.schema import (
     STRICT_METRIC,
     TRAIN_REWARD_METRIC,
-    Rollout,
-    Split,
-    StopReason,
     append_metrics,
-    rollout_file,
-    write_rollouts,
 )
-from harness.calls import RewardContractError, load_function, validate_reward
+from harness.calls import RewardContractError, load_function
 from harness.failures import CandidateCodeError, Outcome
 from harness.manifest import Harness, HarnessError, load_harness
 from harness.rows import RowError
 from harness.splits import SEALED_SPLIT, heldout_splits
 from sandboxes.calls import open_calls
 from trainer_backend.base import CONFIG_FILE, LOG_FILE, METRICS_FILE, RunSpec
-from trainer_backend.local import LOCK_FILE, grpo, hold_folder_lock
+from trainer_backend.local import LOCK_FILE, hold_folder_lock
 from trainer_backend.local import artifacts as art
 from trainer_backend.local import episodes as ep
 from trainer_backend.local.config import LocalTrainerConfig, load_data_weights, load_trainer_config
 from trainer_backend.local.hf import context_length
 from trainer_backend.local.policy import Policy, fast_sampler
 from trainer_backend.local.setup import POLICY_KEY, PolicyError, build_policy, check_continuation, check_lengths
+from trainer_backend.local.step import (
+    GRAD_CLIP,
+    PPO_MINIBATCHES,
+    VAL_SAMPLES,
+    RunContext,
+    log,
+    rollout_path,
+    seal,
+    train_step,
+    update_size,
+    validate,
+)
 from trainer_backend.local.vocab import VocabularyError
 from trainer_backend.local.warmstart import Evidence, WarmStart, format_probe, warm_start
 
-PPO_MINIBATCHES = 2  # one pass over the batch in two minibatches: the second is slightly off-policy
-LOGP_CHUNK = 16  # sequences per no-grad scoring forward of a Hugging Face model (bounds [B, T, V] logits)
 SIGNAL_WARN_STEPS = 5  # all groups without reward variance for this many first steps: say so (no gradient)
 CAP_WARN_SHARE = 0.5  # most responses cut by the token cap: say so
-GRAD_CLIP = 1.0
-VAL_SAMPLES = 4  # sampled answers per held-out prompt for val/strict_acc_avg4
-ROW_FIELDS = ("prompt", "ground_truth", "data_source", "prompt_id")  # a row's other fields go to extra_info
-
-
-def log(msg: str) -> None:
-    """Print one line to train.log (stdout is redirected there by the backend)."""
-    print(msg, flush=True)
-
-
-@dataclass
-class RunContext:
-    """What every stage of one run reads: the spec, the harness, its settings, its calls and the policy."""
-
-    spec: RunSpec
-    harness: Harness
-    cfg: LocalTrainerConfig
-    calls: Any  # harness calls (reward, filter, env), in the sandbox the spec names
-    strict: Any  # the protected strict evaluator (trusted, in-process)
-    policy: Policy
-    episodes: ep.EpisodeSettings | None  # None: single-turn
-
-    def sample(self, rows: list[dict[str, Any]], temperature: float, gen: torch.Generator | None) -> ep.Sampled:
-        """One response (or episode) per row at `temperature` (greedy at 0)."""
-        return ep.sample(self.policy, self.episodes, self.calls, rows, self.cfg.max_new_tokens, temperature, gen)
-
-
-@dataclass(frozen=True)
-class Scores:
-    """A batch's rewards `[N]`, reward components per sample, and strict scores `[N]`."""
-
-    rewards: list[float]
-    components: list[dict[str, float]]
-    strict: list[float]
-
-
-def score_batch(
-    ctx: RunContext, rows: list[dict[str, Any]], texts: list[str], split: str, extras: list[dict[str, Any]] | None
-) -> Scores:
-    """Score decoded responses with the harness reward (contract checked) and the strict evaluator.
-
-    `extras` (agentic: each trajectory's ``turns``, ``num_turns``, ``tool_calls``) join the reward's extra_info.
-    """
-    harness = ctx.harness
-    batch = [
-        {
-            "data_source": r["data_source"],
-            "solution_str": t,
-            "ground_truth": r["ground_truth"],
-            "extra_info": {
-                **{k: v for k, v in r.items() if k not in ROW_FIELDS},
-                "split": split,
-                "prompt_id": r["prompt_id"],
-                **(extras[i] if extras is not None else {}),
-            },
-        }
-        for i, (r, t) in enumerate(zip(rows, texts, strict=True))
-    ]
-    checked = [
-        validate_reward(v, str(harness.reward), harness.manifest.reward_range) for v in ctx.calls.compute_rewards(batch)
-    ]
-    strict_scores = [float(ctx.strict(t, r["ground_truth"])) for r, t in zip(rows, texts, strict=True)]
-    return Scores([c[0] for c in checked], [c[1] for c in checked], strict_scores)
-
-
-def make_rollouts(
-    ctx: RunContext,
-    step: int,
-    split: Split,
-    rows: list[dict[str, Any]],
-    batch: ep.Sampled,
-    scores: Scores,
-    group_ids: list[str] | list[int],
-    sample_idx: list[int],
-    mean_logp: list[float] | None = None,
-    kept: list[bool] | None = None,
-) -> list[Rollout]:
-    """Build neutral rollout records for one batch (`kept`: per sample, did the filter keep its group)."""
-    lengths = batch.resp_mask.sum(-1).tolist()
-    finished = batch.finished
-    records = [
-        Rollout(
-            run_id=ctx.spec.run_id,
-            step=step,
-            split=split,
-            prompt_id=r["prompt_id"],
-            group_id=str(group_ids[i]),
-            sample_index=sample_idx[i],
-            prompt=r["prompt"],
-            response=batch.texts[i],
-            ground_truth=str(r["ground_truth"]),
-            reward=scores.rewards[i],
-            reward_components=scores.components[i],
-            strict_score=scores.strict[i],
-            response_tokens=int(lengths[i]),
-            truncated=not bool(finished[i]),
-            stop_reason=StopReason.EOS if finished[i] else StopReason.LENGTH,
-            mean_logprob=None if mean_logp is None else float(mean_logp[i]),
-            data_source=r["data_source"],
-            kept=None if kept is None else bool(kept[i]),
-        )
-        for i, r in enumerate(rows)
-    ]
-    return ep.with_trajectories(records, batch)
-
-
-def rollout_path(ctx: RunContext, split: str, step: int) -> Path:
-    """Where a step's rollout records go (`diagnostics.schema` reads them back)."""
-    return rollout_file(ctx.spec.out_dir, split, step)
-
-
-def format_rate(ctx: RunContext, texts: list[str]) -> float | None:
-    """The share of responses in which the declared answer protocol finds an answer (None: none declared)."""
-    answer = ctx.harness.manifest.answer
-    if answer is None or not texts:
-        return None
-    return sum(answer.extract(t) is not None for t in texts) / len(texts)
-
-
-def seal(ctx: RunContext, rows: list[dict[str, Any]], step: int) -> None:
-    """Score the sealed test split once, greedily, at the run's last step into `rollouts/sealed/` (no metric:
-    nothing in the loop may see it; the session's end reads it, harness/splits.py)."""
-    greedy = ctx.sample(rows, 0.0, None)
-    scores = score_batch(ctx, rows, greedy.texts, "val", ep.reward_infos(greedy))
-    records = make_rollouts(ctx, step, "val", rows, greedy, scores, [r["prompt_id"] for r in rows], [0] * len(rows))
-    write_rollouts(rollout_path(ctx, SEALED_SPLIT, step), records)
-
-
-def validate(ctx: RunContext, val_rows: list[dict[str, Any]], step: int, gen_device: str) -> dict[str, float]:
-    """Evaluate the whole held-out set; write the greedy val rollouts; return `val/*` metrics.
-
-    `val/strict_acc` is greedy; `val/strict_acc_avg4` is the mean over VAL_SAMPLES samples per prompt at the
-    training temperature (the paper's Avg@k protocol), drawn with a fixed seed so every validation of a run
-    sees the same random stream. `val/format_rate`: the share of greedy responses the answer protocol reads.
-    """
-    greedy = ctx.sample(val_rows, 0.0, None)
-    scores = score_batch(ctx, val_rows, greedy.texts, "val", ep.reward_infos(greedy))
-    ids = [r["prompt_id"] for r in val_rows]
-    records = make_rollouts(ctx, step, "val", val_rows, greedy, scores, ids, [0] * len(val_rows))
-    write_rollouts(rollout_path(ctx, "val", step), records)
-    gen = torch.Generator(device=gen_device).manual_seed(ctx.spec.seed + 7919)
-    sampled = ctx.sample(val_rows * VAL_SAMPLES, ctx.cfg.temperature, gen).texts
-    sampled_strict = [
-        float(ctx.strict(x, r["ground_truth"])) for x, r in zip(sampled, val_rows * VAL_SAMPLES, strict=True)
-    ]
-    out = ep.metrics(greedy, "val") | {
-        STRICT_METRIC: statistics.fmean(scores.strict),
-        "val/strict_acc_avg4": statistics.fmean(sampled_strict),
-        "val/reward_mean": statistics.fmean(scores.rewards),
-        "val/truncation_rate": 1.0 - greedy.finished.float().mean().item(),
-        "val/num_samples": float(len(val_rows)),
-    }
-    rate = format_rate(ctx, greedy.texts)
-    if rate is not None:
-        out["val/format_rate"] = rate
-    if ctx.policy.kind != "tiny":  # token lengths of a real tokenizer (the tiny model's are characters)
-        out["val/response_length/mean"] = greedy.resp_mask.sum(-1).float().mean().item()
-    return out
-
-
-def train_step(
-    ctx: RunContext,
-    opt: torch.optim.Optimizer,
-    ref_model: Any,
-    rows: list[dict[str, Any]],
-    state: dict[str, Any],
-    gen: torch.Generator,
-    step: int,
-) -> dict[str, float]:
-    """Sample, score, filter, and update once; return the step's metrics."""
-    cfg, policy = ctx.cfg, ctx.policy
-    t0 = time.time()
-    group = cfg.group_size
-    samples = [r for r in rows for _ in range(group)]
-    batch = ctx.sample(samples, cfg.temperature, gen)
-    resp, resp_mask, finished = batch.resp, batch.resp_mask, batch.finished
-    policy_mask = batch.policy_mask  # single-turn: resp_mask itself; agentic: observation tokens are 0
-    t_gen = time.time() - t0
-    scores = score_batch(ctx, samples, batch.texts, "train", ep.reward_infos(batch))
-    rewards = scores.rewards
-    group_rewards = [rewards[g * group : (g + 1) * group] for g in range(len(rows))]
-    keep, state["filter"] = ctx.calls.filter_groups(group_rewards, state["filter"])
-    dead = [len(set(g)) == 1 for g in group_rewards]
-
-    device = policy.device
-    group_ids = torch.arange(len(rows)).repeat_interleave(group)
-    adv = grpo.group_advantages(torch.tensor(rewards), group_ids).to(device)
-    keep_t = torch.tensor(keep, dtype=torch.bool).repeat_interleave(group)
-    prompt_ids, prompt_mask = batch.prompt_ids, batch.prompt_mask
-    train_mask = ((policy_mask if cfg.mask_observations else resp_mask) * keep_t[:, None].long()).to(device)
-    resp_d, policy_mask_d = resp.to(device), policy_mask.to(device)
-    t_update = time.time()
-    with torch.no_grad():
-        old_logp, entropy, ref_logp = _old_logprobs(ctx, ref_model, batch, policy_mask_d)
-    mean_logp = ((old_logp * policy_mask_d).sum(-1) / policy_mask_d.sum(-1).clamp(min=1)).tolist()
-
-    stats: dict[str, list[float]] = {"pg_loss": [], "kl_loss": [], "pg_clipfrac": [], "ppo_kl": [], "grad_norm": []}
-    kept_groups = [g for g in range(len(rows)) if keep[g]]
-    for chunk in [kept_groups[i::PPO_MINIBATCHES] for i in range(PPO_MINIBATCHES)]:
-        if not chunk:
-            continue
-        sel = torch.cat([torch.arange(g * group, (g + 1) * group) for g in chunk])
-        logits = policy.sequence_logits(prompt_ids[sel], prompt_mask[sel], resp[sel], resp_mask[sel])
-        logp = grpo.token_logprobs(logits, resp_d[sel], cfg.temperature)
-        loss, pg_stats = grpo.policy_loss(logp, old_logp[sel], adv[sel], train_mask[sel], cfg.clip_low, cfg.clip_high)
-        kl = grpo.kl_penalty(logp, ref_logp[sel], train_mask[sel]) if ref_logp is not None else torch.zeros(())
-        opt.zero_grad(set_to_none=True)
-        total = loss + cfg.kl_coef * kl
-        _check_finite(total, "loss", step, ctx.harness)
-        total.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(policy.model.parameters(), GRAD_CLIP)
-        _check_finite(grad_norm, "gradient norm", step, ctx.harness)
-        stats["grad_norm"].append(float(grad_norm))
-        opt.step()
-        stats["pg_loss"].append(loss.item())
-        stats["kl_loss"].append(kl.item())
-        stats["pg_clipfrac"].append(pg_stats["pg_clipfrac"])
-        stats["ppo_kl"].append(pg_stats["ppo_kl"])
-    policy.updated()
-    t_update = time.time() - t_update
-
-    lengths = resp_mask.sum(-1).float()
-    gids = [f"{step}-{g}" for g in range(len(rows)) for _ in range(group)]
-    kept = [keep[g] for g in range(len(rows)) for _ in range(group)]
-    records = make_rollouts(
-        ctx, step, "train", samples, batch, scores, gids, list(range(group)) * len(rows), mean_logp, kept
-    )
-    write_rollouts(rollout_path(ctx, "train", step), records)
-    metrics = ep.metrics(batch, "train") | {
-        TRAIN_REWARD_METRIC: statistics.fmean(rewards),
-        "critic/score/max": max(rewards),
-        "critic/score/min": min(rewards),
-        "response_length/mean": lengths.mean().item(),
-        "response_length/max": lengths.max().item(),
-        "actor/entropy": entropy,
-        "rollout/truncation_rate": 1.0 - finished.float().mean().item(),
-        "rollout/dead_group_ratio": sum(dead) / len(dead),
-        "rollout/kept_group_ratio": sum(keep) / len(keep),
-        # zero-variance groups among those the filter let through to the update (they carry no signal)
-        "rollout/dead_kept_group_ratio": sum(d and k for d, k in zip(dead, keep, strict=True)) / max(1, sum(keep)),
-        "rollout/strict_acc": statistics.fmean(scores.strict),
-        "actor/lr": cfg.lr,
-        "timing_s/gen": t_gen,
-        "timing_s/step": time.time() - t0,
-    }
-    if policy.kind != "tiny":  # verl's names for throughput (issue 30); the tiny model's metrics stay as they were
-        elapsed = time.time() - t0
-        metrics.update(_perf(policy, len(samples), float(batch.resp_mask.sum()), elapsed, t_gen, t_update))
-    for key, values in stats.items():
-        metrics[f"actor/{key}"] = statistics.fmean(values) if values else 0.0
-    comps = scores.components
-    for name in sorted({k for c in comps for k in c}):
-        metrics[f"reward/{name}/mean"] = statistics.fmean(c.get(name, 0.0) for c in comps)
-    return metrics
-
-
-def _old_logprobs(
-    ctx: RunContext, ref_model: Any, batch: ep.Sampled, policy_mask: torch.Tensor
-) -> tuple[torch.Tensor, float, torch.Tensor | None]:
-    """The sampling policy's token log-probs `[B, T]`, its mean entropy over `policy_mask` `[B, T]` (the
-    policy's own tokens), and the reference policy's log-probs (None without a KL term).
-
-    The tiny model scores the whole batch in one forward (as it always did: the same numbers); a Hugging Face
-    model in chunks of `LOGP_CHUNK` sequences, so `[B, T, V]` logits of a real vocabulary never coexist.
-    """
-    policy, temperature = ctx.policy, ctx.cfg.temperature
-    prompt_ids, prompt_mask, resp, resp_mask = batch.prompt_ids, batch.prompt_mask, batch.resp, batch.resp_mask
-    size = len(resp) if policy.kind == "tiny" else LOGP_CHUNK
-    ref_policy = None if ref_model is None else Policy(ref_model, policy.tok, policy.device, policy.render, policy.kind)
-    old, ref, entropy_sum = [], [], torch.zeros((), device=policy.device)
-    for lo in range(0, len(resp), size):
-        part = slice(lo, lo + size)
-        logits = policy.sequence_logits(prompt_ids[part], prompt_mask[part], resp[part], resp_mask[part])
-        targets = resp[part].to(policy.device)
-        old.append(grpo.token_logprobs(logits, targets, temperature))
-        entropy = grpo.token_entropy(logits, temperature)
-        if size == len(resp):  # one chunk: the masked mean exactly as before chunking existed
-            mean_entropy = grpo.masked_mean(entropy, policy_mask).item()
-        else:
-            entropy_sum += (entropy * policy_mask[part]).sum()
-        del logits, entropy
-        if ref_policy is not None:
-            ref_logits = ref_policy.sequence_logits(prompt_ids[part], prompt_mask[part], resp[part], resp_mask[part])
-            ref.append(grpo.token_logprobs(ref_logits, targets, temperature))
-    if size != len(resp):
-        mean_entropy = float(entropy_sum) / max(float(policy_mask.sum()), 1.0)
-    return torch.cat(old), mean_entropy, (torch.cat(ref) if ref else None)
-
-
-def _perf(
-    policy: Policy, samples: int, tokens: float, elapsed: float, t_gen: float, t_update: float
-) -> dict[str, float]:
-    """verl's throughput names: tokens/s, samples/s, seconds per step; the update's time and peak GPU memory."""
-    out = {
-        "perf/throughput": tokens / max(elapsed, 1e-9),
-        "perf/samples_per_s": samples / max(elapsed, 1e-9),
-        "perf/time_per_step": elapsed,
-        "timing_s/update": t_update,
-    }
-    if policy.device.type == "cuda":
-        out["perf/max_memory_allocated_gb"] = torch.cuda.max_memory_allocated(policy.device) / 2**30
-    return out
 
 
 def warn(summary: dict[str, Any], text: str) -> None:
@@ -464,18 +167,6 @@ def policy_summary(policy: Policy) -> dict[str, Any]:
     return {"device": str(policy.device), "dtype": policy.dtype_name, "stop_ids": list(policy.tok.stop_ids)}
 
 
-def _check_finite(value: torch.Tensor, what: str, step: int, harness: Harness) -> None:
-    """Stop before a non-finite update: the harness's rewards and settings drove it (issue 13: candidate_error)."""
-    if not bool(torch.isfinite(value).all()):
-        config = harness.manifest.trainer.config
-        raise CandidateCodeError(
-            Outcome.CANDIDATE_ERROR,
-            f"training diverged at step {step}: the {what} is not finite (rewards in "
-            f"{list(harness.manifest.reward_range)} from {harness.reward}, settings in {config})",
-            config,
-        )
-
-
 def training_state(
     policy: Policy,
     opt: torch.optim.Optimizer,
@@ -498,23 +189,6 @@ def training_state(
         "py_rng": rng.getstate(),
         "state": state,
     }
-
-
-def update_size(policy: Policy, before: list[torch.Tensor], reference: dict[str, torch.Tensor]) -> dict[str, float]:
-    """The step's parameter change and the policy's distance from the lineage's reference (L2 norms, fp32).
-
-    `actor/update_norm` = ||theta_after - theta_before||; `actor/ref_param_distance` = ||theta - theta_ref||.
-    """
-    model = policy.model
-    with torch.no_grad():
-        if policy.kind == "tiny":  # one float per tensor, summed in Python: the numbers the tiny runs always logged
-            step = sum(float((p - b).pow(2).sum()) for p, b in zip(model.parameters(), before, strict=True))
-            drift = sum(float((p - reference[name]).pow(2).sum()) for name, p in model.named_parameters())
-        else:  # one host sync for the whole model
-            steps = [(p - b).pow(2).sum() for p, b in zip(model.parameters(), before, strict=True)]
-            step = float(torch.stack(steps).sum())
-            drift = float(torch.stack([(p - reference[n]).pow(2).sum() for n, p in model.named_parameters()]).sum())
-    return {"actor/update_norm": step**0.5, "actor/ref_param_distance": drift**0.5}
 
 
 def filter_key(harness: Harness) -> str:
@@ -575,25 +249,44 @@ def load_run(spec: RunSpec) -> Loaded:
     return Loaded(harness, cfg, weights, train_rows, val_rows, sealed_rows, heldout)
 
 
-def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
-    """Train `spec` and return the summary of a successful run (failures raise)."""
-    # One intra-op thread: the tiny model's matmuls gain little from more, and two runs on a 2-core box
-    # with 2 OpenMP threads each spin-wait into a ~100x slowdown (measured: 0.1 s -> 15 s per step).
-    torch.set_num_threads(int(os.environ.get("EVOTRAINER_TORCH_THREADS", "1")))
-    ckpt = art.load_checkpoint(spec.out_dir) if resume else None
+@dataclass
+class Start:
+    """The checkpoints a run starts from: its own (a resume) and its parent's (a pilot's `init_checkpoint`)."""
+
+    own: dict[str, Any] | None
+    parent: dict[str, Any] | None
+
+    @property
+    def continued(self) -> dict[str, Any] | None:
+        """The policy this run continues (its vocabulary reads the data), if any."""
+        return self.own if self.own is not None else self.parent
+
+
+def starting_points(spec: RunSpec, resume: bool) -> Start:
+    """Load the run's own checkpoint (when resuming) and its parent's (a pilot continues it)."""
+    own = art.load_checkpoint(spec.out_dir) if resume else None
     parent = None
     if spec.init_checkpoint is not None:
         parent = torch.load(spec.init_checkpoint, map_location="cpu", weights_only=False)
-    continued = ckpt if ckpt is not None else parent  # a policy this run continues: its vocabulary reads the data
-    loaded = load_run(spec)
-    harness, cfg, val_rows = loaded.harness, loaded.cfg, loaded.val_rows
+    return Start(own, parent)
+
+
+def setup_policy(loaded: Loaded, start: Start, seed: int) -> tuple[Policy, dict[str, Any], ep.EpisodeSettings | None]:
+    """Build the policy the settings name, its episode settings and fast sampler; a bad value is the candidate's.
+
+    Raises:
+        CandidateCodeError: the settings, the model or the data do not fit together (names file and field).
+    """
+    harness, cfg = loaded.harness, loaded.cfg
     try:
-        check_continuation(cfg, continued)
-        policy, ident = build_policy(harness, cfg, continued, spec.seed, log)
+        check_continuation(cfg, start.continued)
+        policy, ident = build_policy(harness, cfg, start.continued, seed, log)
         episodes = ep.settings_for(harness, policy.tok, cfg)  # an agentic harness's call/observation tokens
         if policy.kind != "tiny":
             longest = check_lengths(policy.tok, cfg, harness, loaded.prompts(), context_length(policy.model))
-            batch = max(cfg.prompts_per_step * cfg.group_size, len(val_rows) * VAL_SAMPLES, len(loaded.sealed_rows))
+            batch = max(
+                cfg.prompts_per_step * cfg.group_size, len(loaded.val_rows) * VAL_SAMPLES, len(loaded.sealed_rows)
+            )
             policy.sampler, policy.note = fast_sampler(policy.model, policy.device, batch, longest)
             if policy.note:
                 log(f"sampling with the model's own generate (slower): {policy.note}")
@@ -602,7 +295,12 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
     except (PolicyError, ValueError) as exc:
         settings = harness.manifest.trainer.config
         raise CandidateCodeError(Outcome.CANDIDATE_ERROR, f"invalid harness: {exc}", settings) from exc
-    strict = load_function(harness.root, harness.strict_eval)  # protected evaluator: trusted, in-process
+    return policy, ident, episodes
+
+
+def write_config(spec: RunSpec, loaded: Loaded, policy: Policy, ident: dict[str, Any]) -> None:
+    """Write the run's resolved settings (`config.json`): the spec, trainer settings, data mix and policy."""
+    harness, cfg = loaded.harness, loaded.cfg
     (spec.out_dir / CONFIG_FILE).write_text(
         json.dumps(
             {
@@ -620,11 +318,23 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
     if policy.kind != "tiny":
         log(f"policy: {cfg.model} on {policy.device} ({policy.dtype_name}); {policy_line(policy)}")
 
-    warmed: WarmStart | None = None
-    if parent is not None and spec.init_checkpoint is not None:  # a pilot continues its parent: no warm start
-        cache_hit, ws_path = True, spec.init_checkpoint
-        policy.model.load_state_dict(parent["model"])
-    elif cfg.warmstart_steps > 0 or policy.kind == "tiny":
+
+@dataclass(frozen=True)
+class Initial:
+    """Where the policy's first weights came from: a parent's checkpoint, a warm start, or the model as it ships."""
+
+    warmed: WarmStart | None
+    cache_hit: bool
+    source: Path | str
+
+
+def initial_weights(spec: RunSpec, loaded: Loaded, policy: Policy, ident: dict[str, Any], start: Start) -> Initial:
+    """Load the parent's weights (a pilot continues it: no warm start), warm-start, or keep a pretrained model."""
+    harness, cfg = loaded.harness, loaded.cfg
+    if start.parent is not None and spec.init_checkpoint is not None:
+        policy.model.load_state_dict(start.parent["model"])
+        return Initial(None, True, spec.init_checkpoint)
+    if cfg.warmstart_steps > 0 or policy.kind == "tiny":
         observation = None if harness.manifest.env is None else harness.manifest.env.observation
         answer = harness.manifest.answer  # single-turn runs with an answer protocol warm-start on evidence
         probe = None
@@ -635,94 +345,155 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
             observation, cfg.warmstart_batch_size, cfg.warmstart_lr,
             Evidence(probe, cfg.warmstart_min_format, cfg.warmstart_max_steps),
         )  # fmt: skip
-        cache_hit, ws_path = warmed.cached, warmed.path
-    else:
-        cache_hit, ws_path = True, Path(cfg.model)  # a pretrained model as it ships
-    policy.updated()
-    # The KL reference is the lineage's starting policy, carried like the optimizer moments (issue 17): a
-    # pilot or a resumed run anchors to the policy its lineage started from, not to its own first step.
-    carrier = ckpt if ckpt is not None else parent if spec.init_state != "weights" else None
-    where = str(spec.out_dir / art.CHECKPOINT if ckpt is not None else spec.init_checkpoint)
-    ref_state = art.reference_policy(carrier, policy.model, where, log)
+        return Initial(warmed, warmed.cached, warmed.path)
+    return Initial(None, True, Path(cfg.model))  # a pretrained model as it ships
+
+
+def resume_source(spec: RunSpec, start: Start) -> str:
+    """The checkpoint file a resume or continuation reads (named in its log lines and errors)."""
+    return str(spec.out_dir / art.CHECKPOINT if start.own is not None else spec.init_checkpoint)
+
+
+@dataclass
+class Loop:
+    """The training loop's mutable objects: optimizer, KL reference, random streams and the loop state."""
+
+    ctx: RunContext
+    opt: torch.optim.Optimizer
+    ref_state: dict[str, torch.Tensor]  # the lineage's reference weights (`actor/ref_param_distance`)
+    ref_model: Any  # a frozen copy of them, when the KL term is on
+    gen: torch.Generator  # sampling stream, on the sampling device
+    rng: random.Random  # prompt-selection stream
+    state: dict[str, Any]  # {filter, filter_key, step, summary, elapsed_s}: saved with every checkpoint
+    identity: dict[str, Any]  # what the policy is, stored with its weights
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything a resume or an exact continuation needs (`training_state`)."""
+        return training_state(self.ctx.policy, self.opt, self.gen, self.rng, self.state, self.identity, self.ref_state)
+
+
+def new_loop(ctx: RunContext, ident: dict[str, Any], start: Start) -> Loop:
+    """The optimizer, the KL reference and the seeded random streams of a fresh run."""
+    spec, cfg, policy = ctx.spec, ctx.cfg, ctx.policy
+    carrier = start.own if start.own is not None else start.parent if spec.init_state != "weights" else None
+    ref_state = art.reference_policy(carrier, policy.model, resume_source(spec, start), log)
     ref_model = None
     if cfg.kl_coef > 0:
         ref_model = copy.deepcopy(policy.model).eval()
         ref_model.load_state_dict(ref_state)
     opt = torch.optim.AdamW(policy.model.parameters(), lr=cfg.lr, weight_decay=0.0, betas=(0.9, 0.99))
-    gen_device = policy.sample_device
-    gen = torch.Generator(device=gen_device).manual_seed(spec.seed)
+    gen = torch.Generator(device=policy.sample_device).manual_seed(spec.seed)
     rng = random.Random(spec.seed)
     state: dict[str, Any] = {"filter": {}, "step": 0, "summary": {}, "elapsed_s": 0.0}
-    state["filter_key"] = filter_key(harness)
-    calls = open_calls(harness, spec.sandbox)
-    ctx = RunContext(spec, harness, cfg, calls, strict, policy, episodes)
-    save = ident["checkpoint"]
+    state["filter_key"] = filter_key(ctx.harness)
+    return Loop(ctx, opt, ref_state, ref_model, gen, rng, state, ident["checkpoint"])
+
+
+def restore(loop: Loop, start: Start) -> None:
+    """Resume from the run's own checkpoint, or carry over what a continued parent hands on (`spec.init_state`)."""
+    spec, policy = loop.ctx.spec, loop.ctx.policy
+    if start.own is not None:
+        policy.model.load_state_dict(start.own["model"])
+        policy.updated()
+        loop.opt.load_state_dict(start.own["optimizer"])
+        art.set_random_streams(start.own, loop.gen, loop.rng, resume_source(spec, start), log)
+        loop.state = start.own["state"]
+        log(f"resumed from {spec.out_dir / art.CHECKPOINT} at step {loop.state['step']}")
+    elif start.parent is not None and spec.init_state != "weights":
+        loop.state["filter"] = art.continue_from(
+            start.parent, str(spec.init_checkpoint), spec.init_state, loop.opt, loop.gen, loop.rng, loop.ctx.cfg.lr,
+            loop.state["filter_key"], log,
+        )  # fmt: skip
+    art.reset_after(spec.out_dir, loop.state["step"] if start.own is not None else -1)
+
+
+def validate_start(loop: Loop, loaded: Loaded, initial: Initial) -> None:
+    """Step 0 of a fresh run: validate the starting policy, report the warm start, keep the policy for rollbacks."""
+    ctx, summary = loop.ctx, loop.state["summary"]
+    metrics = validate(ctx, loaded.val_rows, 0, ctx.policy.sample_device)
+    append_metrics(ctx.spec.out_dir / METRICS_FILE, 0, metrics)
+    summary["strict_acc_before"] = metrics[STRICT_METRIC]
+    summary["strict_acc_avg4_before"] = metrics["val/strict_acc_avg4"]
+    log(
+        f"step 0 | val/strict_acc {metrics['val/strict_acc']:.3f} | warm start {initial.source} hit={initial.cache_hit}"
+    )
+    if initial.warmed is not None:
+        report_warmstart(ctx, initial.warmed, summary)
+    warn_format(ctx, metrics, summary)
+    if ctx.spec.init_checkpoint is None:  # keep the starting policy: a later rollback restarts from it
+        art.save_checkpoint(ctx.spec.out_dir, loop.snapshot(), art.START)
+
+
+def train_steps(loop: Loop, loaded: Loaded, t_start: float) -> tuple[Path, float]:
+    """Train from the loop's step to `spec.steps`: select prompts, update, validate, log, checkpoint.
+
+    Returns the last checkpoint's path and the time the current stretch of wall time started.
+    """
+    ctx = loop.ctx
+    spec, cfg, policy, summary = ctx.spec, ctx.cfg, ctx.policy, loop.state["summary"]
+    ckpt_path = spec.out_dir / art.CHECKPOINT
+    for step in range(loop.state["step"] + 1, spec.steps + 1):
+        select_by = ctx.harness.manifest.data.select_by
+        rows = art.sample_rows(loaded.train_rows, loaded.weights, select_by, cfg.prompts_per_step, loop.rng)
+        before = [p.detach().clone() for p in policy.model.parameters()]
+        metrics = train_step(ctx, loop.opt, loop.ref_model, rows, loop.state, loop.gen, step)
+        metrics.update(update_size(policy, before, loop.ref_state))
+        del before
+        summary.setdefault("train_reward_first", metrics[TRAIN_REWARD_METRIC])
+        summary["train_reward_last"] = metrics[TRAIN_REWARD_METRIC]
+        if step % cfg.val_every == 0 or step == spec.steps:
+            metrics.update(validate(ctx, loaded.val_rows, step, policy.sample_device))
+            summary["strict_acc_after"] = metrics[STRICT_METRIC]
+            summary["strict_acc_avg4_after"] = metrics["val/strict_acc_avg4"]
+        append_metrics(spec.out_dir / METRICS_FILE, step, metrics)
+        track_signal(metrics, loop.state, step)
+        log(
+            f"step {step} | reward {metrics['critic/score/mean']:.3f} | strict {metrics['rollout/strict_acc']:.3f}"
+            f" | len {metrics['response_length/mean']:.1f} | trunc {metrics['rollout/truncation_rate']:.2f}"
+            f" | dead {metrics['rollout/dead_group_ratio']:.2f} | {metrics['timing_s/step']:.2f}s"
+        )
+        loop.state["step"] = step
+        if step % cfg.save_every == 0 or step == spec.steps:
+            loop.state["elapsed_s"] = loop.state.get("elapsed_s", 0.0) + time.time() - t_start
+            t_start = time.time()
+            ckpt_path = art.save_checkpoint(spec.out_dir, loop.snapshot())
+    return ckpt_path, t_start
+
+
+def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
+    """Train `spec` and return the summary of a successful run (failures raise): the stages above, in order."""
+    # One intra-op thread: the tiny model's matmuls gain little from more, and two runs on a 2-core box
+    # with 2 OpenMP threads each spin-wait into a ~100x slowdown (measured: 0.1 s -> 15 s per step).
+    torch.set_num_threads(int(os.environ.get("EVOTRAINER_TORCH_THREADS", "1")))
+    start = starting_points(spec, resume)
+    loaded = load_run(spec)
+    policy, ident, episodes = setup_policy(loaded, start, spec.seed)
+    strict = load_function(loaded.harness.root, loaded.harness.strict_eval)  # protected evaluator: trusted
+    write_config(spec, loaded, policy, ident)
+    initial = initial_weights(spec, loaded, policy, ident, start)
+    policy.updated()
+    calls = open_calls(loaded.harness, spec.sandbox)
     try:
-        if ckpt is not None:
-            policy.model.load_state_dict(ckpt["model"])
-            policy.updated()
-            opt.load_state_dict(ckpt["optimizer"])
-            art.set_random_streams(ckpt, gen, rng, where, log)
-            state = ckpt["state"]
-            log(f"resumed from {spec.out_dir / art.CHECKPOINT} at step {state['step']}")
-        elif parent is not None and spec.init_state != "weights":
-            state["filter"] = art.continue_from(
-                parent, str(spec.init_checkpoint), spec.init_state, opt, gen, rng, cfg.lr, state["filter_key"], log
-            )
-        art.reset_after(spec.out_dir, state["step"] if ckpt is not None else -1)
-        summary: dict[str, Any] = state["summary"]
-        summary.setdefault("warmstart_cache_hit", float(cache_hit))
+        ctx = RunContext(spec, loaded.harness, loaded.cfg, calls, strict, policy, episodes)
+        loop = new_loop(ctx, ident, start)
+        restore(loop, start)
+        summary: dict[str, Any] = loop.state["summary"]
+        summary.setdefault("warmstart_cache_hit", float(initial.cache_hit))
         if policy.kind != "tiny":
             summary.update(policy_summary(policy))
-        if ckpt is None:
-            metrics = validate(ctx, val_rows, 0, gen_device)
-            append_metrics(spec.out_dir / METRICS_FILE, 0, metrics)
-            summary["strict_acc_before"] = metrics[STRICT_METRIC]
-            summary["strict_acc_avg4_before"] = metrics["val/strict_acc_avg4"]
-            log(f"step 0 | val/strict_acc {metrics['val/strict_acc']:.3f} | warm start {ws_path} hit={cache_hit}")
-            if warmed is not None:
-                report_warmstart(ctx, warmed, summary)
-            warn_format(ctx, metrics, summary)
-            if spec.init_checkpoint is None:  # keep the starting policy: a later rollback restarts from it
-                start = training_state(policy, opt, gen, rng, state, save, ref_state)
-                art.save_checkpoint(spec.out_dir, start, art.START)
-        ckpt_path = spec.out_dir / art.CHECKPOINT
-        for step in range(state["step"] + 1, spec.steps + 1):
-            select_by = harness.manifest.data.select_by
-            rows = art.sample_rows(loaded.train_rows, loaded.weights, select_by, cfg.prompts_per_step, rng)
-            before = [p.detach().clone() for p in policy.model.parameters()]
-            metrics = train_step(ctx, opt, ref_model, rows, state, gen, step)
-            metrics.update(update_size(policy, before, ref_state))
-            del before
-            summary.setdefault("train_reward_first", metrics[TRAIN_REWARD_METRIC])
-            summary["train_reward_last"] = metrics[TRAIN_REWARD_METRIC]
-            if step % cfg.val_every == 0 or step == spec.steps:
-                metrics.update(validate(ctx, val_rows, step, gen_device))
-                summary["strict_acc_after"] = metrics[STRICT_METRIC]
-                summary["strict_acc_avg4_after"] = metrics["val/strict_acc_avg4"]
-            append_metrics(spec.out_dir / METRICS_FILE, step, metrics)
-            track_signal(metrics, state, step)
-            log(
-                f"step {step} | reward {metrics['critic/score/mean']:.3f} | strict {metrics['rollout/strict_acc']:.3f}"
-                f" | len {metrics['response_length/mean']:.1f} | trunc {metrics['rollout/truncation_rate']:.2f}"
-                f" | dead {metrics['rollout/dead_group_ratio']:.2f} | {metrics['timing_s/step']:.2f}s"
-            )
-            state["step"] = step
-            if step % cfg.save_every == 0 or step == spec.steps:
-                state["elapsed_s"] = state.get("elapsed_s", 0.0) + time.time() - t_start
-                t_start = time.time()
-                saved = training_state(policy, opt, gen, rng, state, save, ref_state)
-                ckpt_path = art.save_checkpoint(spec.out_dir, saved)
-        if loaded.sealed_rows and not rollout_path(ctx, SEALED_SPLIT, state["step"]).exists():
-            seal(ctx, loaded.sealed_rows, state["step"])
+        if start.own is None:
+            validate_start(loop, loaded, initial)
+        ckpt_path, t_start = train_steps(loop, loaded, t_start)
+        if loaded.sealed_rows and not rollout_path(ctx, SEALED_SPLIT, loop.state["step"]).exists():
+            seal(ctx, loaded.sealed_rows, loop.state["step"])
     finally:
         calls.close()
     summary.update(
-        steps_done=state["step"],
+        steps_done=loop.state["step"],
         final_checkpoint=str(ckpt_path),
-        val_n=len(val_rows),
+        val_n=len(loaded.val_rows),
         sealed_n=len(loaded.sealed_rows),
-        wall_time_s=state.get("elapsed_s", 0.0) + time.time() - t_start,
+        wall_time_s=loop.state.get("elapsed_s", 0.0) + time.time() - t_start,
     )
     if policy.device.type == "cuda":
         summary["peak_memory_gb"] = torch.cuda.max_memory_allocated(policy.device) / 2**30
