@@ -27,8 +27,8 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def dev_server(tmp_path: Path, reload: bool = False, **env: str) -> Iterator[str]:
-    """Serve `langgraph.json` with the durable dev checkpointer in `tmp_path`; yield the base URL.
+def dev_server(tmp_path: Path, reload: bool = False, config: str = "langgraph.json", **env: str) -> Iterator[str]:
+    """Serve `config` (default `langgraph.json`) with the durable dev checkpointer in `tmp_path`; yield the base URL.
 
     `reload`: serve as docs/studio.md's command does, watching the repository for changed Python files.
     """
@@ -41,7 +41,7 @@ def dev_server(tmp_path: Path, reload: bool = False, **env: str) -> Iterator[str
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             [str(LANGGRAPH), "dev", "--no-browser", *([] if reload else ["--no-reload"]), "--port", str(port),
-             "--config", "langgraph.json"],
+             "--config", config],
             cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         url = f"http://127.0.0.1:{port}"
