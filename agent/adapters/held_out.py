@@ -5,6 +5,10 @@ carries a held-out prompt, response or reference answer, nor what the editable r
 may encode the answer). A held-out rollout reaches them as `HELD_OUT_SCORES` only: every tool reads held-out
 rollouts through `held_out_scores`, and `analysis_inputs` builds every script's and analyzer's input files
 (tests/integration/test_held_out_never_reaches_the_model.py calls every registered tool).
+
+Model-written scripts (`run_analysis`, `propose_diagnostic`) run only in the Docker sandbox, which mounts
+nothing but their inputs: in `process` mode a script runs as the controller's user and could open the
+harness's held-out file by its absolute path (`model_code_refusal`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,18 @@ HELD_OUT_RULE = (
     "held-out (val) rollouts are shown as scores only (ids, step, the protected evaluator's strict_score, length "
     "and stop fields): never their prompt, response, reference answer or the editable reward's values"
 )
+
+
+def model_code_refusal(sandbox: str) -> str | None:
+    """Why a script the model wrote may not run under the session's sandbox mode (None: it may, in Docker)."""
+    if sandbox == "docker":
+        return None
+    return (
+        f"scripts you write run only in the docker sandbox; this session's sandbox is {sandbox!r}, where a script "
+        "runs as the controller's user and could read the held-out files, so run_analysis and propose_diagnostic "
+        "are off: read the health report and sample_rollouts instead (the session's owner can choose "
+        "--sandbox docker)"
+    )
 
 
 def held_out_scores(row: Mapping[str, Any]) -> dict[str, Any]:

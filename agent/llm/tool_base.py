@@ -18,7 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.adapters.held_out import HELD_OUT_RULE, HELD_OUT_SPLIT, analysis_inputs, held_out_scores
+from agent.adapters.held_out import (
+    HELD_OUT_RULE,
+    HELD_OUT_SPLIT,
+    analysis_inputs,
+    held_out_scores,
+    model_code_refusal,
+)
 from agent.context import Context
 from agent.decisions.candidates import OpenCandidate
 from agent.llm import accounting
@@ -129,12 +135,18 @@ class ToolboxBase:
         folder.mkdir(parents=True, exist_ok=True)
         return folder
 
+    def _may_run_model_code(self) -> None:
+        """Refuse (before anything is written or spent) a script the model wrote outside the docker sandbox."""
+        refusal = model_code_refusal(self.ctx.sandbox)
+        if refusal is not None:
+            raise ToolError(refusal)
+
     def _run_script(self, script: Path, *, all_steps: bool) -> Any:
         from sandboxes.worker import run_script
 
+        self._may_run_model_code()
         inputs = analysis_inputs(Path(self.state["version"]["run_dir"]), self._scratch("inputs"), all_steps=all_steps)
-        mode = "process" if self.ctx.sandbox == "none" else self.ctx.sandbox
-        return run_script(script, inputs, ANALYSIS_TIMEOUT_S, mode=mode)
+        return run_script(script, inputs, ANALYSIS_TIMEOUT_S, mode="docker")
 
     def _load_rollouts(self, split: str) -> list[Any]:
         """The incumbent's training rollouts; held-out ones only through `_held_out_scores`."""

@@ -144,6 +144,7 @@ class EditingTools(ToolboxBase):
         from sandboxes import worktree_files as wf
 
         cand = self._require_open(editing=True)
+        self._may_run_model_code()
         folder = self.harness.manifest.diagnostics or _first_editable_folder(self.harness) + "diagnostics/"
         rel = folder.rstrip("/") + f"/{a.name}.py"
         target = wf.write_file(Path(cand.info["worktree"]), rel, a.script, self.harness)

@@ -99,6 +99,7 @@ class ReadingTools(ToolboxBase):
 
     def run_analysis(self, a: RunAnalysisArgs) -> str:
         """Run the script in the sandbox; return its outcome, out.json and the tail of stderr."""
+        self._may_run_model_code()
         self._spend("analysis", "_analyses", self.max_analyses)
         folder = self._scratch("analyses")
         script = folder / f"analysis_{self._analyses}.py"

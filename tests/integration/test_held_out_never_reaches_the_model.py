@@ -86,10 +86,13 @@ def _mark_held_out(run_dir: Path) -> None:
 
 
 @pytest.fixture
-def box(tmp_path: Path, git_available: None) -> Toolbox:
+def box(tmp_path: Path, git_available: None, docker_client: Any) -> Toolbox:
+    """The tools of a session on the docker sandbox, the only one model-written scripts run in."""
     from diagnostics.report import build_report
+    from sandboxes.image import ensure_image
 
-    ctx, state = fake_session(tmp_path, max_candidates=1)
+    ensure_image(docker_client)
+    ctx, state = fake_session(tmp_path, max_candidates=1, sandbox="docker")
     run_dir = Path(state["version"]["run_dir"])
     _mark_held_out(run_dir)
     state["report"] = build_report(run_dir).to_json()
@@ -112,6 +115,23 @@ def test_every_tool_keeps_held_out_text_and_answers_from_the_model(box: Toolbox)
     assert analysis["found"] == [] and set(analysis["val_fields"]) <= set(HELD_OUT_SCORES)
     assert "'held_out_seen': 0.0" in replies["propose_diagnostic"][0], replies["propose_diagnostic"][0]
     assert replies["read_file"][0].startswith("ERROR:") and "protected" in replies["read_file"][0]
+
+
+def test_scripts_the_model_writes_never_run_outside_docker(tmp_path: Path, git_available: None) -> None:
+    """In process mode a script would run as the controller's user, able to open the held-out file by its path."""
+    from diagnostics.report import build_report
+
+    ctx, state = fake_session(tmp_path, max_candidates=1, sandbox="process")
+    state["report"] = build_report(Path(state["version"]["run_dir"])).to_json()
+    box = Toolbox(ctx, state, load_harness(Path(state["harness_dir"])))  # type: ignore[arg-type]
+    read_val = "import os\nprint(open(os.path.abspath('data/val.jsonl')).read())\n"
+    analysis = box.call("run_analysis", {"script": read_val})
+    assert analysis.startswith("ERROR:") and "docker sandbox" in analysis and "process" in analysis
+    box.call("create_candidate", {"slug": "d", "factors": ["diagnostic"], "hypothesis": "h", "success_criterion": "c"})
+    diagnostic = box.call("propose_diagnostic", {"name": "probe", "script": read_val})
+    assert diagnostic.startswith("ERROR:") and "docker sandbox" in diagnostic
+    assert box._analyses == 0, "a refused script spends nothing"
+    assert not list(tmp_path.rglob("probe.py")), "a refused diagnostic writes nothing"
 
 
 def test_the_harness_analyzers_see_held_out_scores_only(tmp_path: Path, git_available: None) -> None:
