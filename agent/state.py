@@ -14,6 +14,8 @@ from typing import Annotated, Any
 
 from typing_extensions import NotRequired, TypedDict  # noqa: UP035 - the server's schemas need these
 
+from diagnostics.stats import ComparisonJSON
+
 
 class VersionInfo(TypedDict):
     """The incumbent version: a commit on the session main line with its trained policy."""
@@ -84,18 +86,6 @@ class PilotInfo(TypedDict):
     start_steps: NotRequired[int]  # lineage steps of that policy (less than the incumbent's after a rollback)
 
 
-class ComparisonInfo(TypedDict):
-    """A paired comparison of per-prompt strict scores (`diagnostics.stats.PairedComparison.to_json()`)."""
-
-    mean_a: float
-    mean_b: float
-    delta: float
-    ci_low: float
-    ci_high: float
-    p_wilcoxon: float
-    n: int
-
-
 class EvaluationInfo(TypedDict):
     """One candidate pilot compared with the control (`agent.decisions.evidence.Evaluation.to_state`)."""
 
@@ -103,7 +93,7 @@ class EvaluationInfo(TypedDict):
     candidate_id: str
     run_ok: bool
     message: str
-    comparison: ComparisonInfo | None
+    comparison: ComparisonJSON | None  # diagnostics.stats.PairedComparison.to_json()
     outcome_class: str  # improvement | regression | mixed | insufficient
     train_reward: float
     control_train_reward: float

@@ -10,13 +10,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import cast
 
 import numpy as np
 from scipy import stats as sps
+from typing_extensions import TypedDict  # the LangGraph server builds state schemas only from these
 
 CI_LEVEL = 0.95
 _BOOT_CHUNK_ELEMENTS = 4_000_000  # bound the bootstrap's index matrix to ~32 MB per chunk
+
+
+class ComparisonJSON(TypedDict):
+    """`PairedComparison.to_json()`: the comparison as plain JSON (the graph state's `EvaluationInfo` holds one)."""
+
+    mean_a: float
+    mean_b: float
+    delta: float
+    ci_low: float
+    ci_high: float
+    p_wilcoxon: float
+    n: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,9 +44,9 @@ class PairedComparison:
     p_wilcoxon: float
     n: int
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ComparisonJSON:
         """Return a JSON-ready dict."""
-        return asdict(self)
+        return cast(ComparisonJSON, asdict(self))
 
 
 def _boot_means(d: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:

@@ -151,7 +151,7 @@ class Evaluation:
             candidate_id=self.candidate_id,
             run_ok=self.run_ok,
             message=self.message,
-            comparison=None if cmp is None else cmp.to_json(),  # type: ignore[typeddict-item]
+            comparison=None if cmp is None else cmp.to_json(),
             outcome_class=self.outcome_class,
             train_reward=self.train_reward,
             control_train_reward=self.control_train_reward,
