@@ -143,11 +143,10 @@ def _backtest(db: Session, candidate_id: str) -> BacktestEntry | None:
     )
 
 
-def _skills_by_candidate(db: Session, session_id: str) -> dict[str, list[str]]:
+def _skills_by_candidate(names: dict[int, str], uses: Sequence[models.SkillUse]) -> dict[str, list[str]]:
     """Skill names applied to each candidate (a candidate may bundle several), from the skill-use records."""
-    names = {i: s.name for i, s in skill_rows(db).items()}
     out: dict[str, list[str]] = {}
-    for use in session_uses(db, session_id):
+    for use in uses:
         if use.candidate_id is not None:
             out.setdefault(use.candidate_id, []).append(names.get(use.skill_id, f"skill #{use.skill_id}"))
     return out
@@ -170,13 +169,15 @@ def _candidate_entries(
     versions: list[models.Version],
     runs: dict[str, models.Run],
     pilots: dict[str, tuple[int, str, int]],
+    library: dict[int, models.Skill],
+    uses: Sequence[models.SkillUse],
 ) -> list[CandidateEntry]:
     by_id = {v.id: v for v in versions}
     version_of_run = {v.run_id: v.index for v in versions if v.run_id}
     cases = {c.candidate_id: c for c in session_cases(db, session.id) if c.candidate_id}
     controls = {it: rid for rid, (it, name, r) in pilots.items() if r == 0 and runs[rid].candidate_id is None}
-    skills = _skills_by_candidate(db, session.id)
-    skill_names = {i: s.name for i, s in skill_rows(db).items()}
+    skill_names = {i: s.name for i, s in library.items()}
+    skills = _skills_by_candidate(skill_names, uses)
     out = []
     for cand in session_candidates(db, session.id):
         parent = by_id.get(cand.parent_version_id)
@@ -278,12 +279,14 @@ def _health(
 
 
 def _skills(
-    db: Session, session_id: str, candidates: Sequence[CandidateEntry]
+    session_id: str,
+    names: dict[int, models.Skill],
+    recorded: Sequence[models.SkillUse],
+    candidates: Sequence[CandidateEntry],
 ) -> tuple[list[SkillUseEntry], list[SkillEntry]]:
-    names = skill_rows(db)
     by_id = {c.id: c for c in candidates}
     uses = []
-    for u in session_uses(db, session_id):
+    for u in recorded:
         cand = by_id.get(u.candidate_id or "")
         uses.append(
             SkillUseEntry(
@@ -414,7 +417,8 @@ def gather_session(db: Session, session_id: str) -> SessionReport:
         run = runs[v.run_id]
         version_runs.append(_curves(run, f"v{v.index}", v.lineage_steps - run.steps, roles=roles))
     pilots = _pilots(session_id, runs)
-    candidates = _candidate_entries(db, session, versions, runs, pilots)
+    library, skill_uses = skill_rows(db), session_uses(db, session_id)  # read once: candidates and skills use both
+    candidates = _candidate_entries(db, session, versions, runs, pilots, library, skill_uses)
     pilot_runs: dict[int, list[RunCurves]] = {}
     iteration_of = {c.id: c.iteration for c in candidates}
     for run in runs.values():
@@ -431,7 +435,7 @@ def gather_session(db: Session, session_id: str) -> SessionReport:
         rollouts.append(read_samples(curves.run_id, curves.artefact_dir, curves.label))
     for iteration in sorted(pilot_runs):
         rollouts += [read_samples(c.run_id, c.artefact_dir, c.label) for c in pilot_runs[iteration]]
-    uses, created = _skills(db, session_id, candidates)
+    uses, created = _skills(session_id, library, skill_uses, candidates)
     if not Path(session.repo_path).is_dir():
         notes.append(f"session repository {session.repo_path} is missing: diffs and decision notes are unavailable")
     final = entries[-1] if entries else None
