@@ -55,6 +55,9 @@ class CandidateInfo(TypedDict):
     learned_skill: NotRequired[str]  # the skill learned when this candidate merged (skills/learned.py)
     # settings the candidate only moves back into their documented range (agent.decisions.knobs.range_restoration)
     restores_range: NotRequired[list[str]]
+    # settings the candidate changes that act only from the starting model (agent.decisions.knobs.start_changes):
+    # its pilots restart from there instead of continuing the incumbent
+    restarts: NotRequired[list[str]]
 
 
 class BacktestInfo(TypedDict):

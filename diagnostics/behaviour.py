@@ -55,6 +55,17 @@ LENGTH_GROWTH_WARNING = 3.0
 DEGENERATE_WARNING = 0.10
 # Paper §6.1 (Coding): FmtFail > 30% = misconfigured format gate.
 FORMAT_FAILURE_WARNING = 0.30
+# No response writes the declared answer format at all (issue 32: an instruct model trained as it ships never
+# writes its answer tag; every group is flat and GRPO learns nothing): CRITICAL, graded from this many
+# single-turn responses up (fewer cannot show "never").
+NEVER_WRITTEN_MIN = 16
+NEVER_WRITTEN_CRITICAL = 0.01  # answer_written_rate below this
+START_MIN = 8  # responses that ended on their own, for answer_written_rate_first_steps (the starting policy)
+# Responses that write an answer and still run to the token cap: the policy does not stop at its end of turn
+# (issue 32's wrong-stop: warm-start targets that end without the token generation stops on). EvoTrainer's
+# thresholds, like truncation's.
+RUNS_PAST_ANSWER_WARNING = 0.15
+RUNS_PAST_ANSWER_CRITICAL = 0.50
 MULTI_ANSWER_WARNING = 0.05
 EMPTY_WARNING = 0.05
 # Paper §6.1 dimension 4: mean token logprob > -0.05 CRITICAL (exploration collapse), > -0.1 WARNING.
@@ -68,6 +79,15 @@ NO_ANSWER_PROTOCOL = "not evaluated: no answer protocol declared (add `answer:` 
 
 
 FORMAT_WHAT = "responses without a (non-empty) tagged answer"  # the tag: what the declared protocol reads
+NEVER_WRITTEN_WHAT = (
+    "no response writes the declared answer format, so every reward that reads the answer is flat and GRPO has no "
+    "signal (warm-start the policy on worked solutions in that format, or ask for the format in the prompt)"
+)
+RUNS_PAST_WHAT = (
+    "responses that write their answer and run on to the token cap: the policy is not stopped at its end of turn "
+    "(check the token warm-start targets end with and the stop ids the trainer reads; a larger max_new_tokens "
+    "does not help)"
+)
 MULTI_WHAT = "responses giving several candidate answers (answer spam)"
 
 
@@ -220,14 +240,33 @@ def diagnose_format(rows: pl.DataFrame, protocol_declared: bool) -> LayerOutput:
     The answer rules apply to single-turn rollouts and read the protocol's features (`answers`,
     `answer_ok`); with no protocol declared they are not evaluated (NaN, and the finding says why).
     """
-    single = where(rows, (pl.col("num_turns") <= 1) & (pl.col("tool_calls") == 0), "answers", "answer_ok")
+    single = where(
+        rows.with_columns(is_truncated().alias("cut")),
+        (pl.col("num_turns") <= 1) & (pl.col("tool_calls") == 0),
+        "answers",
+        "answer_ok",
+        "answer_ends",
+        "cut",
+    )
     failed = single.filter(~pl.col("answer_ok")) if protocol_declared else single.clear()
     multi = single.filter(pl.col("answers") > 1) if protocol_declared else single.clear()
+    written = single.filter(pl.col("answers") > 0) if protocol_declared else single.clear()
+    past = written.filter(pl.col("cut") & ~pl.col("answer_ends"))
     empty = where(rows, "empty")
     fail_rate = _rate(failed.height, single.height) if protocol_declared else math.nan
     multi_rate = _rate(multi.height, single.height) if protocol_declared else math.nan
+    written_rate = _rate(written.height, single.height) if protocol_declared else math.nan
+    past_rate = _rate(past.height, single.height) if protocol_declared else math.nan
+    start_rate = _start_written_rate(single) if protocol_declared else math.nan
     empty_rate = _rate(empty.height, rows.height)
-    metrics = {"format_failure_rate": fail_rate, "multi_answer_rate": multi_rate, "empty_response_rate": empty_rate}
+    metrics = {
+        "format_failure_rate": fail_rate,
+        "multi_answer_rate": multi_rate,
+        "empty_response_rate": empty_rate,
+        "answer_written_rate": written_rate,
+        "answer_written_rate_first_steps": start_rate,
+        "runs_past_answer_rate": past_rate,
+    }
     fail = graded(
         "behaviour.format_failure",
         Layer.BEHAVIOUR,
@@ -246,8 +285,37 @@ def diagnose_format(rows: pl.DataFrame, protocol_declared: bool) -> LayerOutput:
         what=MULTI_WHAT,
         evidence=refs(multi, EVIDENCE_MAX),
     )
+    never = graded(
+        "behaviour.format_never_written",
+        Layer.BEHAVIOUR,
+        written_rate,
+        metric="answer_written_rate",
+        warning=None,
+        critical=NEVER_WRITTEN_CRITICAL,
+        above=False,
+        what=NEVER_WRITTEN_WHAT,
+        evidence=refs(failed, EVIDENCE_MAX),
+        numbers={"single_turn_responses": float(single.height)},
+        inconclusive=(
+            f"{single.height} single-turn responses, fewer than {NEVER_WRITTEN_MIN}"
+            if protocol_declared and single.height < NEVER_WRITTEN_MIN
+            else ""
+        ),
+    )
+    runs_past = graded(
+        "behaviour.runs_past_answer",
+        Layer.BEHAVIOUR,
+        past_rate,
+        metric="runs_past_answer_rate",
+        warning=RUNS_PAST_ANSWER_WARNING,
+        critical=RUNS_PAST_ANSWER_CRITICAL,
+        what=RUNS_PAST_WHAT,
+        evidence=refs(past, EVIDENCE_MAX),
+        numbers={"answered_then_cut": float(past.height), "answered": float(written.height)},
+    )
     if not protocol_declared:
         fail, spam = _not_evaluated(fail, FORMAT_WHAT), _not_evaluated(spam, MULTI_WHAT)
+        never, runs_past = _not_evaluated(never, NEVER_WRITTEN_WHAT), _not_evaluated(runs_past, RUNS_PAST_WHAT)
     empty_finding = graded(
         "behaviour.empty_response",
         Layer.BEHAVIOUR,
@@ -257,7 +325,20 @@ def diagnose_format(rows: pl.DataFrame, protocol_declared: bool) -> LayerOutput:
         what="empty responses",
         evidence=refs(empty, EVIDENCE_MAX),
     )
-    return LayerOutput((fail, spam, empty_finding), metrics)
+    return LayerOutput((fail, spam, never, runs_past, empty_finding), metrics)
+
+
+def _start_written_rate(single: pl.DataFrame) -> float:
+    """The share of the responses that ended on their own (not at the token cap) in the run's first steps that
+    hold an answer: whether the policy the run started from writes the format at all. Cut responses are left
+    out (a length budget too small cuts answers off: a longer budget, not a warm start, is the fix). Read over
+    the first steps holding `START_MIN` such responses; NaN when the whole run holds fewer."""
+    ended = single.filter(~pl.col("cut"))
+    if ended.height < START_MIN:
+        return math.nan
+    per_step = ended.group_by("step").agg(pl.len().alias("n"), (pl.col("answers") > 0).sum().alias("w")).sort("step")
+    first = per_step.filter(pl.col("n").cum_sum().shift(1, fill_value=0) < START_MIN)
+    return float(first["w"].sum()) / float(first["n"].sum())
 
 
 def _not_evaluated(finding: Finding, what: str) -> Finding:

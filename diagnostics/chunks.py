@@ -244,6 +244,7 @@ def _project(lf: pl.LazyFrame, answer: AnswerProtocol | None) -> pl.DataFrame:
             "degenerate",
             pl.col("answers").clip(upper_bound=255).cast(pl.UInt8),  # "several" is all the rules ask
             "answer_ok",
+            "answer_ends",
             "response_hash",
             "reward_components",
             needs,

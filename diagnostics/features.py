@@ -11,8 +11,9 @@ Features (columns of the run table):
 - `bigram_rep`: bigram repetition rate `1 - unique bigrams / bigrams` of the response's words (0 with fewer
   than `BIGRAM_MIN` bigrams); `degenerate`: repetition above `BIGRAM_REPETITION_DEGENERATE`, a word repeated
   `TOKEN_RUN_DEGENERATE` times in a row, or a non-space character `CHAR_RUN_DEGENERATE` times in a row;
-- `answers` (number of matches of the declared answer pattern) and `answer_ok` (the protocol extracts a
-  non-empty answer): null when the harness declares no answer protocol, never guessed;
+- `answers` (number of matches of the declared answer pattern), `answer_ok` (the protocol extracts a
+  non-empty answer) and `answer_ends` (only whitespace follows the last match: `AnswerProtocol.ends_with_answer`,
+  whatever `final` says): null when the harness declares no answer protocol, never guessed;
 - `response_hash` (UInt32): a hash of the response text, so within-group diversity (distinct responses
   per group, `diagnostics/groups.py`) needs no text; two different responses share it with odds ~2^-32.
 
@@ -77,6 +78,13 @@ def is_degenerate(text: str) -> bool:
 NEEDS_TEXT = "__needs_text"  # rows whose features need the eager pass below (most rows do not)
 
 
+_NO_ANSWER = (
+    pl.lit(None, dtype=pl.UInt32).alias("answers"),
+    pl.lit(None, dtype=pl.Boolean).alias("answer_ok"),
+    pl.lit(None, dtype=pl.Boolean).alias("answer_ends"),
+)
+
+
 def native_features(answer: AnswerProtocol | None) -> list[pl.Expr]:
     """Feature expressions polars evaluates while it parses (over `response`, `response_tokens`).
 
@@ -96,9 +104,9 @@ def native_features(answer: AnswerProtocol | None) -> list[pl.Expr]:
     ]
     pattern = rust_pattern(answer.pattern) if answer is not None else None
     if answer is None:
-        exprs += [pl.lit(None, dtype=pl.UInt32).alias("answers"), pl.lit(None, dtype=pl.Boolean).alias("answer_ok")]
+        exprs += [*_NO_ANSWER]
     elif pattern is None:
-        exprs += [pl.lit(None, dtype=pl.UInt32).alias("answers"), pl.lit(None, dtype=pl.Boolean).alias("answer_ok")]
+        exprs += [*_NO_ANSWER]
         needs = pl.lit(True)
     else:
         answer_exprs, several = _answer_exprs(response, pattern, answer.final)
@@ -110,8 +118,8 @@ def native_features(answer: AnswerProtocol | None) -> list[pl.Expr]:
 def complete_features(rows: pl.DataFrame, answer: AnswerProtocol | None) -> pl.DataFrame:
     """Finish the features of the `NEEDS_TEXT` rows: `rows` holds their `response` and `response_tokens`.
 
-    Returns `length`, `bigram_rep`, `degenerate` (and, when Python reads the protocol, `answers` and
-    `answer_ok`) for those rows, in their order.
+    Returns `length`, `bigram_rep`, `degenerate` (and, when Python reads the protocol, `answers`,
+    `answer_ok` and `answer_ends`) for those rows, in their order.
     """
     response = rows["response"].fill_null("")
     words = response.str.count_matches(_WORD).cast(pl.Int64)
@@ -124,6 +132,7 @@ def complete_features(rows: pl.DataFrame, answer: AnswerProtocol | None) -> pl.D
         out = out.with_columns(
             pl.Series("answers", [len(answer.answers(t)) for t in texts], dtype=pl.UInt32),
             pl.Series("answer_ok", [bool(answer.extract(t)) for t in texts], dtype=pl.Boolean),
+            pl.Series("answer_ends", [answer.ends_with_answer(t) for t in texts], dtype=pl.Boolean),
         )
     elif pattern is not None:  # responses with several matches: the last one is the answer
         out = out.with_columns(_last_answer(response.to_frame("response"), pattern, answer.final))  # type: ignore[union-attr]
@@ -230,15 +239,20 @@ def rust_pattern(pattern: str) -> str | None:
 
 
 def _last_answer(frame: pl.DataFrame, pattern: str, final: bool) -> list[pl.Series]:
-    """`answers` and `answer_ok` read from every match (the last one answers)."""
+    """`answers`, `answer_ok` and `answer_ends` read from every match (the last one answers)."""
     text = pl.col("response")
     matches = text.str.extract_all(pattern)
     last = matches.list.last()
     group = last.str.extract(pattern, 1).str.strip_chars(PY_WHITESPACE)
     ok = group.is_not_null() & (group.str.len_bytes() > 0)
+    ends = text.str.strip_chars_end(PY_WHITESPACE).str.ends_with(last.str.strip_chars_end(PY_WHITESPACE))
     if final:
-        ok = ok & text.str.strip_chars_end(PY_WHITESPACE).str.ends_with(last.str.strip_chars_end(PY_WHITESPACE))
-    out = frame.select(matches.list.len().cast(pl.UInt32).alias("answers"), ok.fill_null(False).alias("answer_ok"))
+        ok = ok & ends
+    out = frame.select(
+        matches.list.len().cast(pl.UInt32).alias("answers"),
+        ok.fill_null(False).alias("answer_ok"),
+        ends.fill_null(False).alias("answer_ends"),
+    )
     return out.get_columns()
 
 
@@ -246,15 +260,21 @@ def _answer_exprs(text: pl.Expr, pattern: str, final: bool) -> tuple[list[pl.Exp
     """The protocol read column-wise: `AnswerProtocol.answers` / `.extract` with the same pattern in Rust's engine.
 
     The last match is the answer (its group, stripped, must be non-empty); with `final`, only whitespace may
-    follow it. A response with one match is read here (its first match is its last); one with several is
-    left to `complete_features` (the second expression marks those rows). `rust_pattern` says which patterns
-    read the same in both engines.
+    follow it (`answer_ends`, recorded whatever `final` says). A response with one match is read here (its
+    first match is its last); one with several is left to `complete_features` (the second expression marks
+    those rows). `rust_pattern` says which patterns read the same in both engines.
     """
     count = text.str.count_matches(pattern)
     first = text.str.extract_groups(f"(?s)({pattern})").struct.rename_fields(["match", "answer"])
     group = first.struct.field("answer").str.strip_chars(PY_WHITESPACE)
     ok = group.is_not_null() & (group.str.len_bytes() > 0)
+    whole = first.struct.field("match").str.strip_chars_end(PY_WHITESPACE)
+    ends = text.str.strip_chars_end(PY_WHITESPACE).str.ends_with(whole)
     if final:
-        whole = first.struct.field("match").str.strip_chars_end(PY_WHITESPACE)
-        ok = ok & text.str.strip_chars_end(PY_WHITESPACE).str.ends_with(whole)
-    return [count.cast(pl.UInt32).alias("answers"), ok.fill_null(False).alias("answer_ok")], count > 1
+        ok = ok & ends
+    answers = [
+        count.cast(pl.UInt32).alias("answers"),
+        ok.fill_null(False).alias("answer_ok"),
+        ends.fill_null(False).alias("answer_ends"),
+    ]
+    return answers, count > 1

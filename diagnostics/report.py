@@ -66,6 +66,14 @@ METRIC_DOCS = {
     "degenerate_rate": "share of repetitive/degenerate responses",
     "format_failure_rate": "share of single-turn responses without an answer the declared protocol reads "
     "(NaN, with a note, when the harness declares no answer protocol)",
+    "answer_written_rate": "share of single-turn responses holding at least one match of the declared answer "
+    "pattern (behaviour.format_never_written: < 0.01 critical, from 16 responses; NaN without a protocol)",
+    "answer_written_rate_first_steps": "share of the single-turn responses that ended on their own (not at the "
+    "token cap) in the run's first steps holding 8 of them that hold an answer: whether the policy the run "
+    "started from writes the answer format at all (NaN below 8 such responses)",
+    "runs_past_answer_rate": "share of single-turn responses that wrote an answer, went on writing after it and ran "
+    "to the token cap (behaviour.runs_past_answer: > 0.15 warning, > 0.5 critical: the policy is not stopped at its "
+    "end of turn)",
     "vs_parent/<metric>": "current - parent for the compared metrics",
     # Reward against the protected evaluator on the training rollouts (diagnostics/score.py, issue 17).
     "unrewarded_correct_rate": "share of strict-correct training rollouts paid below half the top reward "
@@ -176,7 +184,13 @@ def report_from_table(
         if f.inconclusive:
             metrics[rule_metric(f.rule)] = math.nan
     run_id = table.run_id or run_dir.name
-    notes = [] if table.answer is not None else [f"format_failure_rate, multi_answer_rate: {NO_ANSWER_PROTOCOL}"]
+    notes = (
+        []
+        if table.answer is not None
+        else [
+            f"format_failure_rate, multi_answer_rate, answer_written_rate, runs_past_answer_rate: {NO_ANSWER_PROTOCOL}"
+        ]
+    )
     notes = unevaluated_notes(findings, [*notes, *base.notes])
     return HealthReport(
         run_id=run_id,

@@ -32,7 +32,8 @@ Columns, one row per rollout, in file order (training and validation rows in `Ru
 - `component/<name>` (Float64, or Int8 as `reward`): one per reward component seen in the run, null where a
   row lacks it;
 - `kept` (Boolean): the group filter kept the rollout's group for the update (null where not recorded);
-- `length`, `empty`, `bigram_rep`, `degenerate`, `answers`, `answer_ok`, `response_hash`: text features
+- `length`, `empty`, `bigram_rep`, `degenerate`, `answers`, `answer_ok`, `answer_ends`,
+  `response_hash`: text features
   (`features.py`).
 
 `RunTableCache` keeps recently read tables of one process keyed by the files' names, sizes and mtimes, so

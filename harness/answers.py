@@ -83,6 +83,11 @@ class AnswerProtocol(BaseModel):
             return None
         return last.group(1).strip()
 
+    def ends_with_answer(self, text: str) -> bool:
+        """True when `text` holds an answer and only whitespace follows its last one (whatever `final` says)."""
+        matches = list(self.regex.finditer(text))
+        return bool(matches) and not text[matches[-1].end() :].strip()
+
     def equal(self, predicted: str, truth: object) -> bool:
         """Compare an extracted answer with the ground truth under `compare`."""
         expected = str(truth).strip()

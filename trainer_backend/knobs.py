@@ -37,6 +37,7 @@ Effect = Literal[
     "longer_responses",  # responses may run longer before the cap
     "anchor",  # a stronger pull toward the reference policy
     "unanchor",  # a weaker pull toward the reference policy
+    "teach_format",  # the starting policy learns to write the answer format (a supervised warm start)
 ]
 EFFECTS: tuple[str, ...] = get_args(Effect)
 Direction = Literal["up", "down"]

@@ -16,7 +16,9 @@ and never compares backend names (issue 27 §1). A plug-in owns:
   warm-start rows, the data selection), ``check_candidate`` (the backtest's config check of a candidate's
   pilot, before any accelerator time), ``plan_runs`` (`evotrainer run --dry-run`: each planned run validated
   and rendered) and ``dry_run`` (`evotrainer train --dry-run` of one run);
-- ``future_checkpoint``: where a run will leave the checkpoint later runs continue, before it exists.
+- ``future_checkpoint``: where a run will leave the checkpoint later runs continue, before it exists;
+- ``start_settings``: the settings a run reads only when it starts from the starting model (a warm start): a
+  candidate that changes one restarts its pilot from there.
 
 Optional parts are None where a backend has none. Each backend's implementation lives in its own package
 (`trainer_backend/<name>/plugin.py`) and imports its heavy dependencies only when called.
@@ -68,3 +70,6 @@ class BackendPlugin:
     check_settings: Callable[[Path, Harness], None] | None = None  # raises ValueError naming the file and fix
     check_candidate: Callable[[RunSpec, Path], list[str]] | None = None  # problems of a candidate's pilot
     dry_run: Callable[[RunSpec], str] | None = None
+    # settings keys a run reads only when it starts from the backend's starting model (the local warm start):
+    # a candidate that changes one has its pilot restart from there instead of continuing the incumbent
+    start_settings: frozenset[str] = frozenset()

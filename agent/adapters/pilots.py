@@ -43,7 +43,9 @@ def plan_pilot(ctx: Context, payload: dict[str, Any]) -> PilotPlan:
     if (ctx.session_dir(session_id) / "runs" / legacy).is_dir():  # a session resumed from before the rename
         run_id = legacy
     rollback = payload.get("rollback") or {}
-    if candidate and rollback:  # the incumbent's run damaged its policy: test the fix from before the damage
+    if candidate and candidate.get("restarts"):  # it changes what a run does before its first step (a warm start)
+        init, start_steps = "", 0
+    elif candidate and rollback:  # the incumbent's run damaged its policy: test the fix from before the damage
         init, start_steps = rollback["checkpoint"], int(rollback["steps"])
     else:
         init, start_steps = version["checkpoint"], version["steps"]

@@ -115,6 +115,9 @@ def finalise_candidate(ctx: Context, state: State, harness: Harness, cand: OpenC
     restored = _restored(ctx, harness, path, changed)
     if restored:
         info["restores_range"] = list(restored)  # decided by non-inferiority (diagnostics.stats)
+    restarts = _restarts(ctx, harness, path)
+    if restarts:
+        info["restarts"] = list(restarts)  # its pilots start from the starting model (agent/adapters/pilots.py)
     head = ""
     if not cand.committed:
         extra = {"Skill": info["skill"]} if info["skill"] else {}
@@ -168,6 +171,17 @@ def _restored(ctx: Context, harness: Harness, worktree: Path, changed: list[str]
         return range_restoration(harness, load_harness(worktree), ctx.backend, changed)
     except (ValueError, OSError):
         return ()  # the candidate's harness does not load: its backtest and run say why; no special rule applies
+
+
+def _restarts(ctx: Context, harness: Harness, worktree: Path) -> tuple[str, ...]:
+    """The settings the candidate changes that act only from the starting model (`knobs.start_changes`)."""
+    from agent.decisions.knobs import start_changes
+    from harness.manifest import load_harness
+
+    try:
+        return start_changes(harness, load_harness(worktree), ctx.backend)
+    except (ValueError, OSError):
+        return ()  # the candidate's harness does not load: its backtest and run say why
 
 
 def refuse_candidate(ctx: Context, state: State, info: CandidateInfo, reason: str) -> CandidateInfo:

@@ -42,6 +42,7 @@ class TrainerKnob:
     file: str  # "@trainer_config" when it is the manifest's trainer config, else the harness-relative path
     current: float
     in_file: bool  # the key is written in the file (else the trainer uses the default; a probe op creates it)
+    restarts: bool = False  # read only where a run starts from the starting model: its pilot restarts there
 
     @property
     def in_range(self) -> bool:
@@ -125,13 +126,16 @@ def harness_knobs(harness: Harness, backend: BackendName, train_rows: pl.DataFra
     ref = "@trainer_config" if settings_file == harness.manifest.trainer.config else settings_file
     trainer = []
     agentic = harness.manifest.env is not None
+    starts = plugin_of(backend).start_settings
     for spec in trainer_knobs(backend, settings):
         if not spec.acts_on(agentic):
             continue  # e.g. the single-turn response cap of an agentic harness: moving it changes nothing
         value = _number(settings.get(spec.key, spec.default))
         if value is None:
             continue  # a value the settings loader would refuse: the run says so, no probe builds on it
-        trainer.append(TrainerKnob(spec=spec, file=ref, current=value, in_file=spec.key in settings))
+        trainer.append(
+            TrainerKnob(spec=spec, file=ref, current=value, in_file=spec.key in settings, restarts=spec.key in starts)
+        )
     gf = harness.group_filter
     filter_source = _text(harness, gf.path) if gf else None
     data_file = plugin_of(backend).data_selection(settings)
@@ -176,6 +180,20 @@ def range_restoration(
         if old is None or new is None or spec.in_range(old) or not spec.in_range(new):
             return ()
     return tuple(moved)
+
+
+def start_changes(parent: Harness, candidate: Harness, backend: BackendName) -> tuple[str, ...]:
+    """The settings `candidate` changes that a run reads only when it starts from the backend's starting model
+    (`BackendPlugin.start_settings`: the local warm start); () when it changes none.
+
+    A pilot continues the incumbent's checkpoint, where such a change would do nothing: a candidate that makes
+    one has its pilot restart from the starting model (`agent/adapters/pilots.py`)."""
+    starts = plugin_of(backend).start_settings
+    settings_file = parent.manifest.trainer.settings(backend) or parent.manifest.trainer.config
+    if not starts or not settings_file:
+        return ()
+    before, after = _yaml(parent, settings_file), _yaml(candidate, settings_file)
+    return tuple(sorted(k for k in starts if before.get(k, _UNSET) != after.get(k, _UNSET)))
 
 
 def component_evidence(rows: pl.DataFrame) -> tuple[ComponentEvidence, ...]:

@@ -31,6 +31,12 @@ COLLAPSE_FRACTION = 0.5  # held-out strict lost at least half of its starting va
 START_CHECKPOINT_FILE = START_CHECKPOINT  # a root run's step-0 policy and optimizer (local backend)
 
 
+def own_start(run_dir: str | Path) -> str:
+    """The step-0 policy a root run (v0, or a pilot that restarted from the starting model) kept, "" if none."""
+    path = Path(run_dir) / START_CHECKPOINT_FILE
+    return str(path) if path.is_file() else ""
+
+
 def rollback_point(version: VersionInfo, min_effect: float, val: pl.DataFrame | None = None) -> RollbackInfo:
     """Where candidates should start: `{}` (the incumbent's checkpoint) or the incumbent's own start.
 

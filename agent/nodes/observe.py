@@ -15,7 +15,7 @@ from langgraph.runtime import Runtime
 
 from agent.adapters import ledger
 from agent.context import Context
-from agent.decisions.rollback import START_CHECKPOINT_FILE
+from agent.decisions.rollback import own_start
 from agent.nodes.common import pilot_from_result, run_training, session_main_commit
 from agent.state import State, VersionInfo
 from trainer_backend.base import LOG_FILE
@@ -55,7 +55,7 @@ def observe(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         strict_acc=pilot["strict_acc"],
         train_reward=pilot["train_reward"],
         steps=ctx.base_steps,
-        start_checkpoint=_existing(Path(pilot["run_dir"]) / START_CHECKPOINT_FILE),
+        start_checkpoint=own_start(pilot["run_dir"]),
         start_steps=0,
     )
     return {
@@ -66,10 +66,6 @@ def observe(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "started_at": state.get("started_at") or time.time(),
         "v0_strict": pilot["strict_acc"],
     }
-
-
-def _existing(path: Path) -> str:
-    return str(path) if path.is_file() else ""
 
 
 def _failed(ctx: Context, session_id: str, outcome: str, message: str, run_dir: Path) -> dict[str, Any]:

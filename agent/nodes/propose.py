@@ -66,7 +66,9 @@ def propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 def offline_candidates(
     ctx: Context, state: State, harness: Harness, knobs: HarnessKnobs, metrics: dict[str, Any], tried: set[str]
 ) -> list[CandidateInfo]:
-    """The heuristic policy's candidates of this iteration: matching skills first, probes in the free slots."""
+    """The heuristic policy's candidates of this iteration: matching skills first, probes in the free slots;
+    ahead of both, the probes of a blocking symptom (`explore.BLOCKING`: nothing else can show an effect)."""
+    from agent.policies.explore import BLOCKING
 
     def skills(out: set[str], taken: set[str]) -> list[Proposal]:
         return _skill_proposals(ctx, harness, metrics, out, taken)
@@ -74,14 +76,22 @@ def offline_candidates(
     def probes(out: set[str], _taken: set[str]) -> list[Proposal]:
         return _probes(ctx, harness, knobs, metrics, out)
 
-    made = _fill(ctx, state, harness, metrics, skills, tried, [])
+    def unblocking(out: set[str], taken: set[str]) -> list[Proposal]:
+        return [p for p in probes(out, taken) if p.probe is not None and set(p.probe.symptoms) & BLOCKING]
+
+    first = _fill(ctx, state, harness, metrics, unblocking, tried, [])
+    made = _fill(ctx, state, harness, metrics, skills, tried | _names(first), first)
     if sum(c["status"] != "refused" for c in made) < ctx.max_candidates:
         # Fewer matching skills than slots, or some were refused (a patch that did not apply here, e.g. a data
         # mix with no live source left: a trigger that matches but cannot act explains nothing): the free
         # slots explore (`_probes`: when held-out accuracy stalled, or where a symptom names the knob).
-        proposed = {name for c in made for name in c["skill"].split(",") if name}
-        made = _fill(ctx, state, harness, metrics, probes, tried | proposed, made)
+        made = _fill(ctx, state, harness, metrics, probes, tried | _names(made), made)
     return made
+
+
+def _names(made: list[CandidateInfo]) -> set[str]:
+    """The skill (or probe) names the candidates made so far apply."""
+    return {name for c in made for name in c["skill"].split(",") if name}
 
 
 Source = Callable[[set[str], set[str]], list[Proposal]]

@@ -18,6 +18,7 @@ from langgraph.runtime import Runtime
 from agent.adapters import ledger
 from agent.adapters.pilots import candidate_name
 from agent.context import Context
+from agent.decisions.rollback import own_start
 from agent.nodes.common import session_main_commit
 from agent.routing import CONTROL_ID, current
 from agent.state import CandidateInfo, DecisionInfo, State, VersionInfo
@@ -131,7 +132,8 @@ def _advance(
         strict_acc=pilot["strict_acc"],
         train_reward=pilot["train_reward"],
         steps=pilot.get("start_steps", version["steps"]) + pilot["steps"],
-        start_checkpoint=pilot.get("init_checkpoint", version["checkpoint"]),
+        # a pilot that restarted from the starting model (pilots.py) started from its own step-0 policy
+        start_checkpoint=pilot.get("init_checkpoint", version["checkpoint"]) or own_start(pilot["run_dir"]),
         start_steps=pilot.get("start_steps", version["steps"]),
     )
 

@@ -12,7 +12,8 @@ they address, from the symptom table in `agent/policies/symptoms.py`:
 - a trainer setting outside its documented safe range is a symptom of its own (`out_of_range`), addressed
   by moving it back to its documented default;
 - a probe's score is the sum of the weights of the abnormal symptoms it addresses; probes with no support
-  are offered only when no probe has any;
+  are offered only when no probe has any, and never one whose pilot restarts from the starting model (a
+  warm-start setting: it gives up the incumbent's training);
 - probes supported by a symptom that names their knob (`PINPOINTING`: the filter's kept groups, the data mix
   against the held-out set, a reward component; or `out_of_range`) rank first, and are the only ones
   proposed while held-out accuracy has not stalled (`UNPROMPTED`).
@@ -38,6 +39,7 @@ from agent.policies.heuristic import Metrics, ProbeInfo, Proposal
 from agent.policies.probe_drafts import ENTRY, KEEP_LIVE_FILTER, MIN_COVER_GAP, Draft, draft_probes
 from agent.policies.symptoms import (
     ALIGNED_CORR,
+    BLOCKING,
     COMPONENT_ALIGNED,
     COMPONENT_MISALIGNED,
     MISALIGNED_SHARE,
@@ -61,6 +63,7 @@ from skills.models import SkillSpec
 
 __all__ = [
     "ALIGNED_CORR",
+    "BLOCKING",
     "COMPONENT_ALIGNED",
     "COMPONENT_MISALIGNED",
     "KEEP_LIVE_FILTER",
@@ -116,6 +119,8 @@ def propose_probes(
         draft.support += [a for a in found if set(a.symptom.needs) & set(draft.effects)]
         if any(set(a.symptom.forbids) & set(draft.effects) for a in found):
             continue
+        if draft.restarts and not draft.support:
+            continue  # a restart gives up the incumbent's training: only where a symptom asks for this move
         if _name(draft) in tried_names or not _ladder_allows(draft, signature, blocked):
             continue
         if only is not None and not {a.symptom.name for a in draft.support} & only:

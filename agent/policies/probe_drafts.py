@@ -66,6 +66,7 @@ class Draft:
     what: str
     why: str
     range_symptom: Symptom | None = None
+    restarts: bool = False  # the knob acts only from the starting model: the pilot restarts there
     support: list[Abnormal] = field(default_factory=list)
 
     @property
@@ -134,8 +135,10 @@ def _trainer(knobs: Sequence[TrainerKnob]) -> list[Draft]:
                         params=params,
                         effects=move.effects,
                         what=f"move {spec.key} {move.direction} from {knob.current:g} to {new:g} (x{factor:g}, "
-                        f"kept in its safe range [{lo:g}, {hi:g}])",
+                        f"kept in its safe range [{lo:g}, {hi:g}])"
+                        + ("; the pilot restarts from the model as it ships" if knob.restarts else ""),
                         why=move.why,
+                        restarts=knob.restarts,
                     )
                 )
     return out

@@ -7,6 +7,7 @@
 - a trainer setting outside its documented safe range is a symptom of its own (`OUT_OF_RANGE`, built per
   setting by `agent/policies/probe_drafts.py`);
 - `PINPOINTING` symptoms name one knob; they and `OUT_OF_RANGE` (`UNPROMPTED`) are acted on without a stall;
+  the probes of a `BLOCKING` one (nothing else can show an effect while it holds) come before matching skills;
 - `STALL`: held-out strict accuracy stalled or fell within the incumbent's run (`stalled`);
 - `abnormal` evaluates the table on a report's metrics (with the comparisons that held as evidence),
   `symptom_key` is the signature case memory files a probe under, and `component_variables` derives the
@@ -77,6 +78,15 @@ SYMPTOMS: tuple[Symptom, ...] = (
     Symptom("degenerate", "degenerate_rate > 0.05 or empty_response_rate > 0.05 or format_failure_rate > 0.1", 2.0,
             ("sharpen", "smaller_steps"), ("explore",), "responses degenerate or break the answer format"),
     Symptom("truncated", "truncation_rate > 0.05", 2.0, ("longer_responses",), (), "responses hit the length cap"),
+    # Cut after the answer was written: the policy does not stop at its end of turn, and a longer budget only
+    # buys more trailing text (issue 32's wrong-stop); nothing a trainer knob moves addresses it.
+    # The policy the run started from never writes the answer format (an instruct model as it ships): no
+    # trainer knob that continues it can create the reward variance GRPO needs; a warm start can (issue 32).
+    # It outweighs an out-of-range setting (3.0): until some response is well-formed, nothing else trains.
+    Symptom("format_never_written", "answer_written_rate_first_steps < 0.01", 4.0, ("teach_format",), (),
+            "the policy the run started from never writes the answer format, so every group is flat"),
+    Symptom("runs_past_answer", "runs_past_answer_rate > 0.15", 1.0, (), ("longer_responses",),
+            "responses write their answer and run on to the token cap"),
     Symptom("far_from_reference", "kl_to_ref > 0.05", 1.0, ("unanchor",), ("anchor",),
             "the KL pull toward the reference policy is large"),
     Symptom("component_dominates", f"{COMPONENT_MISALIGNED} > {MISALIGNED_SHARE} and {COMPONENT_ALIGNED} >= "
@@ -97,7 +107,11 @@ SYMPTOM_NAMES = frozenset(s.name for s in SYMPTOMS)
 # (`UNPROMPTED`). On greedy-filter seed 1 the temperature and group-size probes (no diversity, low spread, dead
 # groups: 4.0) outranked the std-filter probe (filter_biased: 3.0) and the filter was never changed.
 PINPOINTING = frozenset({"filter_drops_signal", "filter_keeps_dead", "filter_biased", "heldout_uncovered",
-                         "component_dominates"})  # fmt: skip
+                         "component_dominates", "format_never_written"})  # fmt: skip
+# Symptoms under which no other change can show an effect (no response is well-formed, so every group is flat
+# whatever the reward, filter, data or step size): the probes that address them take the first candidate
+# slots, ahead of the skills that match (agent/nodes/propose.py).
+BLOCKING = frozenset({"format_never_written"})
 OUT_OF_RANGE = "out_of_range"
 OUT_OF_RANGE_WEIGHT = 3.0
 # A setting outside the range its backend documents is a misconfiguration whether or not held-out accuracy

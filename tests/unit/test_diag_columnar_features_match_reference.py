@@ -55,6 +55,7 @@ def test_answer_features_are_the_declared_protocols_own_reading(pattern: str, fi
     out = text_features(_frame(texts), protocol)
     assert out["answers"].to_list() == [len(protocol.answers(t)) for t in texts]
     assert out["answer_ok"].to_list() == [bool(protocol.extract(t)) for t in texts]
+    assert out["answer_ends"].to_list() == [protocol.ends_with_answer(t) for t in texts]
 
 
 def test_patterns_that_read_differently_in_rust_are_left_to_python() -> None:

@@ -58,6 +58,7 @@ ADDED_METRICS = {
     "distinct_response_ratio", "identical_group_ratio", "dead_identical_share", "reward_discrete",
     "update_norm_mean", "update_norm_max", "no_update_share", "ref_distance", "kl_to_ref",
     "filter_reward_bias", "source_mix_gap", "dead_solved_share",
+    "answer_written_rate", "answer_written_rate_first_steps", "runs_past_answer_rate",  # issue 32
 }  # fmt: skip
 ADDED_NUMBERS = {
     "signal.dead_groups": {"dead_unsolved_ratio"},  # the candidate gate's number (stats.py)
@@ -67,6 +68,7 @@ ADDED_PREFIXES = ("train_source_share/", "heldout_source_share/")  # per-source 
 ADDED_ALERTS = {
     "score.misranked_groups", "signal.filter_drops_signal", "signal.filter_inverted", "signal.identical_groups",
     "signal.no_update", "signal.filter_biased", "signal.source_mix_gap",
+    "behaviour.format_never_written", "behaviour.runs_past_answer",  # issue 32
 }  # fmt: skip
 _NOISE = re.compile(r"-?\d(?:\.\d+)?e-(?:1[3-9]|[2-9]\d)")  # |x| < 1e-12 printed by .2g: float noise
 _ANSWER_RULES = {"behaviour.format_failure", "behaviour.multi_answer"}

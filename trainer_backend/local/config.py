@@ -139,7 +139,22 @@ class LocalTrainerConfig(BaseModel):
     save_every: int = Field(10, ge=1)
     n_layers: int = Field(3, ge=1, le=12)
     hidden: int = Field(128, ge=16, le=1024)
-    warmstart_steps: int = Field(1000, ge=0)
+    # A knob whose move restarts the pilot from the model as it ships (`START_SETTINGS`); its safe range is
+    # wide (0 = no warm start is sound for a pretrained model that already writes the format).
+    warmstart_steps: int = Field(
+        1000,
+        ge=0,
+        json_schema_extra=knob(
+            safe=(0, 100_000),
+            up=(
+                (2.0,),
+                ("teach_format",),
+                "a supervised warm start on worked solutions teaches the starting policy the answer format, so "
+                "rewards vary within groups (the pilot restarts from the model as it ships)",
+            ),
+            from_zero=200,
+        ),
+    )
     warmstart_data: HarnessPath = "data/warmstart.jsonl"
     warmstart_lr: float = Field(3e-3, gt=0, le=1.0)
     warmstart_batch_size: int = Field(64, ge=1, le=4096)
@@ -217,6 +232,12 @@ class LocalTrainerConfig(BaseModel):
         from trainer_backend.local.model import ModelShape
 
         return ModelShape(n_layers=self.n_layers, hidden=self.hidden, n_heads=4, max_len=256)
+
+
+# Settings a run reads only when it starts from the model as it ships (a pilot that continues a parent's
+# checkpoint skips the warm start): a candidate that changes one restarts its pilot from there
+# (`BackendPlugin.start_settings`, agent/adapters/pilots.py).
+START_SETTINGS = frozenset(name for name in LocalTrainerConfig.model_fields if name.startswith("warmstart_"))
 
 
 def knobs_for(kind: ModelKind) -> tuple[KnobSpec, ...]:

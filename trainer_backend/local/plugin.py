@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainer_backend import local
+from trainer_backend.local.config import START_SETTINGS
 from trainer_backend.plugin import BackendPlugin, RunPlan
 
 if TYPE_CHECKING:
@@ -182,4 +183,5 @@ PLUGIN = BackendPlugin(
     plan_runs=plan_runs,
     future_checkpoint=_future_checkpoint,
     check_settings=check_settings,
+    start_settings=START_SETTINGS,
 )
