@@ -5,7 +5,8 @@ each figure is a `div.plotly-graph-div` drawn by that script. Tables are plain H
 (`lineage-table`, `candidates-table`, `health-table`, `alerts-table`, `decisions-table`, `skills-table`,
 `llm-usage-table`, `rollout-table-<n>`, `compare-table`) so tests and readers can find the sections. Every
 text from the store, git or the artefacts (model output included) is HTML-escaped; numbers are rounded.
-The rollout viewer is a `<select>` over per-run panels, switched by a few lines of inline script.
+The rollout viewer (`rollouts_html.py`) is a `<select>` over per-run panels, switched by a few lines of inline
+script; a chat model's special-token texts show as marked chips.
 
 The page fits its width (issue 26; checked in headless Chromium at 1400 and 1920 px): tables break long ids,
 paths and model output anywhere rather than overflow, preformatted text wraps, and the agentic table lists
@@ -14,8 +15,6 @@ its metrics as rows, one column per version.
 
 from __future__ import annotations
 
-import html
-import math
 from collections.abc import Iterable, Sequence
 from typing import cast
 
@@ -23,6 +22,7 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from agent.reporting.artefacts import AGENTIC_PREFIX, RunCurves
+from agent.reporting.cells import badge, esc, html_table, note_divs, num
 from agent.reporting.figures import (
     STATUS_MEANING,
     agentic_figure,
@@ -32,11 +32,11 @@ from agent.reporting.figures import (
     optim_figure,
     sources,
     sources_figure,
-    status_colour,
     stop_reasons,
     stops_figure,
 )
 from agent.reporting.records import CandidateEntry, SessionReport
+from agent.reporting.rollouts_html import VIEWER_JS, rollouts_section
 from agent.reporting.summary import summary_lines
 
 NO_LLM = "heuristic policy: no LLM"
@@ -53,47 +53,8 @@ summary, .note, .verdict { overflow-wrap: anywhere; }
 .verdict { background: #eef6ee; border-left: 4px solid #2ca02c; padding: 0.4em 0.8em; }
 .rollout-table .text { white-space: pre-wrap; font-family: monospace; }
 .rollout-panel { display: none; } .rollout-panel.shown { display: block; }
+.special { background: #e8eaf6; color: #303f9f; border-radius: 3px; padding: 0 2px; font-size: 0.85em; }
 """
-VIEWER_JS = """
-(function () {
-  var select = document.getElementById("rollout-select");
-  if (!select) { return; }
-  function show() {
-    var panels = document.getElementsByClassName("rollout-panel");
-    for (var i = 0; i < panels.length; i++) {
-      panels[i].classList.toggle("shown", panels[i].id === select.value);
-    }
-  }
-  select.addEventListener("change", show);
-  show();
-  select.setAttribute("data-ready", "1");
-})();
-"""
-
-
-def esc(value: object) -> str:
-    """HTML-escape any value (None becomes an em dash; floats are rounded to 4 significant digits)."""
-    if value is None:
-        return "—"
-    if isinstance(value, float):
-        return "nan" if math.isnan(value) else f"{value:.4g}"
-    return html.escape(str(value))
-
-
-def _num(value: float | None, digits: int = 3) -> str:
-    return "—" if value is None else f"{value:.{digits}f}"
-
-
-def _table(table_id: str, header: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "") -> str:
-    """A table whose cells are already-escaped HTML."""
-    head = "".join(f"<th>{esc(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    klass = f' class="{cls}"' if cls else ""
-    return f'<table id="{table_id}"{klass}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-
-
-def _badge(status: str) -> str:
-    return f'<span class="badge" style="background:{status_colour(status)}">{esc(status)}</span>'
 
 
 def _figure_html(fig: go.Figure, div_id: str, height_px: int) -> str:
@@ -101,10 +62,6 @@ def _figure_html(fig: go.Figure, div_id: str, height_px: int) -> str:
     return cast(
         str, fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, default_height=f"{height_px}px")
     )
-
-
-def _notes(notes: Iterable[str]) -> str:
-    return "".join(f'<div class="note">{esc(n)}</div>' for n in notes)
 
 
 # --- sections ---------------------------------------------------------------------------------------------
@@ -123,24 +80,24 @@ def _summary_section(r: SessionReport) -> str:
         ("budget", f"{r.steps_used}/{r.max_train_steps} training steps; {r.max_iterations} iterations"),
         ("final checkpoint", r.final_checkpoint or "—"),
     ]
-    table = _table("summary-table", ("field", "value"), ((esc(k), esc(v)) for k, v in rows))
+    table = html_table("summary-table", ("field", "value"), ((esc(k), esc(v)) for k, v in rows))
     verdict = ""
     if r.summary is not None:
         lines = "<br>".join(esc(x) for x in summary_lines(r.summary, report_hint=False))
         verdict = f'<div class="verdict" id="verdict">{lines}</div>'
-    body = f"<h1>EvoTrainer session {esc(r.session_id)}</h1>{table}{verdict}{_notes(r.notes)}"
+    body = f"<h1>EvoTrainer session {esc(r.session_id)}</h1>{table}{verdict}{note_divs(r.notes)}"
     return f'<section id="summary">{body}</section>'
 
 
 def _legend(r: SessionReport) -> str:
     statuses = sorted({c.status for c in r.candidates})
-    items = "".join(f"<li>{_badge(s)} {esc(STATUS_MEANING.get(s, s))}</li>" for s in statuses)
+    items = "".join(f"<li>{badge(s)} {esc(STATUS_MEANING.get(s, s))}</li>" for s in statuses)
     return f'<ul id="lineage-legend">{items}</ul>' if items else ""
 
 
 def _lineage_section(r: SessionReport) -> str:
     header = ("version", "parent", "commit", "decision", "outcome", "strict", "train reward", "lineage steps")
-    versions = _table(
+    versions = html_table(
         "lineage-table",
         (*header, "diff", "rationale"),
         (
@@ -150,8 +107,8 @@ def _lineage_section(r: SessionReport) -> str:
                 f"<code>{esc(v.commit[:10])}</code>",
                 esc(v.decision),
                 esc(v.outcome),
-                _num(v.strict_score),
-                _num(v.train_score),
+                num(v.strict_score),
+                num(v.train_score),
                 str(v.lineage_steps),
                 f"{v.diff_stat[0]} files, +{v.diff_stat[1]} −{v.diff_stat[2]}",
                 esc(v.rationale),
@@ -159,7 +116,7 @@ def _lineage_section(r: SessionReport) -> str:
             for v in r.versions
         ),
     )
-    candidates = _table(
+    candidates = html_table(
         "candidates-table",
         ("candidate", "iteration", "from", "factor", "skill", "decision", "hypothesis"),
         (
@@ -169,7 +126,7 @@ def _lineage_section(r: SessionReport) -> str:
                 "—" if c.parent_index is None else f"v{c.parent_index}",
                 esc(c.factor),
                 esc(", ".join(c.skills)) if c.skills else "— (none)",
-                _badge(c.status) + (f" → v{c.became}" if c.became is not None else ""),
+                badge(c.status) + (f" → v{c.became}" if c.became is not None else ""),
                 esc(c.hypothesis),
             )
             for c in r.candidates
@@ -180,12 +137,12 @@ def _lineage_section(r: SessionReport) -> str:
     return f'<section id="lineage"><h2>Lineage</h2>{body}</section>'
 
 
-def _run_notes(runs: Sequence[RunCurves]) -> str:
-    return _notes(f"{run.label} ({run.run_id}): {run.note}" for run in runs if run.note)
+def _runnotes(runs: Sequence[RunCurves]) -> str:
+    return note_divs(f"{run.label} ({run.run_id}): {run.note}" for run in runs if run.note)
 
 
-def _run_table(table_id: str, runs: Sequence[RunCurves]) -> str:
-    return _table(
+def _runtable(table_id: str, runs: Sequence[RunCurves]) -> str:
+    return html_table(
         table_id,
         ("run", "label", "kind", "steps", "outcome", "strict", "train reward", "wall time (s)"),
         (
@@ -195,9 +152,9 @@ def _run_table(table_id: str, runs: Sequence[RunCurves]) -> str:
                 esc(x.kind),
                 str(x.steps),
                 esc(x.outcome),
-                _num(x.strict_acc),
-                _num(x.train_reward),
-                _num(x.wall_time_s, 1),
+                num(x.strict_acc),
+                num(x.train_reward),
+                num(x.wall_time_s, 1),
             )
             for x in runs
         ),
@@ -211,8 +168,8 @@ def _curves_section(r: SessionReport) -> str:
         optim = optim_figure(r.version_runs, "Versions: optimisation (KL, entropy, loss, lr, grad norm)", True)
         parts.append(_figure_html(optim, "optim-versions", 620))
         parts.append(_rollout_curves(r.version_runs, "Versions", "versions", True))
-    parts.append(_run_notes(r.version_runs))
-    parts.append(_run_table("version-runs-table", r.version_runs))
+    parts.append(_runnotes(r.version_runs))
+    parts.append(_runtable("version-runs-table", r.version_runs))
     for iteration, runs in r.pilot_runs.items():
         parts.append(f"<h3>Iteration {iteration}: pilots against the control</h3>")
         title = f"Iteration {iteration} pilots (same start and steps as the control)"
@@ -220,8 +177,8 @@ def _curves_section(r: SessionReport) -> str:
         optim = optim_figure(runs, title + ": optimisation", False)
         parts.append(_figure_html(optim, f"optim-iteration-{iteration}", 620))
         parts.append(_rollout_curves(runs, title, f"iteration-{iteration}", False))
-        parts.append(_run_notes(runs))
-        parts.append(_run_table(f"pilot-runs-table-{iteration}", runs))
+        parts.append(_runnotes(runs))
+        parts.append(_runtable(f"pilot-runs-table-{iteration}", runs))
     parts.append("</section>")
     return "".join(parts)
 
@@ -244,40 +201,6 @@ def _rollout_curves(runs: Sequence[RunCurves], title: str, suffix: str, lineage_
     return "".join(parts)
 
 
-def _rollouts_section(r: SessionReport) -> str:
-    if not r.rollouts:
-        return '<section id="rollouts"><h2>Rollouts</h2><p>No runs to sample from.</p></section>'
-    options, panels = [], []
-    for n, run in enumerate(r.rollouts):
-        panel_id = f"rollouts-{n}"
-        options.append(f'<option value="{panel_id}">{esc(run.label)} ({len(run.samples)} samples)</option>')
-        rows = (
-            (
-                esc(s.split),
-                str(s.step),
-                f"<code>{esc(s.prompt_id)}</code>#{s.sample_index}",
-                f'<span class="text">{esc(s.prompt)}</span>',
-                f'<span class="text">{esc(s.response)}</span>',
-                _num(s.reward),
-                _num(s.strict_score),
-                esc(s.stop_reason) + (" (truncated)" if s.truncated else ""),
-                str(s.response_tokens),
-            )
-            for s in run.samples
-        )
-        header = ("split", "step", "prompt id", "prompt", "response", "reward", "strict", "stop reason", "tokens")
-        table = _table(f"rollout-table-{n}", header, rows, cls="rollout-table") if run.samples else ""
-        body = f"<h3>{esc(run.label)} <code>{esc(run.run_id)}</code></h3>{_notes([run.note] if run.note else [])}"
-        panels.append(f'<div class="rollout-panel" id="{panel_id}" data-run="{esc(run.run_id)}">{body}{table}</div>')
-    intro = (
-        "<p>Sampled responses of each version and each pilot: from the last validation step (strict score from "
-        "the protected evaluator) and the last training step; rewarded-but-wrong answers first. Texts are cut to "
-        "a few hundred characters.</p>"
-    )
-    select = f'<label>run <select id="rollout-select">{"".join(options)}</select></label>'
-    return f'<section id="rollouts"><h2>Rollouts</h2>{intro}{select}{"".join(panels)}</section>'
-
-
 def _health_section(r: SessionReport) -> str:
     rows = []
     for h in r.health:
@@ -296,9 +219,9 @@ def _health_section(r: SessionReport) -> str:
             )
         )
     header = ("version", "run", "checks passed", "warnings", "critical", "alerts", "source")
-    health = _table("health-table", header, rows)
+    health = html_table("health-table", header, rows)
     if r.alerts:
-        alerts = _table(
+        alerts = html_table(
             "alerts-table",
             ("version", "run", "alert", "layer", "severity", "value", "threshold", "message"),
             (
@@ -317,11 +240,11 @@ def _health_section(r: SessionReport) -> str:
         )
     else:
         alerts = "<p>No warning or critical finding on any version.</p>"
-    agentic = _agentic_table(r)
+    agentic = _agentictable(r)
     return f'<section id="alerts"><h2>Health</h2><h3>Per version</h3>{health}{agentic}<h3>Alerts</h3>{alerts}</section>'
 
 
-def _agentic_table(r: SessionReport) -> str:
+def _agentictable(r: SessionReport) -> str:
     """The headline agentic metrics per version (`diagnostics.agentic.HEADLINE_METRICS`); none for single-turn runs.
 
     One row per metric and one column per version: the metrics are many and their names long, the versions
@@ -334,7 +257,7 @@ def _agentic_table(r: SessionReport) -> str:
     head = "".join(f"<th>v{h.index}</th>" for h in shown)
     runs = "".join(f"<td><code>{esc(h.run_id)}</code></td>" for h in shown)
     rows = "".join(
-        f"<tr><th>{esc(k)}</th>" + "".join(f"<td>{_num(_finite(h.agentic.get(k)))}</td>" for h in shown) + "</tr>"
+        f"<tr><th>{esc(k)}</th>" + "".join(f"<td>{num(_finite(h.agentic.get(k)))}</td>" for h in shown) + "</tr>"
         for k in names
     )
     intro = "<p>Agentic episodes: turns, tool use and trajectory alerts (metric docs: diagnostics/agentic.py).</p>"
@@ -365,7 +288,7 @@ def _backtest(c: CandidateEntry) -> str:
         return "—"
     parts = [f"{esc(b.verdict)} ({esc(b.outcome)})"]
     if b.dead_group_ratio_before is not None or b.dead_group_ratio_after is not None:
-        parts.append(f"DGR {_num(b.dead_group_ratio_before, 2)} → {_num(b.dead_group_ratio_after, 2)}")
+        parts.append(f"DGR {num(b.dead_group_ratio_before, 2)} → {num(b.dead_group_ratio_after, 2)}")
     if b.rank_violations_before is not None or b.rank_violations_after is not None:
         parts.append(f"rank violations {esc(b.rank_violations_before)} → {esc(b.rank_violations_after)}")
     if b.kept_ratio is not None:
@@ -377,21 +300,21 @@ def _backtest(c: CandidateEntry) -> str:
 
 
 def _decisions_section(r: SessionReport) -> str:
-    table = _table(
+    table = html_table(
         "decisions-table",
         ("candidate", "decision", "outcome", "strict vs control (95% CI, recomputed)", "backtest", "rationale"),
         (
-            (f"<code>{esc(c.name)}</code>", _badge(c.status), esc(c.outcome), _ci(c), _backtest(c), esc(c.rationale))
+            (f"<code>{esc(c.name)}</code>", badge(c.status), esc(c.outcome), _ci(c), _backtest(c), esc(c.rationale))
             for c in r.candidates
         ),
     )
     details = []
     for c in r.candidates:
-        note = _notes([c.diff_note] if c.diff_note else [])
+        note = note_divs([c.diff_note] if c.diff_note else [])
         decision = f"<pre>{esc(c.decision_note)}</pre>" if c.decision_note else ""
         details.append(
             f'<details class="candidate-diff" id="diff-{esc(c.name)}"><summary><code>{esc(c.branch)}</code> '
-            f"{_badge(c.status)} — success criterion: {esc(c.success_criterion)}</summary>{decision}{note}"
+            f"{badge(c.status)} — success criterion: {esc(c.success_criterion)}</summary>{decision}{note}"
             f'<pre class="diff">{esc(c.diff)}</pre></details>'
         )
     body = table + "".join(details) if r.candidates else "<p>No candidates were proposed.</p>"
@@ -404,7 +327,7 @@ def _metrics_text(metrics: dict[str, object]) -> str:
 
 def _skills_section(r: SessionReport) -> str:
     uses = (
-        _table(
+        html_table(
             "skills-table",
             ("skill", "candidate", "result", "matched metrics"),
             (
@@ -416,7 +339,7 @@ def _skills_section(r: SessionReport) -> str:
         else "<p>No skill was used in this session.</p>"
     )
     created = (
-        _table(
+        html_table(
             "skills-created-table",
             ("skill", "factor", "trigger", "expected outcome", "wins/losses", "provenance"),
             (
@@ -441,7 +364,7 @@ def _llm_section(r: SessionReport) -> str:
     if not r.llm_usage:
         return f'<section id="llm-usage"><h2>LLM usage and cost</h2><p id="llm-usage-none">{NO_LLM}.</p></section>'
     costs = [u.cost_usd for u in r.llm_usage if u.cost_usd is not None]
-    table = _table(
+    table = html_table(
         "llm-usage-table",
         ("node", "model", "calls", "prompt tokens", "completion tokens", "cost (USD)"),
         (
@@ -451,7 +374,7 @@ def _llm_section(r: SessionReport) -> str:
                 str(u.calls),
                 str(u.prompt_tokens),
                 str(u.completion_tokens),
-                _num(u.cost_usd, 4),
+                num(u.cost_usd, 4),
             )
             for u in r.llm_usage
         ),
@@ -479,7 +402,7 @@ def render_html(report: SessionReport) -> str:
         _summary_section(report),
         _lineage_section(report),
         _curves_section(report),
-        _rollouts_section(report),
+        rollouts_section(report),
         _health_section(report),
         _decisions_section(report),
         _skills_section(report),
@@ -503,25 +426,25 @@ def render_comparison_html(sessions: Sequence[SessionReport]) -> str:
                 esc(r.harness_path),
                 str(len(r.versions)),
                 f"{merged} of {len(r.candidates)}",
-                _num(r.versions[0].strict_score) if r.versions else "—",
-                f"v{final.index} {_num(final.strict_score)}" if final else "—",
-                f"v{best.index} {_num(best.strict_score)}" if best else "—",
+                num(r.versions[0].strict_score) if r.versions else "—",
+                f"v{final.index} {num(final.strict_score)}" if final else "—",
+                f"v{best.index} {num(best.strict_score)}" if best else "—",
                 esc(use),
                 f"{r.steps_used}/{r.max_train_steps}",
                 str(len(r.alerts)),
             )
         )
     header = ("session", "mode / policy", "harness", "versions", "merged", "v0 strict", "final", "best", "use")
-    table = _table("compare-table", (*header, "steps", "alerts"), rows)
+    table = html_table("compare-table", (*header, "steps", "alerts"), rows)
     figure = _figure_html(comparison_figure(sessions), "compare-curves", 480)
     parts = [f'<section id="compare"><h1>EvoTrainer sessions compared</h1>{table}{figure}</section>']
     for r in sessions:
         lines = "<br>".join(esc(x) for x in summary_lines(r.summary, report_hint=False)) if r.summary else ""
-        ledger = _table(
+        ledger = html_table(
             f"lineage-table-{esc(r.session_id)}",
             ("version", "decision", "outcome", "strict", "lineage steps", "rationale"),
             (
-                (f"v{v.index}", esc(v.decision), esc(v.outcome), _num(v.strict_score), str(v.lineage_steps),
+                (f"v{v.index}", esc(v.decision), esc(v.outcome), num(v.strict_score), str(v.lineage_steps),
                  esc(v.rationale))
                 for v in r.versions
             ),
