@@ -121,6 +121,8 @@ def _trainer(knobs: Sequence[TrainerKnob]) -> list[Draft]:
                     f"current * {factor!r}"
                 )  # fmt: skip
                 bounded = f"min(max({expr}, safe_min), safe_max)"
+                moved = "up-from-zero" if base is not None else f"{move.direction}-x{factor:g}".replace(".", "p")
+                slug = f"{spec.key}-{moved}"
                 value = f"{{{{ int({bounded}) }}}}" if spec.kind == "int" else f"{{{{ {bounded} }}}}"
                 params: dict[str, float | int | str] = {"safe_min": lo, "safe_max": hi}
                 if spec.from_zero:
@@ -130,7 +132,7 @@ def _trainer(knobs: Sequence[TrainerKnob]) -> list[Draft]:
                         probe_id=f"trainer:{spec.key}:{move.direction}:m{rung}",
                         knob=spec.key,
                         factor="trainer",
-                        slug=f"{spec.key}-{move.direction}-x{factor:g}".replace(".", "p"),
+                        slug=slug,
                         ops=[_set(knob, value)],
                         params=params,
                         effects=move.effects,

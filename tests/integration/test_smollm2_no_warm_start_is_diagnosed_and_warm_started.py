@@ -89,7 +89,7 @@ def test_the_shipped_model_is_diagnosed_and_the_first_candidate_is_a_warm_start(
         capture_output=True, text=True, check=True,
     ).stdout.split()  # fmt: skip
     [warm] = branches  # the one slot: ahead of the skills that match (a longer budget, a denser reward)
-    assert "warmstart-steps-up" in warm, branches
+    assert "warmstart-steps-up-from-zero" in warm, branches
     shown = subprocess.run(
         ["git", "-C", str(repo), "diff", "--stat", f"{warm}~1", warm], capture_output=True, text=True, check=True
     ).stdout
@@ -102,3 +102,5 @@ def test_the_shipped_model_is_diagnosed_and_the_first_candidate_is_a_warm_start(
         ["git", "-C", str(repo), "log", "-1", "--format=%B", warm], capture_output=True, text=True
     ).stdout
     assert "never writes the answer format" in message and "restarts from the model as it ships" in message
+    for checkpoint in (tmp_path / ".evotrainer").rglob("*.pt"):  # 1.2 GB and more each: kept only on a failure
+        checkpoint.unlink()
