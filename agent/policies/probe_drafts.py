@@ -136,8 +136,9 @@ def _trainer(knobs: Sequence[TrainerKnob]) -> list[Draft]:
                         ops=[_set(knob, value)],
                         params=params,
                         effects=move.effects,
-                        what=f"move {spec.key} {move.direction} from {knob.current:g} to {new:g} (x{factor:g}, "
-                        f"kept in its safe range [{lo:g}, {hi:g}])"
+                        what=f"move {spec.key} {move.direction} from {knob.current:g} to {new:g} ("
+                        + ("its value to start from, " if base is not None else f"x{factor:g}, ")
+                        + f"kept in its safe range [{lo:g}, {hi:g}])"
                         + ("; the pilot restarts from the model as it ships" if knob.restarts else ""),
                         why=move.why,
                         restarts=knob.restarts,
