@@ -1,8 +1,9 @@
 """Build defect-scenario folders on demand (issue 27): `scenario_dir(name, form)` is the one way to reach one.
 
 A scenario is committed as its defect only: a `Recipe` in one of the generators beside this file
-(`make_scenarios.py`, `make_explore_scenarios.py`, `make_agentic_scenarios.py`) names the fixed example under
-`examples/` both forms are copied from and the edit that makes the defective form. `scenario_dir` builds the
+(`make_scenarios.py`, `make_explore_scenarios.py`, `make_agentic_scenarios.py`, `make_model_scenarios.py`)
+names the fixed example under `examples/` both forms are copied from and the edit that makes the defective
+form. `scenario_dir` builds the
 full folder, `NAME/{defective,oracle}/` and `NAME/scenario.json`, the first time it is asked for, into a
 cache that git ignores (`benchmarks/scenarios/.cache/`, or the folder `EVOTRAINER_SCENARIO_CACHE` names).
 
@@ -31,6 +32,7 @@ from pathlib import Path
 
 import make_agentic_scenarios
 import make_explore_scenarios
+import make_model_scenarios
 import make_scenarios
 from make_scenarios import Recipe
 
@@ -44,9 +46,9 @@ _SKIPPED_DIRS = frozenset({"__pycache__", ".git"})  # never inputs (the generato
 
 
 def recipes() -> dict[str, Recipe]:
-    """Every scenario's recipe by name, from the three generators (a name defined twice is an error)."""
+    """Every scenario's recipe by name, from the four generators (a name defined twice is an error)."""
     out: dict[str, Recipe] = {}
-    for module in (make_scenarios, make_explore_scenarios, make_agentic_scenarios):
+    for module in (make_scenarios, make_explore_scenarios, make_agentic_scenarios, make_model_scenarios):
         for recipe in module.recipes():
             name = recipe.scenario.name
             if name in out:

@@ -1,15 +1,15 @@
 """Issue #32 §4 on CPU: the real SmolLM2-135M-Instruct trained as it ships is diagnosed, and the offline
 controller proposes the warm start, from the evidence alone.
 
-`examples/arithmetic-smollm2` with `warmstart_steps: 0` is the no-warm-start defect: the instruct model never
-writes `<ans>N</ans>`, so every reward group is flat. A whole `evotrainer run` on a smoke budget (a few
-prompts, short outputs) trains v0, whose health report names `behaviour.format_never_written` (CRITICAL), and
-the heuristic policy's first candidate is the `teach_format` move: `warmstart_steps` 0 -> 200 on its own
-branch, a single-factor change whose pilot would restart from the model as it ships. It comes ahead of the
-skills the same evidence matches (a longer budget for the responses cut at the cap, a denser reward for the
-dead groups), since neither can show an effect while no response is well-formed (`BLOCKING`). The
-session stops at its launch gate: the warm start itself (200 steps of 64 examples) is GPU work
-(docs/models.md).
+The public `no-warm-start` scenario (`benchmarks/scenarios/make_model_scenarios.py`: the SmolLM2 example with
+`warmstart_steps: 0`): the instruct model never writes `<ans>N</ans>`, so every reward group is flat. A whole
+`evotrainer run` on a smoke budget (a few prompts, short outputs) trains v0, whose health report names
+`behaviour.format_never_written` (CRITICAL), and the heuristic policy's first candidate is the `teach_format`
+move: `warmstart_steps` 0 -> 200 on its own branch, a single-factor change whose pilot would restart from the
+model as it ships. It comes ahead of the skills the same evidence matches (a longer budget for the responses
+cut at the cap, a denser reward for the dead groups), since neither can show an effect while no response is
+well-formed (`BLOCKING`). The session stops at its launch gate: the warm start itself (200 steps of 64
+examples) is GPU work (docs/models.md).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from scenario_cache import scenario_dir
 
 from diagnostics.schema import HEALTH_REPORT_FILE
 from trainer_backend import models
@@ -58,13 +59,15 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _no_warm_start(tmp_path: Path) -> Path:
+    """The public `no-warm-start` scenario's defective form, shrunk to a CPU smoke budget."""
     harness = tmp_path / "no-warm-start"
-    shutil.copytree(ROOT / "examples" / "arithmetic-smollm2", harness)
+    shutil.copytree(scenario_dir("no-warm-start", "defective"), harness)
     val = (harness / "data" / "val.jsonl").read_text().splitlines()
     (harness / "data" / "val.jsonl").write_text("\n".join(val[::50]) + "\n")  # 6 rows: the held-out set is whole
     settings = harness / "harness" / "trainer.yaml"
     trainer = yaml.safe_load(settings.read_text())
-    trainer.update(warmstart_steps=0, group_size=4, prompts_per_step=4, max_new_tokens=32, val_every=2, save_every=2)
+    assert trainer["warmstart_steps"] == 0  # the defect
+    trainer.update(group_size=4, prompts_per_step=4, max_new_tokens=32, val_every=2, save_every=2)
     settings.write_text(yaml.safe_dump(trainer))
     return harness
 

@@ -32,6 +32,7 @@ COMMITTED = {
     "hackable-reward": "650f24cc1bea5cc73139ab7c5c6f64afc5c273132a120e563e8a79b23c6b29aa",
     "length-budget": "54647574803edf64be5a9950760e2ee1c12175133efe6376cad51eb91933f5dd",
     "narrow-mix": "0690ccbf913105ebfc96f73c617f2183e12dad949890e43a404451ed906d6244",
+    "no-warm-start": "b543b874f6565ad511fb7b74d23cf13681725f7bed7d90b5927251a204027b4a",  # issue 32, added later
     "one-turn-collapse": "3e6a8f4c743d32b422df73f6efa0f3e3cfe70f0cbfaf20a0d975c8d623542b87",
     "shortcut-bonus": "275e1792a29db3442224d782efa2ff990363032ac762f3316a04d678c6922bbe",
     "synth-format-gate": "f6249012ee198bbe6f6b84e430a1f58a7704dac926e6a65d1ad8ce90576425a5",
