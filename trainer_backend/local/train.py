@@ -35,6 +35,7 @@ from diagnostics.schema import (
     STRICT_METRIC,
     TRAIN_REWARD_METRIC,
     append_metrics,
+    read_metrics,
 )
 from harness.calls import RewardContractError, load_function
 from harness.failures import CandidateCodeError, Outcome
@@ -67,6 +68,7 @@ from trainer_backend.local.warmstart import Evidence, WarmStart, format_probe, w
 
 SIGNAL_WARN_STEPS = 5  # all groups without reward variance for this many first steps: say so (no gradient)
 CAP_WARN_SHARE = 0.5  # most responses cut by the token cap: say so
+CAP_METRIC = "rollout/truncation_rate"  # a training step's share of responses cut at the token cap
 
 
 def warn(summary: dict[str, Any], text: str) -> None:
@@ -128,14 +130,21 @@ def track_signal(metrics: dict[str, float], state: dict[str, Any], step: int) ->
             f"in every one of steps 1-{step} each reward group's samples all got the same reward: no gradient "
             "(the policy never or always succeeds; check the format warning, the reward, or the data mix)",
         )
-    if metrics["rollout/truncation_rate"] >= CAP_WARN_SHARE and not seen.get("cap_warned"):
+    if metrics[CAP_METRIC] >= CAP_WARN_SHARE and not seen.get("cap_warned"):
         seen["cap_warned"] = True
         warn(
             summary,
-            f"{metrics['rollout/truncation_rate']:.0%} of step {step}'s responses ran into the token cap without "
+            f"{metrics[CAP_METRIC]:.0%} of step {step}'s responses ran into the token cap without "
             "a stop token: their answers may be cut, or followed by text the evaluator rejects (check "
             "max_new_tokens, and the stop ids in config.json)",
         )
+
+
+def cap_hit_share(metrics_file: Path) -> float | None:
+    """The share of this run's training responses that ran into the token cap without a stop token (each step
+    samples as many as the next, so it is the mean of the steps' shares; a resumed step counts once)."""
+    shares = [r.data[CAP_METRIC] for r in read_metrics(metrics_file) if CAP_METRIC in r.data]
+    return sum(shares) / len(shares) if shares else None
 
 
 def policy_facts(policy: Policy, identity: dict[str, Any]) -> dict[str, Any]:
@@ -449,7 +458,7 @@ def train_steps(loop: Loop, loaded: Loaded, t_start: float) -> tuple[Path, float
         track_signal(metrics, loop.state, step)
         log(
             f"step {step} | reward {metrics['critic/score/mean']:.3f} | strict {metrics['rollout/strict_acc']:.3f}"
-            f" | len {metrics['response_length/mean']:.1f} | trunc {metrics['rollout/truncation_rate']:.2f}"
+            f" | len {metrics['response_length/mean']:.1f} | trunc {metrics[CAP_METRIC]:.2f}"
             f" | dead {metrics['rollout/dead_group_ratio']:.2f} | {metrics['timing_s/step']:.2f}s"
         )
         loop.state["step"] = step
@@ -490,6 +499,7 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
         calls.close()
     summary.update(
         steps_done=loop.state["step"],
+        cap_hit_share=cap_hit_share(spec.out_dir / METRICS_FILE),
         final_checkpoint=str(ckpt_path),
         val_n=len(loaded.val_rows),
         sealed_n=len(loaded.sealed_rows),
