@@ -184,7 +184,8 @@ def range_restoration(
 
 def start_changes(parent: Harness, candidate: Harness, backend: BackendName) -> tuple[str, ...]:
     """The settings `candidate` changes that a run reads only when it starts from the backend's starting model
-    (`BackendPlugin.start_settings`: the local warm start); () when it changes none.
+    (`BackendPlugin.start_settings`: the local warm start), a file such a setting names counting as the setting
+    (the warm-start rows); () when it changes none.
 
     A pilot continues the incumbent's checkpoint, where such a change would do nothing: a candidate that makes
     one has its pilot restart from the starting model (`agent/adapters/pilots.py`)."""
@@ -193,7 +194,19 @@ def start_changes(parent: Harness, candidate: Harness, backend: BackendName) -> 
     if not starts or not settings_file:
         return ()
     before, after = _yaml(parent, settings_file), _yaml(candidate, settings_file)
-    return tuple(sorted(k for k in starts if before.get(k, _UNSET) != after.get(k, _UNSET)))
+    moved = {k for k in starts if before.get(k, _UNSET) != after.get(k, _UNSET)}
+    for key in starts - moved:  # a setting naming a harness file (the warm-start rows): the file's content too
+        rel = after.get(key)
+        if isinstance(rel, str) and _file_bytes(parent, rel) != _file_bytes(candidate, rel):
+            moved.add(key)
+    return tuple(sorted(moved))
+
+
+def _file_bytes(harness: Harness, rel: str) -> bytes | None:
+    try:
+        return harness.path(rel).read_bytes()
+    except (ValueError, OSError):
+        return None
 
 
 def component_evidence(rows: pl.DataFrame) -> tuple[ComponentEvidence, ...]:

@@ -68,6 +68,11 @@ def test_a_policy_that_never_writes_the_format_is_warm_started_by_a_restarting_p
     assert _settings(load_harness(candidate))["warmstart_steps"] == 200  # from_zero: 0 x 2 is still 0
     assert start_changes(parent, load_harness(candidate), "local") == ("warmstart_steps",)
     assert start_changes(parent, load_harness(harness.root), "local") == ()
+    rows = harness.root / "data" / "warmstart.jsonl"  # the file a warm-start setting names counts as the setting
+    edited = tmp_path / "edited"
+    shutil.copytree(harness.root, edited)
+    (edited / "data" / "warmstart.jsonl").write_text(rows.read_text().splitlines()[0] + "\n")
+    assert start_changes(parent, load_harness(edited), "local") == ("warmstart_data",)
 
 
 def test_without_the_symptom_no_warm_start_move_is_offered_even_as_a_last_resort(tmp_path: Path) -> None:
