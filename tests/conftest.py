@@ -57,3 +57,15 @@ def hf_arith_folder(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[n
 
     example = Path(__file__).resolve().parents[1] / "examples" / "arithmetic-oracle"
     return make_model_folder(tmp_path_factory.mktemp("hf") / "qwen2-arith", harness_texts(example))
+
+
+@pytest.fixture(scope="session")
+def smollm2_folder():  # type: ignore[no-untyped-def]
+    """The SmolLM2-135M-Instruct folder from the models cache (issue 32; `make test` fetches it first, this
+    fetches it now when the cache lacks it, ~1 min on 2 cores)."""
+    from trainer_backend import models
+
+    try:
+        return models.ensure("smollm2-135m-instruct", log=print)
+    except models.ModelError as exc:
+        _unavailable(f"cannot fetch smollm2-135m-instruct: {exc}")

@@ -37,21 +37,11 @@ def _unavailable(reason: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def folder() -> Path:
-    """The finished model folder from the models cache (fetched now when the cache lacks it)."""
-    try:
-        return models.ensure(NAME, log=print)
-    except models.ModelError as exc:
-        _unavailable(f"cannot fetch {NAME}: {exc}")
-        raise
-
-
-@pytest.fixture(scope="module")
-def loaded(folder: Path) -> tuple[Any, Any]:
+def loaded(smollm2_folder: Path) -> tuple[Any, Any]:
     """(model, tokenizer) through plain `from_pretrained`, as a user's own folder loads."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    return AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
+    return AutoModelForCausalLM.from_pretrained(smollm2_folder), AutoTokenizer.from_pretrained(smollm2_folder)
 
 
 @pytest.fixture(scope="module")
@@ -87,21 +77,21 @@ def _stop_ids(model: Any) -> list[int]:
     return list(stops) if isinstance(stops, list) else [stops]
 
 
-def test_the_folder_holds_fp32_safetensors_tokenizer_template_and_marker(folder: Path) -> None:
+def test_the_folder_holds_fp32_safetensors_tokenizer_template_and_marker(smollm2_folder: Path) -> None:
     import json
 
     from safetensors import safe_open
 
-    names = {p.name for p in folder.iterdir()}
+    names = {p.name for p in smollm2_folder.iterdir()}
     assert {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json"} <= names
     assert {"tokenizer_config.json", "chat_template.jinja", models.MARKER} <= names
-    marker = json.loads((folder / models.MARKER).read_text())
+    marker = json.loads((smollm2_folder / models.MARKER).read_text())
     assert marker["sha256"] == SPEC.sha256 and marker["dtype"] == "float32"
-    with safe_open(folder / "model.safetensors", framework="pt") as weights:
+    with safe_open(smollm2_folder / "model.safetensors", framework="pt") as weights:
         embed = weights.get_tensor("model.embed_tokens.weight")
         assert str(embed.dtype) == "torch.float32" and tuple(embed.shape) == (49_152, 576)
     started = time.monotonic()
-    assert models.ensure(NAME) == folder and models.path(NAME) == folder
+    assert models.ensure(NAME) == smollm2_folder and models.path(NAME) == smollm2_folder
     assert time.monotonic() - started < 0.5, "a second get must not fetch or convert again"
 
 
@@ -170,7 +160,7 @@ def test_a_greedy_answer_on_cpu_stops_on_the_end_of_turn_token(loaded: tuple[Any
     assert text.strip() and "im_start" not in text and "user" not in text.lower()
 
 
-def test_the_weights_are_the_gguf_values_bit_for_bit(folder: Path, real_gguf: Path) -> None:
+def test_the_weights_are_the_gguf_values_bit_for_bit(smollm2_folder: Path, real_gguf: Path) -> None:
     import gguf
     import torch
     from safetensors import safe_open
@@ -183,7 +173,7 @@ def test_the_weights_are_the_gguf_values_bit_for_bit(folder: Path, real_gguf: Pa
         "blk.29.attn_v.weight": "model.layers.29.self_attn.v_proj.weight",  # Q4_1
         "output_norm.weight": "model.norm.weight",  # F32
     }
-    with safe_open(folder / "model.safetensors", framework="pt") as weights:
+    with safe_open(smollm2_folder / "model.safetensors", framework="pt") as weights:
         for gguf_name, hf_name in pairs.items():
             tensor = tensors[gguf_name]
             expected = torch.from_numpy(gguf.quants.dequantize(tensor.data, tensor.tensor_type).copy()).float()

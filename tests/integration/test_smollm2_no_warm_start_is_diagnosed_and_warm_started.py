@@ -26,28 +26,10 @@ import yaml
 from scenario_cache import scenario_dir
 
 from diagnostics.schema import HEALTH_REPORT_FILE
-from trainer_backend import models
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-NAME = "smollm2-135m-instruct"
-
-
-def _unavailable(reason: str) -> None:
-    """Skip locally; fail under `make test`, which fetched the model first."""
-    if os.environ.get("EVOTRAINER_REQUIRE_SERVICES") == "1":
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def folder() -> Path:
-    try:
-        return models.ensure(NAME, log=print)
-    except models.ModelError as exc:
-        _unavailable(f"cannot fetch {NAME}: {exc}")
-        raise
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -73,7 +55,7 @@ def _no_warm_start(tmp_path: Path) -> Path:
 
 
 def test_the_shipped_model_is_diagnosed_and_the_first_candidate_is_a_warm_start(
-    folder: Path, tmp_path: Path, git_available: None
+    smollm2_folder: Path, tmp_path: Path, git_available: None
 ) -> None:
     harness, repo = _no_warm_start(tmp_path), tmp_path / "repo"
     budget = ("--iterations", "1", "--base-steps", "2", "--pilot-steps", "2", "--candidates", "1")

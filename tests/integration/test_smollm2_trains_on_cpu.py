@@ -42,13 +42,10 @@ from typing import Any
 import pytest
 import yaml
 
-from trainer_backend import models
-
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "arithmetic-smollm2"
-NAME = "smollm2-135m-instruct"
 SMOKE = {"device": "cpu", "group_size": 4, "prompts_per_step": 2, "max_new_tokens": 24, "warmstart_steps": 0}
 WARM = {"warmstart_steps": 4, "warmstart_batch_size": 4, "warmstart_lr": 2.0e-4, "warmstart_max_steps": 4}
 DENSE_REWARD = (  # the share of digits in a response: the samples of a group differ, so groups train
@@ -58,23 +55,6 @@ DENSE_REWARD = (  # the share of digits in a response: the samples of a group di
 WALL_CLOCK = ("timing_s/", "perf/")  # metrics that are wall-clock figures, not training numbers
 WALL_S = 600.0  # the longest any one command may take here
 SESSION_BUDGET_S = 300.0  # issue 32: a smoke session on a 2-core CPU
-
-
-def _unavailable(reason: str) -> None:
-    """Skip locally; fail under `make test`, which fetched the model first."""
-    if os.environ.get("EVOTRAINER_REQUIRE_SERVICES") == "1":
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def folder() -> Path:
-    """The finished model folder from the models cache (fetched now when the cache lacks it)."""
-    try:
-        return models.ensure(NAME, log=print)
-    except models.ModelError as exc:
-        _unavailable(f"cannot fetch {NAME}: {exc}")
-        raise
 
 
 def _harness(dest: Path, val_rows: int, **settings: object) -> Path:
@@ -184,7 +164,7 @@ def _drop_checkpoints(root: Path) -> None:
 
 
 def test_a_short_warm_start_turns_the_answer_format_from_none_into_a_positive_share(
-    folder: Path, tmp_path: Path
+    smollm2_folder: Path, tmp_path: Path
 ) -> None:
     cold = _harness(tmp_path / "cold", val_rows=4)
     warm = _harness(tmp_path / "warm", val_rows=4, **WARM)
@@ -197,7 +177,7 @@ def test_a_short_warm_start_turns_the_answer_format_from_none_into_a_positive_sh
         _stop(procs, [cold_run, warm_run])
     for run in (cold_run, warm_run):
         policy = json.loads((run / "config.json").read_text())["policy"]
-        assert policy["folder"] == str(folder) and policy["device"] == "cpu"
+        assert policy["folder"] == str(smollm2_folder) and policy["device"] == "cpu"
         assert policy["stop_tokens"] == ["<|im_end|>"] and policy["sampler"] == "fast"
 
     # As shipped: no held-out answer in the format; the run says so, and no warm start ran.
@@ -221,7 +201,7 @@ def test_a_short_warm_start_turns_the_answer_format_from_none_into_a_positive_sh
     _drop_checkpoints(tmp_path)
 
 
-def test_a_grpo_step_then_kill_nine_then_resume_equals_the_run_left_alone(folder: Path, tmp_path: Path) -> None:
+def test_a_grpo_step_then_kill_nine_then_resume_equals_the_run_left_alone(smollm2_folder: Path, tmp_path: Path) -> None:
     harness = _harness(tmp_path / "h", val_rows=2, max_new_tokens=12, save_every=1, val_every=2)
     (harness / "harness" / "reward.py").write_text(DENSE_REWARD)
     whole, killed = tmp_path / "whole", tmp_path / "killed"
@@ -268,7 +248,7 @@ def test_a_grpo_step_then_kill_nine_then_resume_equals_the_run_left_alone(folder
 
 
 def test_a_whole_session_of_the_example_finishes_on_the_cpu_within_five_minutes(
-    folder: Path, tmp_path: Path, git_available: None
+    smollm2_folder: Path, tmp_path: Path, git_available: None
 ) -> None:
     from sqlalchemy import select
 
@@ -305,7 +285,7 @@ def test_a_whole_session_of_the_example_finishes_on_the_cpu_within_five_minutes(
         engine.dispose()
     for run in dirs:
         policy = json.loads((run / "config.json").read_text())["policy"]
-        assert policy["folder"] == str(folder) and policy["device"] == "cpu"
+        assert policy["folder"] == str(smollm2_folder) and policy["device"] == "cpu"
         assert policy["stop_tokens"] == ["<|im_end|>"]
         assert _summary(run)["steps_done"] == 2
     assert _summary(base)["warmstart_format_rate"] > 0.0  # v0 writes the format: its reward groups can vary
