@@ -57,7 +57,7 @@ DEGENERATE_WARNING = 0.10
 FORMAT_FAILURE_WARNING = 0.30
 # No response writes the declared answer format at all (issue 32: an instruct model trained as it ships never
 # writes its answer tag; every group is flat and GRPO learns nothing): CRITICAL, graded from this many
-# single-turn responses up (fewer cannot show "never").
+# single-turn responses up (fewer cannot show "never"), of which START_MIN ended before the token cap.
 NEVER_WRITTEN_MIN = 16
 NEVER_WRITTEN_CRITICAL = 0.01  # answer_written_rate below this
 START_MIN = 8  # responses that ended on their own, for answer_written_rate_first_steps (the starting policy)
@@ -258,6 +258,7 @@ def diagnose_format(rows: pl.DataFrame, protocol_declared: bool) -> LayerOutput:
     written_rate = _rate(written.height, single.height) if protocol_declared else math.nan
     past_rate = _rate(past.height, single.height) if protocol_declared else math.nan
     start_rate = _start_written_rate(single) if protocol_declared else math.nan
+    ended = int((~single["cut"]).sum())
     empty_rate = _rate(empty.height, rows.height)
     metrics = {
         "format_failure_rate": fail_rate,
@@ -295,12 +296,8 @@ def diagnose_format(rows: pl.DataFrame, protocol_declared: bool) -> LayerOutput:
         above=False,
         what=NEVER_WRITTEN_WHAT,
         evidence=refs(failed, EVIDENCE_MAX),
-        numbers={"single_turn_responses": float(single.height)},
-        inconclusive=(
-            f"{single.height} single-turn responses, fewer than {NEVER_WRITTEN_MIN}"
-            if protocol_declared and single.height < NEVER_WRITTEN_MIN
-            else ""
-        ),
+        numbers={"single_turn_responses": float(single.height), "ended_on_their_own": float(ended)},
+        inconclusive=_never_inconclusive(single.height, ended) if protocol_declared else "",
     )
     runs_past = graded(
         "behaviour.runs_past_answer",
@@ -326,6 +323,16 @@ def diagnose_format(rows: pl.DataFrame, protocol_declared: bool) -> LayerOutput:
         evidence=refs(empty, EVIDENCE_MAX),
     )
     return LayerOutput((fail, spam, never, runs_past, empty_finding), metrics)
+
+
+def _never_inconclusive(responses: int, ended: int) -> str:
+    """Why "never writes the format" cannot be judged: too few responses, or nearly all cut at the token cap
+    (an answer cut off is a length problem: `behaviour.truncation`)."""
+    if responses < NEVER_WRITTEN_MIN:
+        return f"{responses} single-turn responses, fewer than {NEVER_WRITTEN_MIN}"
+    if ended < START_MIN:
+        return f"only {ended} of {responses} responses ended before the token cap (see behaviour.truncation)"
+    return ""
 
 
 def _start_written_rate(single: pl.DataFrame) -> float:

@@ -67,7 +67,8 @@ METRIC_DOCS = {
     "format_failure_rate": "share of single-turn responses without an answer the declared protocol reads "
     "(NaN, with a note, when the harness declares no answer protocol)",
     "answer_written_rate": "share of single-turn responses holding at least one match of the declared answer "
-    "pattern (behaviour.format_never_written: < 0.01 critical, from 16 responses; NaN without a protocol)",
+    "pattern (behaviour.format_never_written: < 0.01 critical, from 16 responses of which 8 ended before the "
+    "token cap; NaN without a protocol)",
     "answer_written_rate_first_steps": "share of the single-turn responses that ended on their own (not at the "
     "token cap) in the run's first steps holding 8 of them that hold an answer: whether the policy the run "
     "started from writes the answer format at all (NaN below 8 such responses)",

@@ -77,6 +77,8 @@ def test_a_model_that_never_writes_the_format_is_critical_with_evidence() -> Non
 def test_too_few_responses_or_no_protocol_cannot_show_never() -> None:
     few = _finding([("17 + 4 = 6", False)] * 8, "behaviour.format_never_written")
     assert few.inconclusive and few.severity is Severity.OK and math.isnan(few.value)
+    all_cut = _finding([("17 + 4 = 6 and the", True)] * 16, "behaviour.format_never_written")
+    assert all_cut.inconclusive.startswith("only 0 of 16 responses ended") and all_cut.severity is Severity.OK
     undeclared = _finding([("17 + 4 = 6", False)] * 16, "behaviour.format_never_written", answer=None)
     assert undeclared.severity is Severity.OK and "no answer protocol declared" in undeclared.message
 
