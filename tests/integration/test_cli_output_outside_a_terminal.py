@@ -64,10 +64,12 @@ def test_status_outside_a_terminal_shows_whole_ids_and_reasons(tmp_path: Path) -
 @pytest.mark.slow
 def test_train_prints_plain_progress_lines_without_a_terminal(tmp_path: Path) -> None:
     harness = copy_demo(tmp_path / "mine")
-    done = _cli(tmp_path, "train", "--harness", str(harness), "--steps", "16", "--progress-every", "0.5")
+    # 60 steps: long enough for several half-second progress lines on an idle machine too (16 steps of the
+    # tiny model could end within one interval and leave a single line: the test failed on a quiet CI box)
+    done = _cli(tmp_path, "train", "--harness", str(harness), "--steps", "60", "--progress-every", "0.5")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "\x1b" not in done.stdout, "terminal escapes in plain output"
-    steps = [int(m) for m in re.findall(r"^ *[\d.]+s progress +arithmetic-s0: step (\d+)/16 · ", done.stdout, re.M)]
+    steps = [int(m) for m in re.findall(r"^ *[\d.]+s progress +arithmetic-s0: step (\d+)/60 · ", done.stdout, re.M)]
     assert len(set(steps)) >= 2 and steps == sorted(steps), done.stdout
     assert "strict accuracy (val)" in done.stdout and str(tmp_path / "runs" / "arithmetic-s0") in done.stdout
 
