@@ -58,6 +58,8 @@ class CandidateInfo(TypedDict):
     # settings the candidate changes that act only from the starting model (agent.decisions.knobs.start_changes):
     # its pilots restart from there instead of continuing the incumbent
     restarts: NotRequired[list[str]]
+    # the critical alerts of the incumbent's report this candidate is aimed at (agent/policies/alert_aims.py)
+    aims: NotRequired[list[str]]
 
 
 class BacktestInfo(TypedDict):

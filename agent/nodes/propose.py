@@ -12,9 +12,10 @@ score, so a skill learned from a probe (`skills/learned.py`) can match the same 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.runtime import Runtime
 
@@ -26,6 +27,11 @@ from agent.decisions.triggers import record_unevaluated_triggers, trigger_metric
 from agent.policies.heuristic import Proposal, propose_from_skills, propose_score_only
 from agent.state import CandidateInfo, State
 from harness.manifest import Harness, load_harness
+
+if TYPE_CHECKING:
+    from agent.policies.alert_aims import CriticalAlert
+
+log = logging.getLogger(__name__)
 
 # When a skill may be proposed again in a session: never after it was merged, refused or failed its
 # backtest; after a regression ("reverted") only once the harness changed (a merge since its last try),
@@ -66,9 +72,19 @@ def propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 def offline_candidates(
     ctx: Context, state: State, harness: Harness, knobs: HarnessKnobs, metrics: dict[str, Any], tried: set[str]
 ) -> list[CandidateInfo]:
-    """The heuristic policy's candidates of this iteration: matching skills first, probes in the free slots;
-    ahead of both, the probes of a blocking symptom (`explore.BLOCKING`: nothing else can show an effect)."""
+    """The heuristic policy's candidates of this iteration, slot by slot:
+
+    1. the probes of a blocking symptom (`explore.BLOCKING`: nothing else can show an effect);
+    2. the matching skills aimed at a critical alert of the incumbent's report (`agent/policies/alert_aims.py`);
+    3. for each critical alert nothing so far is aimed at, its best probe (no stall needed: the alert is the
+       evidence);
+    4. the other matching skills, then probes in the free slots.
+
+    Each critical alert left without a candidate gets its reason recorded (`_record_alert_answers`).
+    """
     from agent.policies.explore import BLOCKING
+
+    alerts = _critical_alerts(state, metrics)
 
     def skills(out: set[str], taken: set[str]) -> list[Proposal]:
         return _skill_proposals(ctx, harness, metrics, out, taken)
@@ -79,14 +95,133 @@ def offline_candidates(
     def unblocking(out: set[str], taken: set[str]) -> list[Proposal]:
         return [p for p in probes(out, taken) if p.probe is not None and set(p.probe.symptoms) & BLOCKING]
 
-    first = _fill(ctx, state, harness, metrics, unblocking, tried, [])
-    made = _fill(ctx, state, harness, metrics, skills, tried | _names(first), first)
+    def aimed_skills(out: set[str], taken: set[str]) -> list[Proposal]:
+        return _skill_proposals(ctx, harness, metrics, out, taken, aimed_at=alerts)
+
+    made = _fill(ctx, state, harness, metrics, unblocking, tried, [])
+    if alerts:
+        made = _fill(ctx, state, harness, metrics, aimed_skills, tried | _names(made), made)
+        made = _fill_aimed(ctx, state, harness, knobs, metrics, tried, made, alerts)
+    made = _fill(ctx, state, harness, metrics, skills, tried | _names(made), made)
     if sum(c["status"] != "refused" for c in made) < ctx.max_candidates:
         # Fewer matching skills than slots, or some were refused (a patch that did not apply here, e.g. a data
         # mix with no live source left: a trigger that matches but cannot act explains nothing): the free
         # slots explore (`_probes`: when held-out accuracy stalled, or where a symptom names the knob).
         made = _fill(ctx, state, harness, metrics, probes, tried | _names(made), made)
+    if alerts:
+        _record_alert_answers(ctx, state, harness, knobs, metrics, tried, made)
     return made
+
+
+def _made(
+    ctx: Context, state: State, harness: Harness, proposal: Proposal, k: int, metrics: dict[str, Any]
+) -> CandidateInfo:
+    """Materialise `proposal` as candidate `k`, noting the critical alerts it is aimed at (`CandidateInfo.aims`)."""
+    from agent.policies.alert_aims import aims
+
+    info = _materialise(ctx, state, harness, proposal, k, metrics)
+    aimed = aims(proposal, _critical_alerts(state, metrics))
+    if aimed:
+        info["aims"] = aimed
+    return info
+
+
+def _critical_alerts(state: State, metrics: dict[str, Any]) -> list[CriticalAlert]:
+    """The critical alerts of the incumbent's report, with what may be aimed at each."""
+    from agent.policies.alert_aims import critical_alerts
+    from diagnostics.findings import HealthReport
+
+    report = state.get("report")
+    return critical_alerts(HealthReport.from_json(report).findings, metrics) if report else []
+
+
+def _fill_aimed(
+    ctx: Context,
+    state: State,
+    harness: Harness,
+    knobs: HarnessKnobs,
+    metrics: dict[str, Any],
+    tried: set[str],
+    made: list[CandidateInfo],
+    alerts: list[CriticalAlert],
+) -> list[CandidateInfo]:
+    """For each critical alert no live candidate is aimed at yet, in the report's order and while slots are
+    free, its best-ranked probe (a refused one hands the alert to the next-ranked)."""
+    from agent.policies.explore import propose_probes
+
+    made = list(made)
+    out = tried | _names(made)
+    blocked = _case_memory(ctx, harness)
+    for alert in alerts:
+        live = [c for c in made if c["status"] != "refused"]
+        if len(live) >= ctx.max_candidates:
+            break
+        if alert.no_probe or any(alert.alert_id in c.get("aims", []) for c in live):
+            continue
+        names = frozenset(s.name for s in alert.symptoms)
+        ranked = propose_probes(knobs, metrics, tried=out, blocked=blocked, max_candidates=ctx.max_candidates,
+                                only=names, evidence=alert.as_evidence())  # fmt: skip
+        for proposal in ranked:
+            out |= {s.name for s in proposal.skills}
+            made.append(_made(ctx, state, harness, proposal, len(made) + 1, metrics))
+            if made[-1]["status"] != "refused":
+                break
+    return made
+
+
+def _record_alert_answers(
+    ctx: Context,
+    state: State,
+    harness: Harness,
+    knobs: HarnessKnobs,
+    metrics: dict[str, Any],
+    tried: set[str],
+    made: list[CandidateInfo],
+) -> list[str]:
+    """Record, in case memory, what answers each critical alert of this iteration: the candidates aimed at it,
+    or one line saying why there is none. One `pattern` case per iteration; returns its lines."""
+    from agent.adapters.pilots import candidate_name
+    from agent.policies.alert_aims import ALERT_ANSWERS, AlertAnswer, unaimed_reason
+    from agent.policies.explore import why_no_probe
+    from store.repository import add_case
+
+    answers: list[AlertAnswer] = []
+    live = [c for c in made if c["status"] != "refused"]
+    for alert in _critical_alerts(state, metrics):
+        mine = tuple(c["id"] for c in live if alert.alert_id in c.get("aims", []))
+        reason = ""
+        if not mine:
+            gap = why_no_probe(knobs, metrics, alert.as_evidence(), tried=tried | _names(made),
+                               blocked=_case_memory(ctx, harness))  # fmt: skip
+            refused = [f"{c['id']} ({c['reason']})" for c in made if c["status"] == "refused" and
+                       alert.alert_id in c.get("aims", [])]  # fmt: skip
+            reason = unaimed_reason(alert, gap) or (
+                f"every candidate aimed at it was refused: {'; '.join(refused)}" if refused else
+                f"the iteration's {ctx.max_candidates} candidate slot(s) went to other alerts and skills first"
+            )  # fmt: skip
+        answers.append(AlertAnswer(alert.alert_id, mine, reason))
+    lines = [AlertAnswer(a.alert_id, tuple(candidate_name(state["session_id"], c) for c in a.candidates),
+                         a.reason).line() for a in answers]  # fmt: skip
+    summary = f"iteration {state['iteration']}: critical alerts and what answers them: " + "; ".join(lines)
+    signature = {
+        "iteration": state["iteration"],
+        ALERT_ANSWERS: {a.alert_id: {"candidates": list(a.candidates), "reason": a.reason} for a in answers},
+    }
+    with ledger.db(ledger.store_url(ctx)) as db:
+        add_case(db, session_id=state["session_id"], kind="pattern", domain=harness.manifest.domain,
+                 summary=summary, signature=signature)  # fmt: skip
+    log.info("%s", summary)
+    return lines
+
+
+def _case_memory(ctx: Context, harness: Harness) -> dict[str, str]:
+    """Earlier tries by `explore.case_key`: the outcome of each probe on each symptom signature."""
+    from agent.policies.explore import case_key
+    from store.repository import tried_interventions
+
+    with ledger.db(ledger.store_url(ctx)) as db:
+        tried_before = tried_interventions(db, harness.manifest.domain)
+    return {case_key(i, k): o or "" for i, k, o in tried_before}
 
 
 def _names(made: list[CandidateInfo]) -> set[str]:
@@ -123,7 +258,7 @@ def _fill(
             return made
         for proposal in batch:
             out |= {s.name for s in proposal.skills}
-            made.append(_materialise(ctx, state, harness, proposal, len(made) + 1, metrics))
+            made.append(_made(ctx, state, harness, proposal, len(made) + 1, metrics))
 
 
 def probe_metrics(report_metrics: dict[str, Any], harness: Harness, knobs: HarnessKnobs) -> dict[str, Any]:
@@ -180,8 +315,17 @@ def probe_info(proposal: Proposal) -> dict[str, Any] | None:
 
 
 def _skill_proposals(
-    ctx: Context, harness: Harness, metrics: dict[str, Any], tried: set[str], taken: set[str]
+    ctx: Context,
+    harness: Harness,
+    metrics: dict[str, Any],
+    tried: set[str],
+    taken: set[str],
+    *,
+    aimed_at: Sequence[CriticalAlert] = (),
 ) -> list[Proposal]:
+    """The matching stored skills that fit the harness, best first (only those aimed at one of `aimed_at`'s
+    alerts when it is given)."""
+    from agent.policies.alert_aims import trigger_aims
     from skills.patches import skill_fits
     from skills.repository import rank
 
@@ -189,6 +333,8 @@ def _skill_proposals(
         matches = rank(db, metrics, harness.manifest.domain)
     # e.g. a reward-writing skill needs the manifest's answer protocol: never propose what cannot apply
     fitting = [m for m in matches if skill_fits(m.record.spec, harness) is None]
+    if aimed_at:
+        fitting = [m for m in fitting if trigger_aims(m.record.spec.trigger, aimed_at)]
     return propose_from_skills(fitting, metrics, tried, ctx.max_candidates, taken_factors=taken)
 
 
@@ -197,13 +343,10 @@ def _probes(
 ) -> list[Proposal]:
     """Exploration probes when held-out accuracy stalled; without a stall only those a symptom that names their
     knob supports (`explore.UNPROMPTED`)."""
-    from agent.policies.explore import UNPROMPTED, case_key, propose_probes, stalled
-    from store.repository import tried_interventions
+    from agent.policies.explore import UNPROMPTED, propose_probes, stalled
 
     only = None if stalled(metrics) else UNPROMPTED
-    with ledger.db(ledger.store_url(ctx)) as db:
-        tried_before = tried_interventions(db, harness.manifest.domain)
-    blocked = {case_key(i, k): o or "" for i, k, o in tried_before}
+    blocked = _case_memory(ctx, harness)
     return propose_probes(knobs, metrics, tried=tried, blocked=blocked, max_candidates=ctx.max_candidates, only=only)
 
 

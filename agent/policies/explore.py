@@ -85,6 +85,7 @@ __all__ = [
     "propose_probes",
     "stalled",
     "symptom_key",
+    "why_no_probe",
 ]
 
 
@@ -101,29 +102,19 @@ def propose_probes(
     blocked: Mapping[str, str],
     max_candidates: int,
     only: frozenset[str] | None = None,
+    evidence: Sequence[Abnormal] = (),
 ) -> list[Proposal]:
     """Rank single-factor probes by the abnormal symptoms they address; at most one per knob, best first.
 
     `tried` are probe skill names this session settled (`agent.nodes.propose.settled_skills`); `blocked` the
     case-memory outcomes of earlier tries by `case_key`; `only`, when given, keeps the probes that address one
-    of these symptoms (`UNPROMPTED`: what is proposed without a stall).
+    of these symptoms (`UNPROMPTED`: what is proposed without a stall); `evidence` adds symptoms that hold
+    on other grounds than their predicate (a critical alert aimed at them: `agent/policies/alert_aims.py`).
     """
-    found = abnormal(metrics)
-    signature = symptom_key(found)
-    drafts = draft_probes(knobs, metrics)
-    tried_names = set(tried)
+    found, signature, screened = _screen(knobs, metrics, tried, blocked, only, evidence)
     chosen: dict[str, Draft] = {}
-    for draft in drafts:
-        if draft.range_symptom is not None:
-            draft.support.append(Abnormal(draft.range_symptom, (draft.range_symptom.text,)))
-        draft.support += [a for a in found if set(a.symptom.needs) & set(draft.effects)]
-        if any(set(a.symptom.forbids) & set(draft.effects) for a in found):
-            continue
-        if draft.restarts and not draft.support:
-            continue  # a restart gives up the incumbent's training: only where a symptom asks for this move
-        if _name(draft) in tried_names or not _ladder_allows(draft, signature, blocked):
-            continue
-        if only is not None and not {a.symptom.name for a in draft.support} & only:
+    for draft, rejected in screened:
+        if rejected:
             continue
         best = chosen.get(draft.knob)
         if best is None or draft.score > best.score:
@@ -132,6 +123,94 @@ def propose_probes(
     supported = [d for d in ranked if d.score > 0]
     picked = (supported or ranked)[:max_candidates]
     return [_proposal(d, found, signature, metrics) for d in picked]
+
+
+# What a harness lacks when no probe of a kind is drafted (`agent/policies/probe_drafts.py`).
+NEED_HINTS = {
+    "reward_component": "a reward probe needs a reward that reports two or more components, one of them moving with "
+    "the strict score",
+    "filter_keep_live": "a filter probe needs a group filter in the manifest",
+    "filter_std": "a filter probe needs a group filter in the manifest",
+    "data_drop": "a data probe needs a data selection file with two or more weighted sources",
+    "data_cover": "a data probe needs a data selection file and a held-out set whose mix of sources differs",
+}
+
+
+def why_no_probe(
+    knobs: HarnessKnobs,
+    metrics: Metrics,
+    symptoms: Sequence[Abnormal],
+    *,
+    tried: Iterable[str],
+    blocked: Mapping[str, str],
+) -> str:
+    """Why no probe addresses `symptoms` (held as evidence), in one line; "" when one may be proposed."""
+    names = frozenset(a.symptom.name for a in symptoms)
+    needs = sorted({n for a in symptoms for n in a.symptom.needs})
+    if not needs:
+        return f"no move is known to address {', '.join(sorted(names))}: the symptom table names no knob effect for it"
+    _, _, screened = _screen(knobs, metrics, tried, blocked, names, symptoms)
+    aimed = [(d, why) for d, why in screened if set(d.effects) & set(needs)]
+    if not aimed:
+        hints = "; ".join(NEED_HINTS[n] for n in needs if n in NEED_HINTS)
+        return f"no knob this harness declares has a move with the effect it needs ({', '.join(needs)})" + (
+            f": {hints}" if hints else ""
+        )
+    if any(not why for _, why in aimed):
+        return ""
+    return "every move aimed at it is ruled out: " + "; ".join(f"{d.probe_id} {why}" for d, why in aimed)
+
+
+def _screen(
+    knobs: HarnessKnobs,
+    metrics: Metrics,
+    tried: Iterable[str],
+    blocked: Mapping[str, str],
+    only: frozenset[str] | None,
+    evidence: Sequence[Abnormal],
+) -> tuple[list[Abnormal], str, list[tuple[Draft, str]]]:
+    """Every draft with its support and why it may not be proposed ("" when it may), plus the abnormal symptoms
+    and their signature."""
+    found = abnormal(metrics)
+    for extra in evidence:  # a symptom that holds on its own predicate too keeps both pieces of evidence
+        same = next((i for i, a in enumerate(found) if a.symptom.name == extra.symptom.name), None)
+        if same is None:
+            found.append(extra)
+        else:
+            found[same] = Abnormal(extra.symptom, (*found[same].evidence, *extra.evidence))
+    signature = symptom_key(found)
+    tried_names = set(tried)
+    out: list[tuple[Draft, str]] = []
+    for draft in draft_probes(knobs, metrics):
+        if draft.range_symptom is not None:
+            draft.support.append(Abnormal(draft.range_symptom, (draft.range_symptom.text,)))
+        draft.support += [a for a in found if set(a.symptom.needs) & set(draft.effects)]
+        out.append((draft, _rejection(draft, found, signature, tried_names, blocked, only)))
+    return found, signature, out
+
+
+def _rejection(
+    draft: Draft,
+    found: Sequence[Abnormal],
+    signature: str,
+    tried_names: set[str],
+    blocked: Mapping[str, str],
+    only: frozenset[str] | None,
+) -> str:
+    """Why `draft` may not be proposed, in a few words ("" when it may)."""
+    forbidding = sorted({a.symptom.name for a in found if set(a.symptom.forbids) & set(draft.effects)})
+    if forbidding:
+        return f"(forbidden while {', '.join(forbidding)} holds)"
+    if draft.restarts and not draft.support:
+        return "(restarts from the starting model, and no symptom asks for that)"  # gives up the incumbent's training
+    if _name(draft) in tried_names:
+        return "(already tried in this session)"
+    if not _ladder_allows(draft, signature, blocked):
+        before = blocked.get(case_key(draft.probe_id, signature))
+        return f"(tried before on these symptoms: {before})" if before else "(a smaller step was not tried first)"
+    if only is not None and not {a.symptom.name for a in draft.support} & only:
+        return "(addresses none of the symptoms asked for)"
+    return ""
 
 
 def _ladder_allows(draft: Draft, signature: str, blocked: Mapping[str, str]) -> bool:

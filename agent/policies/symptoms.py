@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from agent.decisions.knobs import ComponentEvidence
 from agent.policies.heuristic import Metrics
 from diagnostics.groups import BIASED_REWARD_GAP
+from diagnostics.score import MISRANKED_GROUP_CRITICAL, REWARDED_WRONG_CRITICAL, UNREWARDED_CORRECT_CRITICAL
 from diagnostics.sources import MIX_GAP_WARNING
 from skills.triggers import evaluate, matched_terms
 
@@ -92,6 +93,11 @@ SYMPTOMS: tuple[Symptom, ...] = (
     Symptom("component_dominates", f"{COMPONENT_MISALIGNED} > {MISALIGNED_SHARE} and {COMPONENT_ALIGNED} >= "
             f"{ALIGNED_CORR}", 3.0, ("reward_component",), (),
             "a reward component moves the reward within groups without moving with the strict score"),
+    # The reward and the protected evaluator disagree on the training rollouts at the critical level: the reward
+    # pays wrong responses, withholds pay from right ones, or ranks a group's wrong samples above its right ones.
+    Symptom("reward_disagrees", f"rewarded_wrong_rate > {REWARDED_WRONG_CRITICAL} or unrewarded_correct_rate > "
+            f"{UNREWARDED_CORRECT_CRITICAL} or misranked_group_rate > {MISRANKED_GROUP_CRITICAL}", 2.0,
+            ("reward_component",), (), "the reward disagrees with the strict evaluator on the training rollouts"),
     Symptom("dead_sources", "dead_source_share >= 0.3", 1.0, ("data_drop",), (),
             "a share of the batch comes from data sources whose groups are mostly dead"),
     Symptom("filter_biased", f"filter_reward_bias > {BIASED_REWARD_GAP}", 3.0, ("filter_std",), (),

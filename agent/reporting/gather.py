@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from agent.adapters.pilots import candidate_name, parse_pilot_run_id
 from agent.adapters.runs import final_checkpoint
+from agent.policies.alert_aims import ALERT_ANSWERS
 from agent.reporting.artefacts import (
     CURVE_METRICS,
     OPTIM_METRICS,
@@ -35,6 +36,7 @@ from agent.reporting.artefacts import (
     read_samples,
 )
 from agent.reporting.records import (
+    AlertAnswerEntry,
     AlertEntry,
     BacktestEntry,
     CandidateEntry,
@@ -226,6 +228,20 @@ def _candidate_entries(
                 became=became,
             )
         )
+    return out
+
+
+def _alert_answers(db: Session, session_id: str) -> list[AlertAnswerEntry]:
+    """What answered each iteration's critical alerts, as the propose node recorded it in case memory."""
+    out = []
+    for case in session_cases(db, session_id):
+        answers = case.signature.get(ALERT_ANSWERS) if isinstance(case.signature, dict) else None
+        if not isinstance(answers, dict):
+            continue
+        for alert_id, answer in answers.items():
+            names = tuple(candidate_name(session_id, c) for c in answer.get("candidates", []))
+            out.append(AlertAnswerEntry(int(case.signature.get("iteration", 0)), alert_id, names,
+                                        str(answer.get("reason", ""))))  # fmt: skip
     return out
 
 
@@ -467,4 +483,5 @@ def gather_session(db: Session, session_id: str) -> SessionReport:
         notes=notes,
         summary=session_summary(db, session_id),
         final_checkpoint=checkpoint,
+        alert_answers=_alert_answers(db, session_id),
     )

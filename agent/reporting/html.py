@@ -318,7 +318,20 @@ def _decisions_section(r: SessionReport) -> str:
             f'<pre class="diff">{esc(c.diff)}</pre></details>'
         )
     body = table + "".join(details) if r.candidates else "<p>No candidates were proposed.</p>"
-    return f'<section id="decisions"><h2>Decisions, evidence and diffs</h2>{body}</section>'
+    return f'<section id="decisions"><h2>Decisions, evidence and diffs</h2>{_alert_answers(r)}{body}</section>'
+
+
+def _alert_answers(r: SessionReport) -> str:
+    """Each iteration's critical alerts and what answered them: candidates, or why none (issue 28 §3)."""
+    if not r.alert_answers:
+        return ""
+    rows = (
+        (str(a.iteration), f"<code>{esc(a.alert_id)}</code>",
+         ", ".join(f"<code>{esc(n)}</code>" for n in a.candidates) or f"no candidate: {esc(a.reason)}")
+        for a in r.alert_answers
+    )  # fmt: skip
+    table = html_table("alert-answers-table", ("iteration", "critical alert", "answered by"), rows)
+    return f"<h3>Critical alerts and what answers them</h3>{table}"
 
 
 def _metrics_text(metrics: dict[str, object]) -> str:

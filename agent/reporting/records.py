@@ -48,6 +48,16 @@ class BacktestEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class AlertAnswerEntry:
+    """A critical alert of an iteration's incumbent report and what answered it: candidates, or why none."""
+
+    iteration: int
+    alert_id: str
+    candidates: tuple[str, ...]  # candidate names (`CandidateEntry.name`)
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class CandidateEntry:
     """A candidate branch with its decision, evidence and diff."""
 
@@ -168,3 +178,4 @@ class SessionReport:
     notes: list[str]
     summary: SessionSummary | None = None  # which version to use and why (agent/reporting/summary.py)
     final_checkpoint: str = ""
+    alert_answers: list[AlertAnswerEntry] = field(default_factory=list)  # agent/policies/alert_aims.py

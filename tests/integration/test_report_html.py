@@ -22,6 +22,7 @@ from plotly.offline import get_plotlyjs
 from typer.testing import CliRunner
 
 from agent.cli import app
+from agent.policies.alert_aims import ALERT_ANSWERS
 from agent.reporting.artefacts import MAX_TEXT_CHARS
 from agent.reporting.figures import curves_figure, optim_figure
 from agent.reporting.gather import gather_session
@@ -182,6 +183,13 @@ def build_store(tmp_path: Path, *, llm: bool = False, legacy: bool = False, sid:
             db, session_id=sid, kind="negative_evidence", domain="math", signature={}, outcome="insufficient",
             summary="length: prune (insufficient): CI spans 0", candidate_id=c2,
         )  # fmt: skip
+        repository.add_case(
+            db, session_id=sid, kind="pattern", domain="math", summary="iteration 1: critical alerts ...",
+            signature={"iteration": 1, ALERT_ANSWERS: {
+                "score.reward_hacking": {"candidates": [c1], "reason": ""},
+                "behaviour.runs_past_answer": {"candidates": [], "reason": "no move is known to address it"},
+            }},
+        )  # fmt: skip
         repository.add_backtest(
             db, candidate_id=c1, rollouts_run_id=f"{sid}-v0", artefact_dir=str(tmp_path),
             verdict="pass", outcome="ok", dead_group_ratio_before=0.5, dead_group_ratio_after=0.3,
@@ -250,6 +258,10 @@ def test_report_shows_every_section_with_evidence_and_diffs(tmp_path: Path) -> N
     assert "strict-extraction" in page and "my-new-skill" in page
     assert NO_LLM in page
     assert "DGR 0.50 → 0.30" in page
+    # each iteration's critical alerts and what answers them (issue 28 §3)
+    answers = _visible(page).split('id="alert-answers-table"', 1)[1].split("</table>", 1)[0]
+    assert "<code>score.reward_hacking</code>" in answers and "<code>v1.1-strict-reward</code>" in answers
+    assert "no candidate: no move is known to address it" in answers
     # offline: plotly.js is inlined once; outside it nothing is loaded from anywhere (no src/href/URL)
     assert page.count(get_plotlyjs()) == 1
     rest = page.replace(get_plotlyjs(), "")

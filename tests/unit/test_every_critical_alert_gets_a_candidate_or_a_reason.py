@@ -1,0 +1,174 @@
+"""Issue 28 §3: every critical alert of the incumbent's report gets a candidate aimed at it, or a recorded reason.
+
+The reports are real: the health report's own code on the golden run folders (`diag_golden_runs.py`, the
+recorded 20-step run of `examples/arithmetic` among them). The harnesses are the bundled examples; only the
+materialising step (git worktree, surface check) is replaced by a recorder, so the slot rule and the
+answers are what is tested, and the answers are read back from the store's case memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from diag_golden_runs import Case, build_cases
+from sqlalchemy.orm import Session
+
+from agent.context import Context
+from agent.decisions.knobs import harness_knobs
+from agent.nodes import propose as node
+from agent.nodes.common import run_table
+from agent.policies.alert_aims import ALERT_ANSWERS, NO_PROBE, critical_alerts
+from agent.policies.heuristic import Proposal
+from agent.state import CandidateInfo
+from diagnostics.findings import HealthReport, Severity
+from diagnostics.report import build_report
+from harness.answers import AnswerProtocol
+from harness.manifest import Harness, load_harness
+from skills.repository import seed_skills
+from store import engine as store_engine
+from store import repository as store_repo
+
+ROOT = Path(__file__).resolve().parents[2]
+SID = "s0"
+
+
+@pytest.fixture(scope="module")
+def golden(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Case, HealthReport]]:
+    out: dict[str, tuple[Case, HealthReport]] = {}
+    for name, case in build_cases(tmp_path_factory.mktemp("golden")).items():
+        answer = AnswerProtocol(pattern=case.pattern) if case.pattern else None
+        parent = out[case.parent][1] if case.parent else None
+        out[name] = (case, build_report(case.run_dir, parent=parent, answer=answer))
+    return out
+
+
+def _store(tmp_path: Path, *, seeded: bool) -> str:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    store_engine.upgrade(url)
+    with Session(store_engine.make_engine(url)) as db:
+        store_repo.create_session(db, session_id=SID, harness_path="/h", repo_path="/r", max_iterations=3,
+                                  max_train_steps=100, main_branch=f"evo/{SID}/main")  # fmt: skip
+        if seeded:
+            seed_skills(db)
+        db.commit()
+    return url
+
+
+def _harness(tmp_path: Path, example: str) -> Harness:
+    shutil.copytree(ROOT / "examples" / example, tmp_path / example)
+    return load_harness(tmp_path / example)
+
+
+def _propose(
+    ctx: Context, harness: Harness, report: HealthReport, monkeypatch: pytest.MonkeyPatch, **metrics: float
+) -> list[CandidateInfo]:
+    """The heuristic policy's candidates on `report` (its metrics overridden by `metrics`), recorded."""
+    rows = run_table(Path(report.run_dir), harness.manifest.answer).train
+    knobs = harness_knobs(harness, "local", rows)
+    state: Any = {"report": report.to_json(), "iteration": 0, "session_id": SID}
+
+    def materialise(ctx: Context, state: Any, harness: Harness, p: Proposal, k: int, m: Any) -> CandidateInfo:
+        kind = "probe" if p.probe is not None else "skill"
+        return {"id": f"{SID}-v0.{k}-{kind}", "skill": ",".join(s.name for s in p.skills), "status": "proposed",
+                "factor": p.factor, "reason": "", "hypothesis": p.hypothesis}  # type: ignore[typeddict-item]  # fmt: skip
+
+    monkeypatch.setattr(node, "_materialise", materialise)
+    probe_metrics = node.probe_metrics({**dict(report.metrics), **metrics}, harness, knobs)
+    return node.offline_candidates(ctx, state, harness, knobs, probe_metrics, set())
+
+
+def _answers(url: str) -> dict[str, dict[str, Any]]:
+    with Session(store_engine.make_engine(url)) as db:
+        [case] = [c for c in store_repo.session_cases(db, SID) if ALERT_ANSWERS in c.signature]
+        return dict(case.signature[ALERT_ANSWERS])
+
+
+def test_each_critical_alert_of_the_golden_reports_has_symptoms_aimed_at_it_or_a_reason(
+    golden: dict[str, tuple[Case, HealthReport]],
+) -> None:
+    seen: dict[str, tuple[str, ...]] = {}
+    for _, report in golden.values():
+        for alert in critical_alerts(report.findings, report.metrics):
+            assert alert.symptoms or alert.no_probe, alert
+            seen[alert.alert_id] = tuple(s.name for s in alert.symptoms)
+    # each is aimed through its own metric or the table: a dead-group alert at the dead-group symptom, a reward
+    # that disagrees with the evaluator at the reward's symptoms, a collapse at exploration
+    assert seen["signal.dead_groups"] == ("dead_groups", "filter_keeps_dead")
+    assert seen["signal.update_too_large"] == ("big_updates", "tiny_updates")  # both read ppo_kl_max
+    assert "reward_disagrees" in seen["score.rewarded_wrong"] and "reward_disagrees" in seen["score.reward_hacking"]
+    assert "exploration_collapse" in seen["behaviour.exploration_collapse"]
+    assert seen["version.strict_regression"] == () and "rollback" in NO_PROBE["version.strict_regression"]
+
+
+def test_the_demo_harness_gets_a_candidate_aimed_at_each_of_its_critical_alerts(
+    golden: dict[str, tuple[Case, HealthReport]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, report = golden["arithmetic-s0"]  # a real 20-step run of examples/arithmetic (three planted defects)
+    critical = [f.alert_id for f in report.alerts(Severity.CRITICAL)]
+    assert {"score.rewarded_wrong", "signal.dead_groups"} <= set(critical)
+    url = _store(tmp_path, seeded=True)
+    made = _propose(Context(workdir=str(tmp_path), db_url=url), _harness(tmp_path, "arithmetic"), report, monkeypatch)
+    answers = _answers(url)
+    assert set(answers) == set(critical)
+    for alert_id, answer in answers.items():
+        assert answer["candidates"] and not answer["reason"], (alert_id, answer)
+        for cid in answer["candidates"]:
+            assert alert_id in next(c for c in made if c["id"] == cid)["aims"]
+
+
+def test_a_critical_alert_gets_its_probe_without_a_stall_and_only_because_it_is_critical(
+    golden: dict[str, tuple[Case, HealthReport]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, report = golden["collapse"]  # wrong answers sampled with near-certainty
+    assert [f.alert_id for f in report.alerts(Severity.CRITICAL)] == ["behaviour.exploration_collapse"]
+    url = _store(tmp_path, seeded=False)  # no stored skill: only a probe can answer
+    ctx = Context(workdir=str(tmp_path), db_url=url)
+    harness = _harness(tmp_path, "arithmetic-oracle")  # settings inside their ranges: nothing else is unprompted
+    made = _propose(ctx, harness, report, monkeypatch, strict_acc_delta=0.2)  # held-out accuracy rising
+    assert len(made) == 1 and made[0]["aims"] == ["behaviour.exploration_collapse"]
+    assert "critical alert behaviour.exploration_collapse" in made[0]["hypothesis"]  # the alert is the evidence
+    assert made[0]["factor"] == "trainer" and "-up-" in made[0]["skill"]  # a move that explores more
+    assert _answers(url)["behaviour.exploration_collapse"]["candidates"] == [made[0]["id"]]
+
+    warned = dataclasses.replace(report, findings=tuple(
+        dataclasses.replace(f, severity=Severity.WARNING) if f.severity is Severity.CRITICAL else f
+        for f in report.findings
+    ))  # fmt: skip
+    assert _propose(ctx, harness, warned, monkeypatch, strict_acc_delta=0.2) == []  # a warning waits for a stall
+
+
+def test_a_reward_that_disagrees_with_the_evaluator_gets_the_reward_probe_without_a_stall(
+    golden: dict[str, tuple[Case, HealthReport]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, report = golden["hacked"]  # the reward pays a spam component: reward hacking, rewarded-wrong
+    url = _store(tmp_path, seeded=False)
+    ctx = Context(workdir=str(tmp_path), db_url=url)
+    made = _propose(ctx, _harness(tmp_path, "arithmetic-oracle"), report, monkeypatch, strict_acc_delta=0.2)
+    [probe] = [c for c in made if c.get("aims")]
+    assert probe["factor"] == "reward" and probe["skill"].startswith("probe-reward-only-")
+    assert {"score.reward_hacking", "score.rewarded_wrong"} <= set(probe["aims"])
+    answers = _answers(url)
+    assert answers["score.rewarded_wrong"]["candidates"] == [probe["id"]]
+
+
+@pytest.mark.parametrize("case", ["format-gate", "degenerate"])
+def test_a_critical_alert_nothing_can_act_on_gets_one_line_saying_why(
+    case: str, golden: dict[str, tuple[Case, HealthReport]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, report = golden[case]  # the reward pays wrong answers and withholds pay from right ones
+    url = _store(tmp_path, seeded=False)
+    ctx = Context(workdir=str(tmp_path), db_url=url)
+    harness = _harness(tmp_path, "synth-fn")  # a program-synthesis reward whose rollouts report no components
+    made = _propose(ctx, harness, report, monkeypatch, strict_acc_delta=0.2)
+    answers = _answers(url)
+    critical = [f.alert_id for f in report.alerts(Severity.CRITICAL)]
+    assert {"score.rewarded_wrong", "score.unrewarded_correct"} <= set(critical) and set(answers) == set(critical)
+    for alert_id in ("score.rewarded_wrong", "score.unrewarded_correct"):
+        assert not answers[alert_id]["candidates"]
+        reason = answers[alert_id]["reason"]
+        assert "reward_component" in reason and "two or more components" in reason, reason
+    assert not any(c.get("aims") for c in made)
