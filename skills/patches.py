@@ -55,6 +55,10 @@ over ``current`` and the skill's ``params`` (overridable per call). Operations:
 - ``{"op": "score_from_component", "file": F, "component": NAME}``: make a dict reward train on one of its
   own components (``skills.templates.score_from_component``: the manifest's reward function is rebound to
   a wrapper that returns ``score = out[NAME]``, every component still logged); ``"file": "@reward"``;
+- ``{"op": "set_constant", "file": F, "name": NAME, "value": V}``: set a module-level number constant of a
+  harness code file (``"@reward"``, ``"@group_filter"``) in place, comments kept; ``V`` reads ``current``.
+  Refused unless the file declares ``NAME`` a knob (``harness/code_knobs.py``: ``EVOTRAINER_KNOBS``), so a
+  skill learned from a probe moves only constants another harness also declares;
 - ``{"op": "guard", "rule": TEXT}``: a guard skill's refusal rule; applying it is an error.
 
 Expressions (``{{ ... }}``) read ``current``, the skill's ``params`` and the run's numeric health metrics
@@ -80,6 +84,7 @@ import yaml
 from diagnostics.agentic_docs import is_agentic_metric
 from diagnostics.sources import DEAD_SOURCE_AT, MIN_SOURCE_GROUPS
 from diagnostics.tool_roles import ToolRoles
+from harness.code_knobs import KNOBS_NAME, CodeKnobError, read_code_knobs, set_constant
 from harness.manifest import BackendName, Harness
 from sandboxes import worktree_files
 from skills.context import AGENTIC_CONTEXT
@@ -341,6 +346,23 @@ def _plan(
             raise TemplateError(f"{rel} is not the manifest's reward file ({harness.reward.path})")
         content = score_from_component(source, harness.reward.function, str(op["component"]))
         return rel, content, f"{rel}: {harness.reward.function} now trains on component {op['component']!r}"
+    if kind == "set_constant":
+        _only(op, {"op", "file", "name", "value"})
+        source = writes.get(rel) or current
+        if source is None:
+            raise TemplateError(f"{rel} does not exist in the worktree")
+        name = str(op["name"])
+        try:
+            declared = {k.spec.key: k for k in read_code_knobs(source, rel, str(op["file"]))}
+            if name not in declared:
+                raise TemplateError(f"{rel} declares no knob {name!r} (harness/code_knobs.py: {KNOBS_NAME})")
+            value = render_value(op["value"], as_variables(variables, declared[name].current))
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                raise TemplateError(f"{name}: the value {value!r} is not a number")
+            content, old, new = set_constant(source, name, value)
+        except CodeKnobError as exc:
+            raise TemplateError(str(exc)) from None
+        return rel, content, f"{rel}: {name} {old:g} -> {new:g}"
     if kind == "replace_file":
         _only(op, {"op", "file", "content"})
         return rel, str(op["content"]), f"{rel}: replaced ({len(str(op['content']))} chars)"

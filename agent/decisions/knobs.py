@@ -8,7 +8,8 @@ A knob is something a single-factor probe (`agent/policies/explore.py`) can chan
 - the data weights: the entries of the data-selection file's ``weights`` mapping (values of the manifest's
   ``data.select_by`` field), when the settings name such a file;
 - the reward's components: the names the run's training rollouts carry in ``reward_components``, each with
-  how it agrees with the protected strict score on those rollouts (`ComponentEvidence`).
+  how it agrees with the protected strict score on those rollouts (`ComponentEvidence`);
+- the constants the reward and group-filter code declare as knobs (`harness/code_knobs.py`).
 
 Nothing here knows a knob by name: the policy reads these records. Adapter: reads harness files (never
 through a link, `sandboxes/worktree_files.py`) and the run's table; builds no candidate.
@@ -16,6 +17,7 @@ through a link, `sandboxes/worktree_files.py`) and the run's table; builds no ca
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,12 +25,15 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from harness.code_knobs import CodeKnob, CodeKnobError, read_code_knobs
 from harness.manifest import BackendName, Harness
 from trainer_backend import plugin_of
 from trainer_backend.knobs import KnobSpec
 
 if TYPE_CHECKING:
     import polars as pl
+
+log = logging.getLogger(__name__)
 
 # Trigger variables for the harness's current settings: `setting/<key>` (a trigger reads `setting__<key>`).
 SETTING_PREFIX = "setting/"
@@ -77,10 +82,14 @@ class HarnessKnobs:
     data_file: str | None = None  # the data-selection file; None when the settings name none
     data_weights: Mapping[str, float] = field(default_factory=dict)
     components: tuple[ComponentEvidence, ...] = ()
+    code: tuple[CodeKnob, ...] = ()  # constants the reward and filter code declare (harness/code_knobs.py)
+    reward_strict_corr: float = math.nan  # the whole reward's correlation with the strict score (training rows)
 
     def variables(self) -> dict[str, float]:
-        """Trigger variables for the current settings (``setting/<key>``), so a learned trigger can read them."""
-        return {f"{SETTING_PREFIX}{k.spec.key}": float(k.current) for k in self.trainer}
+        """Trigger variables for the current settings and declared code constants (``setting/<key>``), so a
+        learned trigger can read them."""
+        code = {f"{SETTING_PREFIX}{k.spec.key}": float(k.current) for k in self.code}
+        return {**code, **{f"{SETTING_PREFIX}{k.spec.key}": float(k.current) for k in self.trainer}}
 
 
 def trainer_knobs(backend: BackendName, settings: Mapping[str, Any] | None = None) -> tuple[KnobSpec, ...]:
@@ -149,7 +158,41 @@ def harness_knobs(harness: Harness, backend: BackendName, train_rows: pl.DataFra
         data_file=data_file if weights else None,
         data_weights=weights,
         components=component_evidence(train_rows) if train_rows is not None else (),
+        code=code_knobs(harness),
+        reward_strict_corr=reward_agreement(train_rows) if train_rows is not None else math.nan,
     )
+
+
+def reward_agreement(rows: pl.DataFrame) -> float:
+    """The reward's Pearson correlation with the strict score over the training rows that carry both (NaN when
+    either is constant or missing)."""
+    import polars as pl
+
+    if "strict_score" not in rows.columns or "reward" not in rows.columns:
+        return math.nan
+    both = rows.select(pl.col("reward"), pl.col("strict_score")).drop_nulls()
+    return _corr(both) if both.height >= 2 else math.nan
+
+
+def code_knobs(harness: Harness) -> tuple[CodeKnob, ...]:
+    """The knobs the harness's reward and group-filter code declare (`harness/code_knobs.py`), read as the files
+    are (an env's constants are not probed yet: no intervention factor owns the env's code). A malformed
+    declaration in a file the session's own candidates wrote is logged and skipped (a candidate's code never
+    stops the session; the session's start refuses one in the user's harness)."""
+    out: list[CodeKnob] = []
+    seen: set[str] = set()
+    for role, entry in (("@reward", harness.reward), ("@group_filter", harness.group_filter)):
+        if entry is None or entry.path in seen:
+            continue
+        seen.add(entry.path)
+        text = _text(harness, entry.path)
+        if text is None:
+            continue
+        try:
+            out += read_code_knobs(text, entry.path, role)
+        except CodeKnobError as exc:
+            log.warning("knobs not read: %s", exc)
+    return tuple(out)
 
 
 _UNSET = object()  # a key the settings file does not write

@@ -73,6 +73,21 @@ def check_backend(backend: str, harness_dir: Path) -> None:
     if missing is not None:
         raise ValueError(missing)
     check_data(backend, harness)
+    check_code_knobs(harness)
+
+
+def check_code_knobs(harness: Harness) -> None:
+    """Raise ValueError naming the file, the entry and the fix when the reward or group-filter code declares
+    a knob malformed (`harness/code_knobs.py`): read, never imported."""
+    from harness.code_knobs import CodeKnobError, read_code_knobs
+
+    for role, entry in (("@reward", harness.reward), ("@group_filter", harness.group_filter)):
+        if entry is None or not harness.path(entry.path).is_file():
+            continue  # a missing entry file is the manifest check's to report
+        try:
+            read_code_knobs(harness.path(entry.path).read_text(encoding="utf-8", errors="replace"), entry.path, role)
+        except CodeKnobError as exc:
+            raise ValueError(f"{harness.root}/{exc}") from None
 
 
 def check_data(backend: str, harness: Harness) -> None:

@@ -13,7 +13,7 @@ score, so a skill learned from a probe (`skills/learned.py`) can match the same 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -75,10 +75,10 @@ def offline_candidates(
     """The heuristic policy's candidates of this iteration, slot by slot:
 
     1. the probes of a blocking symptom (`explore.BLOCKING`: nothing else can show an effect);
-    2. the matching skills aimed at a critical alert of the incumbent's report (`agent/policies/alert_aims.py`);
-    3. for each critical alert nothing so far is aimed at, its best probe (no stall needed: the alert is the
-       evidence);
-    4. the other matching skills, then probes in the free slots.
+    2. the matching skills, best-ranked first (they carry their track record);
+    3. for each critical alert of the incumbent's report nothing so far is aimed at
+       (`agent/policies/alert_aims.py`), its best probe: no stall needed, the alert is the evidence;
+    4. probes in the free slots (when held-out accuracy stalled, or where a symptom names the knob).
 
     Each critical alert left without a candidate gets its reason recorded (`_record_alert_answers`).
     """
@@ -95,14 +95,10 @@ def offline_candidates(
     def unblocking(out: set[str], taken: set[str]) -> list[Proposal]:
         return [p for p in probes(out, taken) if p.probe is not None and set(p.probe.symptoms) & BLOCKING]
 
-    def aimed_skills(out: set[str], taken: set[str]) -> list[Proposal]:
-        return _skill_proposals(ctx, harness, metrics, out, taken, aimed_at=alerts)
-
     made = _fill(ctx, state, harness, metrics, unblocking, tried, [])
-    if alerts:
-        made = _fill(ctx, state, harness, metrics, aimed_skills, tried | _names(made), made)
-        made = _fill_aimed(ctx, state, harness, knobs, metrics, tried, made, alerts)
     made = _fill(ctx, state, harness, metrics, skills, tried | _names(made), made)
+    if alerts:
+        made = _fill_aimed(ctx, state, harness, knobs, metrics, tried, made, alerts)
     if sum(c["status"] != "refused" for c in made) < ctx.max_candidates:
         # Fewer matching skills than slots, or some were refused (a patch that did not apply here, e.g. a data
         # mix with no live source left: a trigger that matches but cannot act explains nothing): the free
@@ -197,7 +193,8 @@ def _record_alert_answers(
                        alert.alert_id in c.get("aims", [])]  # fmt: skip
             reason = unaimed_reason(alert, gap) or (
                 f"every candidate aimed at it was refused: {'; '.join(refused)}" if refused else
-                f"the iteration's {ctx.max_candidates} candidate slot(s) went to other alerts and skills first"
+                f"the iteration's {ctx.max_candidates} candidate slot(s) went to matching skills and other alerts "
+                "first; its probe waits for a free slot"
             )  # fmt: skip
         answers.append(AlertAnswer(alert.alert_id, mine, reason))
     lines = [AlertAnswer(a.alert_id, tuple(candidate_name(state["session_id"], c) for c in a.candidates),
@@ -315,17 +312,9 @@ def probe_info(proposal: Proposal) -> dict[str, Any] | None:
 
 
 def _skill_proposals(
-    ctx: Context,
-    harness: Harness,
-    metrics: dict[str, Any],
-    tried: set[str],
-    taken: set[str],
-    *,
-    aimed_at: Sequence[CriticalAlert] = (),
+    ctx: Context, harness: Harness, metrics: dict[str, Any], tried: set[str], taken: set[str]
 ) -> list[Proposal]:
-    """The matching stored skills that fit the harness, best first (only those aimed at one of `aimed_at`'s
-    alerts when it is given)."""
-    from agent.policies.alert_aims import trigger_aims
+    """The matching stored skills that fit the harness, best first."""
     from skills.patches import skill_fits
     from skills.repository import rank
 
@@ -333,8 +322,6 @@ def _skill_proposals(
         matches = rank(db, metrics, harness.manifest.domain)
     # e.g. a reward-writing skill needs the manifest's answer protocol: never propose what cannot apply
     fitting = [m for m in matches if skill_fits(m.record.spec, harness) is None]
-    if aimed_at:
-        fitting = [m for m in fitting if trigger_aims(m.record.spec.trigger, aimed_at)]
     return propose_from_skills(fitting, metrics, tried, ctx.max_candidates, taken_factors=taken)
 
 

@@ -41,12 +41,12 @@ AIMS: Mapping[str, tuple[str, ...]] = {
     "signal.dead_training": ("dead_groups", "tiny_updates"),
     "signal.coarse_reward": ("dead_groups", "low_spread"),
     "signal.advantage_extreme": ("big_updates", "unstable"),
-    "score.reward_hacking": ("reward_disagrees", "component_dominates"),
-    "score.rewarded_wrong": ("reward_disagrees", "component_dominates"),
-    "score.unrewarded_correct": ("reward_disagrees", "component_dominates"),
-    "score.misranked_groups": ("reward_disagrees", "component_dominates"),
+    "score.reward_hacking": ("reward_pays_wrong", "component_dominates"),
+    "score.rewarded_wrong": ("reward_pays_wrong", "component_dominates"),
+    "score.unrewarded_correct": ("reward_misses_right", "component_dominates"),
+    "score.misranked_groups": ("reward_pays_wrong", "component_dominates"),
     "score.strict_regression": ("unstable", "big_updates"),
-    "version.reward_hacking": ("reward_disagrees", "component_dominates"),
+    "version.reward_hacking": ("reward_pays_wrong", "component_dominates"),
 }
 
 # Alerts no single change of the harness answers, and why.

@@ -126,6 +126,10 @@ def propose_probes(
 
 
 # What a harness lacks when no probe of a kind is drafted (`agent/policies/probe_drafts.py`).
+CODE_KNOB_HINT = (
+    "a reward knob with this effect is a constant of the reward's code declared in EVOTRAINER_KNOBS (docs/harness.md, "
+    "'Knobs in harness code')"
+)
 NEED_HINTS = {
     "reward_component": "a reward probe needs a reward that reports two or more components, one of them moving with "
     "the strict score",
@@ -133,6 +137,8 @@ NEED_HINTS = {
     "filter_std": "a filter probe needs a group filter in the manifest",
     "data_drop": "a data probe needs a data selection file with two or more weighted sources",
     "data_cover": "a data probe needs a data selection file and a held-out set whose mix of sources differs",
+    "pay_fewer_wrong": CODE_KNOB_HINT,
+    "pay_more_right": CODE_KNOB_HINT,
 }
 
 
@@ -152,7 +158,7 @@ def why_no_probe(
     _, _, screened = _screen(knobs, metrics, tried, blocked, names, symptoms)
     aimed = [(d, why) for d, why in screened if set(d.effects) & set(needs)]
     if not aimed:
-        hints = "; ".join(NEED_HINTS[n] for n in needs if n in NEED_HINTS)
+        hints = "; ".join(dict.fromkeys(NEED_HINTS[n] for n in needs if n in NEED_HINTS))
         return f"no knob this harness declares has a move with the effect it needs ({', '.join(needs)})" + (
             f": {hints}" if hints else ""
         )
@@ -221,11 +227,10 @@ def _ladder_allows(draft: Draft, signature: str, blocked: Mapping[str, str]) -> 
     pruned, and the filter stayed biased for the rest of the session.)"""
     before = blocked.get(case_key(draft.probe_id, signature))
     if before is not None:
-        return before == "insufficient" and (draft.factor != "trainer" or draft.probe_id.endswith(":default"))
-    if draft.factor != "trainer" or draft.probe_id.endswith(":default"):
+        return before == "insufficient" and draft.rung is None
+    if draft.rung is None:
         return True
-    stem, magnitude = draft.probe_id.rsplit(":", 1)
-    rung = int(magnitude.removeprefix("m"))
+    stem, rung = draft.probe_id.rpartition(":")[0], draft.rung
     earlier = [blocked.get(case_key(f"{stem}:m{i}", signature)) for i in range(rung)]
     return "regression" not in earlier and all(outcome is not None for outcome in earlier)
 

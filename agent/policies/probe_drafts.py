@@ -17,9 +17,10 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from agent.decisions.knobs import HarnessKnobs, TrainerKnob
@@ -33,6 +34,8 @@ from agent.policies.symptoms import (
     Symptom,
 )
 from diagnostics.sources import HELDOUT_SOURCE_SHARE
+from harness.code_knobs import CodeKnob
+from harness.knobs import KnobSpec
 
 # The minimal group filter a filter probe installs: drop only groups without reward variance.
 KEEP_LIVE_FILTER = '''"""Group filter: keep every group whose rewards vary; drop only zero-variance ("dead") groups.
@@ -67,6 +70,7 @@ class Draft:
     why: str
     range_symptom: Symptom | None = None
     restarts: bool = False  # the knob acts only from the starting model: the pilot restarts there
+    rung: int | None = None  # a knob's move: its magnitude's place in the move's ladder (probe id ends ":m<rung>")
     support: list[Abnormal] = field(default_factory=list)
 
     @property
@@ -79,7 +83,47 @@ class Draft:
         return sum(a.symptom.weight for a in self.support if a.symptom.name in UNPROMPTED)
 
 
+@dataclass(frozen=True)
+class _Dial:
+    """What a draft needs of a knob with a declared spec: a trainer setting or a constant in harness code."""
+
+    spec: KnobSpec
+    current: float
+    factor: str  # the intervention factor a move changes
+    prefix: str  # the probe id's first part ("trainer", "reward", "filter")
+    where: str  # how a hypothesis names the knob's place ("" for a trainer setting)
+    restarts: bool
+    op: Callable[[str], dict[str, object]]  # the template op that sets the knob to a value expression
+
+    @property
+    def in_range(self) -> bool:
+        return self.spec.in_range(self.current)
+
+
 def _trainer(knobs: Sequence[TrainerKnob]) -> list[Draft]:
+    return _dials([
+        _Dial(k.spec, k.current, "trainer", "trainer", "", k.restarts, functools.partial(_set, k)) for k in knobs
+    ])  # fmt: skip
+
+
+# The factor a constant of each harness code file belongs to (`agent/decisions/factors.py`).
+CODE_FACTORS = {"@reward": "reward", "@group_filter": "filter"}
+
+
+def _code(knobs: Sequence[CodeKnob]) -> list[Draft]:
+    """Moves of the constants the reward and filter code declare as knobs (`harness/code_knobs.py`)."""
+    return _dials([
+        _Dial(k.spec, k.current, CODE_FACTORS[k.role], CODE_FACTORS[k.role], f" in {k.path}", False,
+              functools.partial(_set_constant, k))
+        for k in knobs if k.role in CODE_FACTORS
+    ])  # fmt: skip
+
+
+def _set_constant(knob: CodeKnob, value: str) -> dict[str, object]:
+    return {"op": "set_constant", "file": knob.role, "name": knob.spec.key, "value": value}
+
+
+def _dials(knobs: Sequence[_Dial]) -> list[Draft]:
     out: list[Draft] = []
     for knob in knobs:
         spec = knob.spec
@@ -97,15 +141,17 @@ def _trainer(knobs: Sequence[TrainerKnob]) -> list[Draft]:
             value = "{{ int(default) }}" if spec.kind == "int" else "{{ default }}"
             out.append(
                 Draft(
-                    probe_id=f"trainer:{spec.key}:default",
-                    knob=spec.key,
-                    factor="trainer",
+                    probe_id=f"{knob.prefix}:{spec.key}:default",
+                    knob=f"{knob.prefix}:{spec.key}",
+                    factor=knob.factor,
                     slug=f"{spec.key}-default",
-                    ops=[_set(knob, value)],
+                    ops=[knob.op(value)],
                     params={"default": spec.default},
                     effects=(),
-                    what=f"set {spec.key} from {knob.current:g} back to its documented default {spec.default:g}",
-                    why=f"{spec.key} lies {rel} the range this backend trains well in",
+                    what=f"set {spec.key}{knob.where} from {knob.current:g} back to its documented default "
+                    f"{spec.default:g}",
+                    why=f"{spec.key} lies {rel} the range "
+                    + ("this backend trains well in" if knob.factor == "trainer" else "its declaration calls safe"),
                     range_symptom=symptom,
                 )
             )
@@ -129,14 +175,15 @@ def _trainer(knobs: Sequence[TrainerKnob]) -> list[Draft]:
                     params["from_zero"] = spec.from_zero
                 out.append(
                     Draft(
-                        probe_id=f"trainer:{spec.key}:{move.direction}:m{rung}",
-                        knob=spec.key,
-                        factor="trainer",
+                        probe_id=f"{knob.prefix}:{spec.key}:{move.direction}:m{rung}",
+                        rung=rung,
+                        knob=f"{knob.prefix}:{spec.key}",
+                        factor=knob.factor,
                         slug=slug,
-                        ops=[_set(knob, value)],
+                        ops=[knob.op(value)],
                         params=params,
                         effects=move.effects,
-                        what=f"move {spec.key} {move.direction} from {knob.current:g} to {new:g} ("
+                        what=f"move {spec.key}{knob.where} {move.direction} from {knob.current:g} to {new:g} ("
                         + ("its value to start from, " if base is not None else f"x{factor:g}, ")
                         + f"kept in its safe range [{lo:g}, {hi:g}])"
                         + ("; the pilot restarts from the model as it ships" if knob.restarts else ""),
@@ -274,13 +321,15 @@ def _data_drop(knobs: HarnessKnobs, metrics: Metrics) -> list[Draft]:
 
 
 def _reward(knobs: HarnessKnobs) -> list[Draft]:
-    """Train on the reward component that agrees best with the strict score, when another one does not."""
+    """Train on the reward component that agrees best with the strict score, when another one does not and it
+    agrees better than the reward as a whole (a component that only checks the program parses agrees, but less
+    than the pass ratio the reward pays)."""
     comps = [c for c in knobs.components if not math.isnan(c.strict_corr)]
     if len(knobs.components) < 2 or not comps:
         return []
     best = max(comps, key=lambda c: c.strict_corr)
-    if best.strict_corr < ALIGNED_CORR:
-        return []
+    if best.strict_corr < ALIGNED_CORR or not best.strict_corr > _or(knobs.reward_strict_corr, -1.0):
+        return []  # no component agrees with the strict score, or none better than the reward as a whole
     others = ", ".join(c.name for c in knobs.components if c.name != best.name)
     return [
         Draft(
@@ -298,7 +347,11 @@ def _reward(knobs: HarnessKnobs) -> list[Draft]:
     ]
 
 
+def _or(value: float, fallback: float) -> float:
+    return fallback if math.isnan(value) else value
+
+
 def draft_probes(knobs: HarnessKnobs, metrics: Metrics) -> list[Draft]:
     """Every probe the harness's knobs allow, in declaration order (trainer settings, filter, data, reward):
     the order breaks score ties when probes are ranked."""
-    return [*_trainer(knobs.trainer), *_filter(knobs), *_data(knobs, metrics), *_reward(knobs)]
+    return [*_trainer(knobs.trainer), *_code(knobs.code), *_filter(knobs), *_data(knobs, metrics), *_reward(knobs)]

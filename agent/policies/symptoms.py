@@ -94,10 +94,15 @@ SYMPTOMS: tuple[Symptom, ...] = (
             f"{ALIGNED_CORR}", 3.0, ("reward_component",), (),
             "a reward component moves the reward within groups without moving with the strict score"),
     # The reward and the protected evaluator disagree on the training rollouts at the critical level: the reward
-    # pays wrong responses, withholds pay from right ones, or ranks a group's wrong samples above its right ones.
-    Symptom("reward_disagrees", f"rewarded_wrong_rate > {REWARDED_WRONG_CRITICAL} or unrewarded_correct_rate > "
-            f"{UNREWARDED_CORRECT_CRITICAL} or misranked_group_rate > {MISRANKED_GROUP_CRITICAL}", 2.0,
-            ("reward_component",), (), "the reward disagrees with the strict evaluator on the training rollouts"),
+    # pays wrong responses (or ranks a group's wrong samples above its right ones), or withholds pay from right
+    # ones. A knob of the reward's code that pays fewer wrong / more right ones addresses it, or training on the
+    # component that agrees with the strict score.
+    Symptom("reward_pays_wrong", f"rewarded_wrong_rate > {REWARDED_WRONG_CRITICAL} or misranked_group_rate > "
+            f"{MISRANKED_GROUP_CRITICAL}", 2.0, ("reward_component", "pay_fewer_wrong"), (),
+            "the reward pays wrong responses (the strict evaluator fails them)"),
+    Symptom("reward_misses_right", f"unrewarded_correct_rate > {UNREWARDED_CORRECT_CRITICAL}", 2.0,
+            ("reward_component", "pay_more_right"), (),
+            "the reward withholds pay from right responses (the strict evaluator passes them)"),
     Symptom("dead_sources", "dead_source_share >= 0.3", 1.0, ("data_drop",), (),
             "a share of the batch comes from data sources whose groups are mostly dead"),
     Symptom("filter_biased", f"filter_reward_bias > {BIASED_REWARD_GAP}", 3.0, ("filter_std",), (),

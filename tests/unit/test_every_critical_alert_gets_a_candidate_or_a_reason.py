@@ -99,7 +99,8 @@ def test_each_critical_alert_of_the_golden_reports_has_symptoms_aimed_at_it_or_a
     # that disagrees with the evaluator at the reward's symptoms, a collapse at exploration
     assert seen["signal.dead_groups"] == ("dead_groups", "filter_keeps_dead")
     assert seen["signal.update_too_large"] == ("big_updates", "tiny_updates")  # both read ppo_kl_max
-    assert "reward_disagrees" in seen["score.rewarded_wrong"] and "reward_disagrees" in seen["score.reward_hacking"]
+    assert "reward_pays_wrong" in seen["score.rewarded_wrong"] and "reward_pays_wrong" in seen["score.reward_hacking"]
+    assert "reward_misses_right" in seen["score.unrewarded_correct"]
     assert "exploration_collapse" in seen["behaviour.exploration_collapse"]
     assert seen["version.strict_regression"] == () and "rollback" in NO_PROBE["version.strict_regression"]
 
@@ -111,13 +112,28 @@ def test_the_demo_harness_gets_a_candidate_aimed_at_each_of_its_critical_alerts(
     critical = [f.alert_id for f in report.alerts(Severity.CRITICAL)]
     assert {"score.rewarded_wrong", "signal.dead_groups"} <= set(critical)
     url = _store(tmp_path, seeded=True)
-    made = _propose(Context(workdir=str(tmp_path), db_url=url), _harness(tmp_path, "arithmetic"), report, monkeypatch)
+    harness = _harness(tmp_path, "arithmetic")
+    made = _propose(Context(workdir=str(tmp_path), db_url=url, max_candidates=5), harness, report, monkeypatch)
     answers = _answers(url)
     assert set(answers) == set(critical)
     for alert_id, answer in answers.items():
         assert answer["candidates"] and not answer["reason"], (alert_id, answer)
         for cid in answer["candidates"]:
             assert alert_id in next(c for c in made if c["id"] == cid)["aims"]
+    skills = [c for c in made if c["id"].endswith("-skill")]
+    assert made[: len(skills)] == skills  # matching skills keep the first slots (they carry a track record)
+
+
+def test_an_alert_left_without_a_slot_says_so(
+    golden: dict[str, tuple[Case, HealthReport]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, report = golden["arithmetic-s0"]
+    url = _store(tmp_path, seeded=True)
+    ctx = Context(workdir=str(tmp_path), db_url=url, max_candidates=1)
+    assert len(_propose(ctx, _harness(tmp_path, "arithmetic"), report, monkeypatch)) == 1
+    answers = _answers(url)
+    unanswered = [a for a in answers.values() if not a["candidates"]]
+    assert unanswered and all("slot" in a["reason"] and "waits" in a["reason"] for a in unanswered), answers
 
 
 def test_a_critical_alert_gets_its_probe_without_a_stall_and_only_because_it_is_critical(
@@ -141,18 +157,19 @@ def test_a_critical_alert_gets_its_probe_without_a_stall_and_only_because_it_is_
     assert _propose(ctx, harness, warned, monkeypatch, strict_acc_delta=0.2) == []  # a warning waits for a stall
 
 
-def test_a_reward_that_disagrees_with_the_evaluator_gets_the_reward_probe_without_a_stall(
+def test_an_optimiser_that_jumps_gets_smaller_steps_without_a_stall(
     golden: dict[str, tuple[Case, HealthReport]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _, report = golden["hacked"]  # the reward pays a spam component: reward hacking, rewarded-wrong
+    _, report = golden["trainer"]  # dead groups, dead training, updates far beyond a trust region, collapse
     url = _store(tmp_path, seeded=False)
     ctx = Context(workdir=str(tmp_path), db_url=url)
     made = _propose(ctx, _harness(tmp_path, "arithmetic-oracle"), report, monkeypatch, strict_acc_delta=0.2)
-    [probe] = [c for c in made if c.get("aims")]
-    assert probe["factor"] == "reward" and probe["skill"].startswith("probe-reward-only-")
-    assert {"score.reward_hacking", "score.rewarded_wrong"} <= set(probe["aims"])
     answers = _answers(url)
-    assert answers["score.rewarded_wrong"]["candidates"] == [probe["id"]]
+    assert set(answers) == {a.alert_id for a in critical_alerts(report.findings, report.metrics)}
+    assert all(a["candidates"] for a in answers.values()), answers
+    [jump] = answers["signal.update_too_large"]["candidates"]
+    probe = next(c for c in made if c["id"] == jump)
+    assert probe["factor"] == "trainer" and "-down-" in probe["skill"], probe  # a move that makes smaller steps
 
 
 @pytest.mark.parametrize("case", ["format-gate", "degenerate"])
@@ -162,13 +179,16 @@ def test_a_critical_alert_nothing_can_act_on_gets_one_line_saying_why(
     _, report = golden[case]  # the reward pays wrong answers and withholds pay from right ones
     url = _store(tmp_path, seeded=False)
     ctx = Context(workdir=str(tmp_path), db_url=url)
-    harness = _harness(tmp_path, "synth-fn")  # a program-synthesis reward whose rollouts report no components
+    # a program-synthesis reward whose rollouts here report no components; its code declares step budgets
+    # (knobs that pay more right programs) and nothing that pays fewer wrong ones
+    harness = _harness(tmp_path, "synth-fn-oracle")
     made = _propose(ctx, harness, report, monkeypatch, strict_acc_delta=0.2)
     answers = _answers(url)
     critical = [f.alert_id for f in report.alerts(Severity.CRITICAL)]
     assert {"score.rewarded_wrong", "score.unrewarded_correct"} <= set(critical) and set(answers) == set(critical)
-    for alert_id in ("score.rewarded_wrong", "score.unrewarded_correct"):
-        assert not answers[alert_id]["candidates"]
-        reason = answers[alert_id]["reason"]
-        assert "reward_component" in reason and "two or more components" in reason, reason
-    assert not any(c.get("aims") for c in made)
+    assert not answers["score.rewarded_wrong"]["candidates"]
+    reason = answers["score.rewarded_wrong"]["reason"]
+    assert "pay_fewer_wrong" in reason and "EVOTRAINER_KNOBS" in reason and "two or more components" in reason
+    [aimed] = answers["score.unrewarded_correct"]["candidates"]
+    probe = next(c for c in made if c["id"] == aimed)
+    assert probe["factor"] == "reward" and probe["skill"] == "probe-step-limit-up-x4"  # the reward's own knob

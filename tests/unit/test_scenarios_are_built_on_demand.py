@@ -23,7 +23,9 @@ from scenario_cache import CACHE_ENV, content_digest, inputs_digest, scenario_di
 ROOT = Path(__file__).resolve().parents[2]
 GENERATORS = ROOT / "benchmarks" / "scenarios"
 
-# content_digest of each scenario folder (both forms and scenario.json) as committed at 0a22c3f.
+# content_digest of each scenario folder (both forms and scenario.json) as committed at 0a22c3f; the synth-*
+# digests changed when examples/synth-fn{,-oracle} declared their reward's step budgets as knobs (issue 28 §1;
+# re-measured in benchmarks/RESULTS.md, "Session 10").
 COMMITTED = {
     "cold-sampling": "00cfc1ecc83851c970e5f5d5b8389e8ed2c73fad61741ee04c87093a1e7f032a",
     "dead-groups": "c5557c137308024ea9e31110b9e3c77822f559c9d2d9281906f2f4f8571ae043",
@@ -35,10 +37,10 @@ COMMITTED = {
     "no-warm-start": "b543b874f6565ad511fb7b74d23cf13681725f7bed7d90b5927251a204027b4a",  # issue 32, added later
     "one-turn-collapse": "3e6a8f4c743d32b422df73f6efa0f3e3cfe70f0cbfaf20a0d975c8d623542b87",
     "shortcut-bonus": "275e1792a29db3442224d782efa2ff990363032ac762f3316a04d678c6922bbe",
-    "synth-format-gate": "f6249012ee198bbe6f6b84e430a1f58a7704dac926e6a65d1ad8ce90576425a5",
-    "synth-length-budget": "d2cedfdc074c51b96ab7f86fe58cb818be6bb4436ba8904d5c1d908253b7510b",
-    "synth-shown-tests": "36842c768c96d843f2ff2a75ebfe69a64ea6d8726c50db149e5f8bf59d71c8ff",
-    "synth-test-timeout": "e08e27624632d21d5453860fb1e641c360e54ef29d8979249ee59a075ed92b49",
+    "synth-format-gate": "3ffa94f7b2e38dc884f69f4fdbb436503a6427ea99d2ebc358e9ee7ac310e366",  # issue 28
+    "synth-length-budget": "9d854969594d388bbde5fa1db1d02f321785f26a0c70bcc73827f9da18b9f6cc",  # issue 28
+    "synth-shown-tests": "202899c8b7c6bb5bb51a430290e46e784948039c1c75571b209c9f4c283a6862",  # issue 28
+    "synth-test-timeout": "bd85a44a29d28151eebab7ccecb8421e174fc4668eebab60bc3233efbb36f532",  # issue 28
     "tiny-batch": "5465aa7d130e0379026a33306b834b1e550f8cdedb43b5d44a323b191baeb829",
     "tool-spam": "2001b8a8b815bb9789bf5b16ce74da1440abeb4b2852b7cfaaab55388fef7de0",
     "train-leak": "6fa9a1f84cb4899e49337bede0ed951ea5ce28222c38c6eb0531cdbe4c11ae6a",

@@ -28,6 +28,30 @@ STEP_LIMIT = 2000  # interpreter steps per test case
 PROGRAM_STEP_LIMIT = 20000  # steps per program, all test cases together
 PROGRAM_SECONDS = 0.5  # wall-clock guard per program (the step limits bind long before it)
 
+# Knobs the EvoTrainer controller may move (docs/harness.md, "Knobs in harness code"). Read from this literal,
+# never imported; the reward itself never reads it. A step budget below the safe range fails correct programs
+# that loop over a range as timeouts (the strict evaluator allows 10000 steps per test case).
+EVOTRAINER_KNOBS = {
+    "STEP_LIMIT": {
+        "default": 2000,
+        "safe": [200, 20000],
+        "up": {
+            "factors": [4, 16],
+            "effects": ["pay_more_right"],
+            "why": "correct programs that take more interpreter steps finish instead of failing as timeouts",
+        },
+    },
+    "PROGRAM_STEP_LIMIT": {
+        "default": 20000,
+        "safe": [2000, 200000],
+        "up": {
+            "factors": [4],
+            "effects": ["pay_more_right"],
+            "why": "a correct program's later test cases run instead of failing once the program's budget is spent",
+        },
+    },
+}
+
 # --- interpreter: the same code as in eval/strict.py (tests/unit/test_synth_fn_programs.py checks) ---
 MAX_PROGRAM_CHARS = 200
 MAX_DEPTH = 40
