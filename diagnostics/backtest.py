@@ -42,6 +42,16 @@ from harness.failures import Outcome, recorded
 MIN_GROUPS = 8
 KEPT_RATIO_MIN = KEPT_LIVE_WARNING  # one bar for the backtest and the report's signal.filter_drops_signal
 AGREEMENT_SLACK = 0.01  # share of strict-scored responses a candidate may disagree on beyond the incumbent
+# The disagreement a probe aimed at one of these alerts must reduce on the cached rollouts (issue 28 §2): the
+# strict-wrong responses the reward pays, or the strict-right ones it fails.
+PAID_WRONG, FAILED_RIGHT = "paid_wrong", "failed_right"
+MUST_FALL = {
+    "score.rewarded_wrong": PAID_WRONG,
+    "score.misranked_groups": PAID_WRONG,
+    "score.reward_hacking": PAID_WRONG,
+    "version.reward_hacking": PAID_WRONG,
+    "score.unrewarded_correct": FAILED_RIGHT,
+}
 
 
 class Verdict(enum.StrEnum):
@@ -289,10 +299,16 @@ def _measure(
 
 
 def _verdict(
-    m: BacktestMetrics, hack: HackCorpusScore | None, reward_changed: bool, filter_changed: bool
+    m: BacktestMetrics,
+    hack: HackCorpusScore | None,
+    reward_changed: bool,
+    filter_changed: bool,
+    must_fall: Sequence[str] = (),
 ) -> tuple[Verdict, list[str]]:
     fails: list[str] = []
     notes: list[str] = []
+    if reward_changed:
+        fails += _disagreement_did_not_fall(m, must_fall)
     if hack is None:
         notes.append("no hack corpus exemplars (no problem to write them for): exploit resistance not checked")
     elif hack.passed:
@@ -360,6 +376,24 @@ def _verdict(
     return Verdict.PASS, notes
 
 
+def _disagreement_did_not_fall(m: BacktestMetrics, aims: Sequence[str]) -> list[str]:
+    """Why a candidate reward aimed at a disagreement alert fails: it does not reduce that disagreement."""
+    out = []
+    counts = {
+        PAID_WRONG: (m.strict_wrong_paid_before, m.strict_wrong_paid_after, "strict-wrong responses it pays"),
+        FAILED_RIGHT: (m.strict_right_failed_before, m.strict_right_failed_after, "strict-right responses it fails"),
+    }
+    for kind in dict.fromkeys(MUST_FALL[a] for a in aims if a in MUST_FALL):
+        before, after, what = counts[kind]
+        if before is None or after is None:
+            out.append(f"aimed at the reward's disagreement with the strict evaluator, but no cached rollout "
+                       f"carries a strict score to show it fall ({what})")  # fmt: skip
+        elif after >= before:
+            named = ", ".join(a for a in aims if MUST_FALL.get(a) == kind)
+            out.append(f"aimed at {named}, yet the {what} do not fall on the cached rollouts: {before} -> {after}")
+    return out
+
+
 def _strict_agreement(m: BacktestMetrics) -> str | None:
     """The strict-agreement numbers as one sentence, or None when no rollout carries a strict score."""
     if not m.n_strict or m.strict_wrong is None:
@@ -387,12 +421,15 @@ def grade_backtest(
     hack: HackCorpusScore | None = None,
     reward_changed: bool = True,
     filter_changed: bool = True,
+    must_fall: Sequence[str] = (),
 ) -> BacktestResult:
     """Grade a candidate's rewards on cached rollouts (aligned one-to-one) and return the result.
 
     `keep` maps each `(step, group_id)` to the candidate filter's flag (None: the candidate has no filter).
     `reward_changed=False` / `filter_changed=False` (the candidate kept the incumbent's reward / filter)
     report a hack-corpus exposure / a low kept ratio as pre-existing instead of failing the candidate for it.
+    `must_fall` are the critical alerts an exploration probe is aimed at: a changed reward aimed at one in
+    `MUST_FALL` fails unless that disagreement falls on these rollouts (before any training is spent on it).
 
     Raises:
         ValueError: rewards do not align with rollouts, or `keep` misses a group.
@@ -404,7 +441,7 @@ def grade_backtest(
         if missing:
             raise ValueError(f"filter flags missing for {len(missing)} groups, e.g. {sorted(missing)[0]}")
     metrics = _measure(rollouts, new_rewards, keep, max_new_tokens_before, max_new_tokens_after, hack)
-    verdict, reasons = _verdict(metrics, hack, reward_changed, filter_changed)
+    verdict, reasons = _verdict(metrics, hack, reward_changed, filter_changed, must_fall)
     return BacktestResult(candidate, Outcome.OK, verdict, tuple(reasons), metrics, hack)
 
 

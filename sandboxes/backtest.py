@@ -113,12 +113,14 @@ def run_backtest(
     mode: SandboxMode = "docker",
     split: Split = "train",
     base_dir: Path | None = None,
+    must_fall: Sequence[str] = (),
 ) -> BacktestResult:
     """Backtest the candidate harness at `candidate_dir` on the cached rollouts of `rollouts_run_dir`.
 
     `base_dir` is the incumbent harness the candidate branched from: when its reward (filter) file is
     identical to the candidate's, a hack-corpus exposure (a low kept ratio) is reported as pre-existing
     rather than failing the candidate: a backtest judges the change, not what the incumbent already had.
+    `must_fall`: the alerts an exploration probe is aimed at (`diagnostics.backtest.MUST_FALL`).
 
     Returns the existing `out_dir/report.json` unchanged when there is one. Raises nothing for candidate
     faults (they become the result's `outcome`); raises `ValueError` for an unknown mode.
@@ -171,6 +173,7 @@ def run_backtest(
         hack=hack,
         reward_changed=_changed(harness, harness.reward.path, base_dir),
         filter_changed=harness.group_filter is not None and _changed(harness, harness.group_filter.path, base_dir),
+        must_fall=must_fall,
     )
     notes = [f"{len(rollouts)} cached {split} rollouts from {rollouts_run_dir} (sandbox: {mode})"]
     if read.problems:

@@ -53,6 +53,8 @@ def backtest(payload: dict[str, Any], runtime: Runtime[Context]) -> dict[str, An
             out_dir,
             mode=ctx.sandbox,
             base_dir=Path(payload["harness_dir"]),
+            # a probe aimed at the reward's disagreement with the evaluator must show it fall here (issue 28 §2)
+            must_fall=candidate.get("aims", []) if candidate.get("probe") else [],
         )
     except Exception as exc:  # candidate faults are classified inside; whatever escapes must not end the session
         log.exception("backtest of %s crashed", candidate["id"])

@@ -49,6 +49,9 @@ AIMS: Mapping[str, tuple[str, ...]] = {
     "version.reward_hacking": ("reward_pays_wrong", "component_dominates"),
 }
 
+# Rollout ids (`run_id/step/prompt_id/sample_index`) of the alert's evidence a probe's hypothesis cites.
+EVIDENCE_IDS = 3
+
 # Alerts no single change of the harness answers, and why.
 NO_PROBE: Mapping[str, str] = {
     "score.no_strict_score": "the run has no strict score, so no change can be judged: make the harness's "
@@ -68,7 +71,7 @@ class CriticalAlert:
     metric: str  # the metric its rule grades ("" when the rule names none the report has)
     symptoms: tuple[Symptom, ...]  # the probe table's symptoms aimed at it
     reads: frozenset[str]  # the metric names a skill trigger is aimed at it through
-    evidence: str  # the alert's comparison, with its value
+    evidence: str  # the alert's comparison, with its value and a few evidence rollout ids
     no_probe: str = ""  # why no change of the harness answers it ("" when one may)
 
     def as_evidence(self) -> list[Abnormal]:
@@ -108,13 +111,14 @@ def critical_alerts(
             aimed = tuple(s for s in symptoms if metric and metric in parse(s.predicate).names)
         reads = frozenset({metric} - {""}) | frozenset(n for s in aimed for n in parse(s.predicate).names)
         value = f" ({f.value:.3g})" if math.isfinite(f.value) else ""
+        ids = f"; e.g. {', '.join(f.evidence_rollout_ids[:EVIDENCE_IDS])}" if f.evidence_rollout_ids else ""
         out.append(
             CriticalAlert(
                 alert_id=f.alert_id,
                 metric=metric,
                 symptoms=aimed,
                 reads=reads,
-                evidence=f"critical alert {f.alert_id}: {f.rule}{value}",
+                evidence=f"critical alert {f.alert_id}: {f.rule}{value}{ids}",
                 no_probe=NO_PROBE.get(f.alert_id, ""),
             )
         )

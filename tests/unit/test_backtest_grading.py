@@ -195,3 +195,23 @@ def test_a_handful_of_odd_responses_is_no_evidence_against_a_reward() -> None:
     result = grade_backtest("one-odd", rollouts, loose)
     assert result.metrics is not None and result.metrics.strict_disagreements == (0, 1)
     assert result.verdict is Verdict.PASS  # 1 of 300 <= AGREEMENT_SLACK
+
+
+def test_a_probe_aimed_at_the_rewards_disagreement_must_show_it_fall_on_the_cached_rollouts() -> None:
+    """Issue 28 §2: a reward probe aimed at unrewarded-correct passes only if it fails fewer strict-right responses
+    (here the incumbent fails the right <ans>045</ans> as a timeout would); one aimed at rewarded-wrong only if it
+    pays fewer strict-wrong ones. A move that changes nothing, or the wrong thing, is refused before training."""
+    rollouts = _judged([("<ans>045</ans>", 0.0, 1.0), ("<ans>045</ans>", 1.0, 1.0), ("<ans>46</ans>", 1.0, 0.0)])
+    same = [r.reward for r in rollouts]
+    fixed_right = [1.0 if r.strict_score else r.reward for r in rollouts]  # pays every right one now
+    aimed = ["score.unrewarded_correct"]
+    assert grade_backtest("no-op", rollouts, same).verdict is Verdict.PASS  # not aimed: agreement merely held
+    refused = grade_backtest("no-op", rollouts, same, must_fall=aimed)
+    assert refused.verdict is Verdict.FAIL
+    assert any("aimed at score.unrewarded_correct" in x and "10 -> 10" in x for x in refused.reasons), refused.reasons
+    assert grade_backtest("longer-limit", rollouts, fixed_right, must_fall=aimed).verdict is Verdict.PASS
+    # paying right ones more does not make it pay fewer wrong ones
+    both = grade_backtest("longer-limit", rollouts, fixed_right, must_fall=[*aimed, "score.rewarded_wrong"])
+    assert both.verdict is Verdict.FAIL and any("strict-wrong responses it pays" in x for x in both.reasons)
+    # an unchanged reward is never held to it (the probe moved something else)
+    assert grade_backtest("same", rollouts, same, reward_changed=False, must_fall=aimed).verdict is Verdict.PASS

@@ -192,3 +192,5 @@ def test_a_critical_alert_nothing_can_act_on_gets_one_line_saying_why(
     [aimed] = answers["score.unrewarded_correct"]["candidates"]
     probe = next(c for c in made if c["id"] == aimed)
     assert probe["factor"] == "reward" and probe["skill"] == "probe-step-limit-up-x4"  # the reward's own knob
+    finding = next(f for f in report.findings if f.alert_id == "score.unrewarded_correct")
+    assert finding.evidence_rollout_ids and finding.evidence_rollout_ids[0] in probe["hypothesis"]  # its evidence
