@@ -73,6 +73,8 @@ def read_code_knobs(source: str, path: str, role: str) -> tuple[CodeKnob, ...]:
         raise CodeKnobError(
             f"{path}: not valid Python (line {exc.lineno}: {exc.msg}); its knobs cannot be read"
         ) from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # NUL bytes, nesting beyond the parser's limits
+        raise CodeKnobError(f"{path}: cannot be parsed ({type(exc).__name__}); its knobs cannot be read") from None
     declared = _declaration(tree, path)
     if declared is None:
         return ()
@@ -99,7 +101,11 @@ def set_constant(source: str, name: str, value: float) -> tuple[str, float, floa
     Raises:
         CodeKnobError: `name` is not a module-level constant assigned once to a number literal.
     """
-    literal = _constant(ast.parse(source), name, "the file").value
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        raise CodeKnobError(f"the file cannot be parsed ({type(exc).__name__}); {name} cannot be set") from None
+    literal = _constant(tree, name, "the file").value
     old = _number(literal)
     if literal is None or old is None:
         raise CodeKnobError(f"the constant {name} is not assigned an int or float literal")
@@ -127,7 +133,7 @@ def _declaration(tree: ast.Module, path: str) -> dict[Any, Any] | None:
     value = _constant(tree, KNOBS_NAME, path).value
     try:
         declared = ast.literal_eval(value) if value is not None else None
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
         declared = None
     if not isinstance(declared, dict):
         raise CodeKnobError(f"{path}: {KNOBS_NAME} must be a literal dict (no names or calls in it) ({FIX})")

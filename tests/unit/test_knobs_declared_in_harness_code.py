@@ -81,6 +81,16 @@ def test_a_malformed_declaration_names_the_file_the_entry_and_the_fix(edit: tupl
     assert REWARD in str(err.value) and named in str(err.value) and "docs/harness.md" in str(err.value)
 
 
+@pytest.mark.parametrize(
+    "source", ["def f(:\n", "X = 1\0\n", "X = " + "(" * 300 + "1" + ")" * 300 + "\n", "X = " + "-" * 100_000 + "1\n"]
+)
+def test_a_file_that_does_not_parse_is_one_clear_error_never_a_crash(source: str) -> None:
+    with pytest.raises(CodeKnobError, match=REWARD):
+        read_code_knobs(source, REWARD, "@reward")
+    with pytest.raises(CodeKnobError):
+        set_constant(source, "X", 2)
+
+
 def test_setting_a_constant_rewrites_only_its_literal() -> None:
     text, old, new = set_constant(GOOD, "LIMIT", 48.7)
     assert (old, new) == (12.0, 49.0) and "LIMIT = 49  # steps" in text  # an int constant stays an int
