@@ -120,12 +120,33 @@ def _ledger_tables(db: Session, session_id: str, url: str) -> list[Table]:
             Text(_excerpt(note)),
         )
     tables: list[Any] = [ledger, candidates] if candidates.row_count else [ledger]
+    answers = _alert_table(db, session_id)
+    if answers is not None:
+        tables.append(answers)
     if session.status == "finished":  # the sealed test split is read only once the session has ended
         from agent.reporting.summary import sealed_lines, session_summary
 
         tables += [Text(line) for line in sealed_lines(session_summary(db, session_id))]
     llm = _llm_table(db, session_id)
     return [*tables, llm] if llm is not None else tables
+
+
+def _alert_table(db: Session, session_id: str) -> Table | None:
+    """Each iteration's critical alerts and what answered them (issue 28 §3), or None when none was critical."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from agent.reporting.gather import alert_answers
+
+    rows = alert_answers(db, session_id)
+    if not rows:
+        return None
+    table = Table(title="critical alerts and what answers them")
+    for name in ("iter", "critical alert", "answered by"):
+        table.add_column(name)
+    for a in rows:
+        table.add_row(Text(str(a.iteration)), Text(a.alert_id), Text(", ".join(a.candidates) or f"nothing: {a.reason}"))
+    return table
 
 
 def status_cmd(

@@ -231,7 +231,7 @@ def _candidate_entries(
     return out
 
 
-def _alert_answers(db: Session, session_id: str) -> list[AlertAnswerEntry]:
+def alert_answers(db: Session, session_id: str) -> list[AlertAnswerEntry]:
     """What answered each iteration's critical alerts, as the propose node recorded it in case memory."""
     out = []
     for case in session_cases(db, session_id):
@@ -483,5 +483,5 @@ def gather_session(db: Session, session_id: str) -> SessionReport:
         notes=notes,
         summary=session_summary(db, session_id),
         final_checkpoint=checkpoint,
-        alert_answers=_alert_answers(db, session_id),
+        alert_answers=alert_answers(db, session_id),
     )

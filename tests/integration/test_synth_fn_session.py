@@ -51,3 +51,7 @@ def test_short_session_on_the_program_synthesis_example(docker_client: Any, tmp_
     status = cli("status", session.group(1), cwd=tmp_path)
     assert status.returncode == 0, status.stdout + status.stderr
     assert "finished" in status.stdout and "raise-length-budget" in status.stdout, status.stdout
+    # v0's reward misranks right and wrong programs (critical) and no declared knob pays fewer wrong ones; the
+    # one slot went to the matching skill: status says what answered each critical alert, or why nothing did
+    assert "critical alerts and what answers them" in status.stdout, status.stdout
+    assert "score.misranked_groups" in status.stdout and "nothing: no knob this harness" in status.stdout
