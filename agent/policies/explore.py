@@ -2,10 +2,14 @@
 
 When held-out accuracy stalls or falls (`STALL`) and no stored skill matches, the heuristic policy still
 proposes: one move of one knob (`agent/decisions/knobs.py`: trainer settings with their safe range and effects, the
-group filter, the data weights, the reward's components), each with a written hypothesis. The moves are
+constants the reward and filter code declare as knobs, the group filter, the data weights, the reward's
+components), each with a written hypothesis. The moves are
 drafted per kind of knob in `agent/policies/probe_drafts.py`; they are ranked by the abnormal health metrics
 they address, from the symptom table in `agent/policies/symptoms.py`:
 
+- a critical alert of the incumbent's report needs no stall: `agent/policies/alert_aims.py` names the symptoms
+  aimed at it, and `propose_probes(..., evidence=...)` holds them on the alert (`why_no_probe` says in one
+  line why no probe addresses them);
 - `SYMPTOMS` is the table: a symptom is a trigger-language predicate over documented metric names, a weight,
   the knob effects that address it and the effects it forbids (no probe makes updates bigger while they
   already jump);

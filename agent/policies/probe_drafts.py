@@ -4,9 +4,10 @@ A `Draft` is one move of one knob, with its template patch ops and params, the e
 against the symptom table, `agent/policies/symptoms.py`), a hypothesis's "what" and "why", and the symptoms
 that support it once ranked (`agent/policies/explore.py`):
 
-- trainer settings: a setting outside its documented safe range is moved back to its default (the
-  `OUT_OF_RANGE` symptom is built here); otherwise each declared move (`trainer_backend.knobs`) in each
-  magnitude, kept inside the safe range;
+- trainer settings, and the constants the reward and filter code declare (`harness/code_knobs.py`, edited
+  by a `set_constant` op): a value outside its documented safe range is moved back to its default (the
+  `OUT_OF_RANGE` symptom is built here); otherwise each declared move (`harness.knobs`) in each magnitude,
+  kept inside the safe range;
 - the group filter: `KEEP_LIVE_FILTER` (keep every group whose rewards vary) and the standard
   StdGroupFilter;
 - the data weights: zero the entry whose groups are most often dead, or set the mix to the held-out set's;
