@@ -22,6 +22,8 @@ ONE_TURN_COLLAPSE = "agentic.one_turn_collapse"
 PAID_WITHOUT_SUCCESS = "agentic.paid_without_success"
 REWARD_PAYS_TOOL_CALLS = "agentic.reward_pays_tool_calls"
 REWARD_PAYS_FEWER_TURNS = "agentic.reward_pays_fewer_turns"
+# The environment's answers to one call mislead the episodes that get them (issue 28 §4): not a reward hack.
+MISLEADING_RESULT = "agentic.tool_result_misleads"
 AGENTIC_HACK_ALERT_IDS = frozenset({ONE_TURN_COLLAPSE, PAID_WITHOUT_SUCCESS, REWARD_PAYS_TOOL_CALLS,
                                     REWARD_PAYS_FEWER_TURNS})  # fmt: skip
 
@@ -93,6 +95,11 @@ _AGENTIC_DOCS: dict[str, tuple[str, str]] = {  # metric -> (meaning, rule that g
     "tool_calls_reward_corr": ("corr(tool calls, reward) among unsuccessful episodes",
                                "agentic.reward_pays_tool_calls > 0.3"),
     "turns_reward_corr": ("corr(turns, reward) among successful episodes", "agentic.reward_pays_fewer_turns < -0.3"),
+    "tool_result_gap": ("largest success-rate gap between episodes without and with one successfully answered call "
+                        "(tool and arguments, >= 20 episodes each side), among gaps significant at p < 0.01 after a "
+                        "Bonferroni correction; 0 when none is", "agentic.tool_result_misleads > 0.3 / 0.5"),
+    "tool_result_gap_episodes": ("episodes that made the call with the largest significant gap",
+                                 "agentic.tool_result_misleads"),
     "marked_rate": ("share of episodes the level-1 trajectory filter marked (reward == TRAJECTORY_MARK)",
                     "agentic.level1_marked > 0.3"),
 }  # fmt: skip

@@ -32,7 +32,8 @@ class Trajectories:
     (1 - unique/total bigrams of the call sequence), `max_run` (longest run of the same tool), `entropy`
     (bits, over the episode's tool names; null under two calls) and, by role, `n_search`, `n_verify`. `tools`
     has one row per tool name: `tool`, `calls`, `failed`, `role`. `roles_present` holds the roles of the
-    tools seen in the run and of the tools the harness declares.
+    tools seen in the run and of the tools the harness declares. `calls` (`call_episodes`) lists the calls
+    the environment answered successfully, per episode.
     """
 
     frame: pl.DataFrame
@@ -40,6 +41,7 @@ class Trajectories:
     act_mode: ActMode
     has_turns: bool
     roles_present: frozenset[ToolRole] = frozenset()
+    calls: pl.DataFrame | None = None  # `call_episodes`: the successful calls of each episode (None: no turns)
 
 
 def success() -> pl.Expr:
@@ -103,7 +105,30 @@ def trajectories(rows: pl.DataFrame, roles: ToolRoles = DEFAULT_ROLES) -> Trajec
         codes = {t: ROLE_CODE[ToolRole(r)] for t, r in tools.select("tool", "role").iter_rows()}
         base = _with_features(base.with_row_index(_ROW), rows, codes, mode).drop(_ROW)
     present = {ToolRole(r) for r in tools["role"].to_list()} | set((roles.declared or {}).values())
-    return Trajectories(base.collect(), tools, mode, has_turns, frozenset(present))
+    calls = call_episodes(rows) if has_turns else None
+    return Trajectories(base.collect(), tools, mode, has_turns, frozenset(present), calls)
+
+
+def call_episodes(rows: pl.DataFrame) -> pl.DataFrame:
+    """One row per episode and distinct call the environment answered successfully: `episode` (the row's index
+    in `rows`), `tool` and `call` (the hash of the tool and its arguments), in episode order."""
+    turn = pl.col("turns")
+    return (
+        rows.lazy()
+        .select(turn)
+        .with_row_index("episode")
+        .explode("turns")
+        .select(
+            "episode",
+            tool=turn.struct.field("tool"),
+            call=turn.struct.field("call"),
+            ok=turn.struct.field("success").fill_null(False),
+        )
+        .filter(pl.col("tool").is_not_null() & pl.col("call").is_not_null() & pl.col("ok"))
+        .select("episode", "tool", "call")
+        .unique(maintain_order=True)
+        .collect()
+    )
 
 
 _ROW = "__episode"

@@ -192,3 +192,20 @@ def lookup_only() -> list[Rollout]:
             else:
                 rows.append(episode(0, g, i, [("lookup", f"k{i}", True)], reward=1.0, strict=1.0))
     return rows
+
+
+def lookups(wrong_key: str | None, *, seed: int = 0, steps: int = 2, groups: int = 8, size: int = 8) -> list[Rollout]:
+    """Episodes that look two random keys (a-h) up and answer; 80% succeed, and none that read `wrong_key` (an
+    environment that answers that key wrongly: issue 28 §4)."""
+    import random
+
+    rng = random.Random(seed)
+    rows = []
+    for s in range(steps):
+        for g in range(groups):
+            for i in range(size):
+                keys = rng.sample("abcdefgh", 2)
+                ok = rng.random() < 0.8 and wrong_key not in keys
+                calls = [("lookup", f"key={k}", True) for k in keys]
+                rows.append(episode(s, g, i, calls, reward=float(ok), strict=float(ok), run="lookup"))
+    return rows
