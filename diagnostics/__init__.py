@@ -4,7 +4,8 @@ How a report is made (issue #16): `report.build_report(run_dir, parent, siblings
 rollout files once, column-wise, into a `table.RunTable` (polars; compact columns, no text), and each layer
 module (`score`, `signal`, `behaviour`, `sources`, `updates`, `version`) turns table rows and metric rows
 into `findings.LayerOutput`s: flat metrics plus one `Finding` per rule. Runs with agentic episodes also get
-the agentic layer (`agentic`, over the per-episode features of `trajectories`); single-turn runs do not.
+the agentic layer (`agentic`, over the per-episode features of `trajectories`; `tool_results` asks whether the
+environment answers some call wrongly); single-turn runs do not.
 The typed `schema.Rollout` records and `schema.read_run_rollouts` remain for small consumers (the backtest
 runner, the LLM's rollout sampler); the report never builds them.
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 import agentic_episodes as E
 import pytest
 
-from diagnostics.agentic import RESULT_GAP_CRITICAL, diagnose_agentic
+from diagnostics.agentic import diagnose_agentic
 from diagnostics.findings import Finding, Severity
 from diagnostics.schema import Rollout
 from diagnostics.table import table_from_rollouts
+from diagnostics.tool_results import RESULT_GAP_CRITICAL
 
 
 def _finding(rows: list[Rollout]) -> tuple[Finding, dict[str, float]]:
