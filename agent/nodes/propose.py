@@ -191,10 +191,10 @@ def _record_alert_answers(
                                blocked=_case_memory(ctx, harness))  # fmt: skip
             refused = [f"{c['id']} ({c['reason']})" for c in made if c["status"] == "refused" and
                        alert.alert_id in c.get("aims", [])]  # fmt: skip
-            reason = unaimed_reason(alert, gap) or (
+            reason = (
                 f"every candidate aimed at it was refused: {'; '.join(refused)}" if refused else
-                f"the iteration's {ctx.max_candidates} candidate slot(s) went to matching skills and other alerts "
-                "first; its probe waits for a free slot"
+                unaimed_reason(alert, gap) or f"the iteration's {ctx.max_candidates} candidate slot(s) went to "
+                "matching skills and other alerts first; its probe waits for a free slot"
             )  # fmt: skip
         answers.append(AlertAnswer(alert.alert_id, mine, reason))
     lines = [AlertAnswer(a.alert_id, tuple(candidate_name(state["session_id"], c) for c in a.candidates),

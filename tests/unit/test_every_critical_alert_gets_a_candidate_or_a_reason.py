@@ -64,7 +64,12 @@ def _harness(tmp_path: Path, example: str) -> Harness:
 
 
 def _propose(
-    ctx: Context, harness: Harness, report: HealthReport, monkeypatch: pytest.MonkeyPatch, **metrics: float
+    ctx: Context,
+    harness: Harness,
+    report: HealthReport,
+    monkeypatch: pytest.MonkeyPatch,
+    refuse_probes: bool = False,
+    **metrics: float,
 ) -> list[CandidateInfo]:
     """The heuristic policy's candidates on `report` (its metrics overridden by `metrics`), recorded."""
     rows = run_table(Path(report.run_dir), harness.manifest.answer).train
@@ -73,8 +78,10 @@ def _propose(
 
     def materialise(ctx: Context, state: Any, harness: Harness, p: Proposal, k: int, m: Any) -> CandidateInfo:
         kind = "probe" if p.probe is not None else "skill"
-        return {"id": f"{SID}-v0.{k}-{kind}", "skill": ",".join(s.name for s in p.skills), "status": "proposed",
-                "factor": p.factor, "reason": "", "hypothesis": p.hypothesis}  # type: ignore[typeddict-item]  # fmt: skip
+        refused = refuse_probes and p.probe is not None
+        return {"id": f"{SID}-v0.{k}-{kind}", "skill": ",".join(s.name for s in p.skills),
+                "status": "refused" if refused else "proposed", "reason": "patch did not apply" if refused else "",
+                "factor": p.factor, "hypothesis": p.hypothesis}  # type: ignore[typeddict-item]  # fmt: skip
 
     monkeypatch.setattr(node, "_materialise", materialise)
     probe_metrics = node.probe_metrics({**dict(report.metrics), **metrics}, harness, knobs)
@@ -149,6 +156,13 @@ def test_a_critical_alert_gets_its_probe_without_a_stall_and_only_because_it_is_
     assert "critical alert behaviour.exploration_collapse" in made[0]["hypothesis"]  # the alert is the evidence
     assert made[0]["factor"] == "trainer" and "-up-" in made[0]["skill"]  # a move that explores more
     assert _answers(url)["behaviour.exploration_collapse"]["candidates"] == [made[0]["id"]]
+
+    refused_url = _store(tmp_path / "refused", seeded=False)
+    ctx_refused = Context(workdir=str(tmp_path / "refused"), db_url=refused_url)
+    tried = _propose(ctx_refused, harness, report, monkeypatch, refuse_probes=True, strict_acc_delta=0.2)
+    assert len(tried) > 1 and all(c["status"] == "refused" for c in tried)  # each refusal hands on to the next
+    reason = _answers(refused_url)["behaviour.exploration_collapse"]["reason"]
+    assert reason.startswith("every candidate aimed at it was refused") and "patch did not apply" in reason
 
     warned = dataclasses.replace(report, findings=tuple(
         dataclasses.replace(f, severity=Severity.WARNING) if f.severity is Severity.CRITICAL else f
