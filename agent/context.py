@@ -126,3 +126,7 @@ class Context:
     def session_dir(self, session_id: str) -> Path:
         """Artefact folder of one session (runs, backtests, worktrees)."""
         return self.root / "sessions" / session_id
+
+    def worktrees_root(self, session_id: str) -> Path:
+        """Folder the session's candidate worktrees live under (``<it>/<session>/v<i>.<k>-<slug>``)."""
+        return self.session_dir(session_id) / "worktrees"

@@ -117,6 +117,7 @@ def run_graph(
         before = graph.get_state(cfg)
         if graph_input is None and before.created_at is None:
             graph_input = start_input
+        recover_repo(ctx, session_id, before.values.get("harness_dir") or _harness_dir(start_input))
         observer.started(dict(before.values))
         for item in graph.stream(graph_input, cfg, context=ctx, stream_mode=["updates", "tasks"], durability="sync"):
             mode, chunk = cast(tuple[str, dict[str, Any]], item)
@@ -131,6 +132,30 @@ def run_graph(
         values["__interrupt__"] = [i.value for task in snapshot.tasks for i in task.interrupts]
         values["__next__"] = list(snapshot.next)
         return values
+
+
+def _harness_dir(start_input: Any) -> str:
+    return str(start_input.get("harness_dir") or "") if isinstance(start_input, dict) else ""
+
+
+def recover_repo(ctx: Context, session_id: str, harness_dir: str) -> None:
+    """Remove the git lock files and half-made worktrees a killed controller left in the session repository."""
+    from sandboxes.git_recovery import recover_after_kill
+    from sandboxes.git_worktree import GitWorktreeError, is_repo_root
+
+    if not harness_dir or not is_repo_root(Path(harness_dir)):
+        return  # no repository yet: `setup` builds it whole (a staging folder renamed into place)
+    try:
+        done = recover_after_kill(Path(harness_dir), session_id, ctx.worktrees_root(session_id))
+    except (OSError, GitWorktreeError) as exc:  # the first git call that needs the file reports it
+        log.warning("could not look for stale git locks in %s: %s", harness_dir, exc)
+        return
+    for path in done.worktrees:
+        log.warning("removed worktree %s: a killed `git worktree add` left it half checked out", path)
+    if done.locks:
+        log.warning(
+            "removed %d git lock file(s) left by a killed git: %s", len(done.locks), ", ".join(map(str, done.locks))
+        )
 
 
 def reap_sandboxes(ctx: Context) -> None:

@@ -1,8 +1,9 @@
 """Git adapter: the session repository, candidate branches in worktrees, patches, commits and merges.
 
 Git runs only through this module's command wrapper (`_git`; `sandboxes/worktree_files.py` holds the
-surface-checked file writes, patches and diffs, `sandboxes/git_versions.py` the version commits and tags;
-both call the same wrapper). Everything it does is
+surface-checked file writes, patches and diffs, `sandboxes/git_versions.py` the version commits and tags,
+`sandboxes/git_recovery.py` the resets of a worktree and the clean-up after a killed git; all call the same
+wrapper). Everything it does is
 recorded in the repository itself, so `git log --graph --all` shows the lineage of a session:
 
 - ``evo/<session>/main`` is the session's main line: one commit per version (``v0``, a merge of the
@@ -31,9 +32,7 @@ the log. Git runs with ``LC_ALL=C`` so that the messages carried by ``PatchError
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import stat
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -343,27 +342,6 @@ def _status(worktree: Path) -> list[tuple[str, str]]:
 def git_control_files(paths: Sequence[str]) -> list[str]:
     """Return the paths of `paths` that name a git control file (``GIT_CONTROL_FILES``) in any folder."""
     return [p for p in paths if p.rsplit("/", 1)[-1] in GIT_CONTROL_FILES]
-
-
-def restore_to_base(worktree: Path, branch: str) -> str:
-    """Put a refused candidate's worktree (and branch) back at its base commit; return the base sha.
-
-    Whatever the candidate left — edits, new files, links, a commit made by an earlier run — is gone from
-    the worktree (``reset --hard`` + ``clean -ffdx``): a refused candidate must not leave a changed
-    evaluator behind. A worktree that no longer exists is left alone.
-    """
-    if not worktree.is_dir():
-        return ""
-    base = _git(worktree, "config", "--get", f"branch.{branch}.{BASE_CONFIG_KEY}")
-    _git(worktree, "reset", "--quiet", "--hard", base)
-    _git(worktree, "clean", "-q", "-ffdx")
-    for folder, dirs, files in os.walk(worktree):  # git sees no FIFO, socket or device: remove them too
-        dirs[:] = [d for d in dirs if d != ".git"]
-        for name in files:
-            path = os.path.join(folder, name)
-            if not stat.S_ISREG(os.lstat(path).st_mode) and not stat.S_ISLNK(os.lstat(path).st_mode):
-                os.unlink(path)
-    return base
 
 
 def commit_message(repo: Repo, rev: str) -> str:

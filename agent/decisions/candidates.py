@@ -7,7 +7,8 @@ single-factor rule (`agent.decisions.factors.check_candidate`), and what runs is
 ignores (it would run unreviewed) and no ``.gitignore`` / ``.gitattributes`` / ``.gitmodules`` edit
 (`sandboxes.git_worktree.unreviewed_files`, issue 25 §4) — and the same store rows are written. A refused
 candidate's worktree goes back to its base commit. Idempotent: a re-run finds the branch, worktree and
-commit it made before.
+commit it made before, and drops the uncommitted edits a killed run left half made (it edits again from the
+base).
 """
 
 from __future__ import annotations
@@ -51,11 +52,12 @@ def open_candidate(
     from git import Repo
 
     from sandboxes import git_worktree as gw
+    from sandboxes.git_recovery import discard_uncommitted
     from store.repository import candidate_id
 
     session_id, iteration = state["session_id"], state["iteration"]
     repo = Repo(state["harness_dir"])
-    worktrees = ctx.session_dir(session_id) / "worktrees"
+    worktrees = ctx.worktrees_root(session_id)
     cw = gw.create_candidate(repo, session_id, iteration, k, slug, state["version"]["branch"], worktrees)
     info = CandidateInfo(
         id=candidate_id(session_id, iteration, k, slug),
@@ -74,6 +76,8 @@ def open_candidate(
         reason="",
     )
     head = repo.commit(cw.branch).hexsha
+    if head == cw.base_sha:  # not committed yet: edits left on disk are a killed run's, half made
+        discard_uncommitted(cw.path)
     return OpenCandidate(info=info, base_sha=cw.base_sha, committed=head != cw.base_sha)
 
 
@@ -190,10 +194,10 @@ def refuse_candidate(ctx: Context, state: State, info: CandidateInfo, reason: st
     Its worktree is restored to the base commit first, so nothing it changed (a protected file written
     through a link, a link itself) stays on disk; the reason and the store row keep the record.
     """
-    from sandboxes import git_worktree as gw
+    from sandboxes.git_recovery import restore_to_base
     from store.repository import update_candidate_status
 
-    gw.restore_to_base(Path(info["worktree"]), info["branch"])
+    restore_to_base(Path(info["worktree"]), info["branch"])
     info["status"], info["reason"] = "refused", reason
     with ledger.db(ledger.store_url(ctx)) as db:
         _ensure_row(db, state, info)
