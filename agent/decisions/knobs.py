@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from harness.code_knobs import CodeKnob, CodeKnobError, read_code_knobs
+from harness.code_knobs import CodeKnob, CodeKnobError, read_code_knobs, set_constant
 from harness.manifest import BackendName, Harness
 from trainer_backend import plugin_of
 from trainer_backend.knobs import KnobSpec
@@ -201,14 +201,19 @@ _UNSET = object()  # a key the settings file does not write
 def range_restoration(
     parent: Harness, candidate: Harness, backend: BackendName, changed: Sequence[str]
 ) -> tuple[str, ...]:
-    """The trainer settings `candidate` moves from outside their documented safe range into it, when that is
-    all it changes; () otherwise.
+    """The trainer settings or harness-code knobs `candidate` moves from outside their declared safe range into
+    it, when that is all it changes; () otherwise.
 
     All of it: `changed` (the candidate's changed files) is exactly the backend's settings file, and every key
     whose value differs there is a declared knob the runs read, out of range in `parent` and in range in
-    `candidate`. Such a candidate is decided by non-inferiority (`agent.decisions.evidence.classify_restoration`).
+    `candidate`; or `changed` is exactly one reward or group-filter file and its only edit is the literals of
+    knobs it declares (`harness/code_knobs.py`, the declaration itself unchanged), each out of range in
+    `parent` and in range in `candidate`. Such a candidate is decided by non-inferiority
+    (`agent.decisions.evidence.classify_restoration`).
     """
     settings_file = parent.manifest.trainer.settings(backend) or parent.manifest.trainer.config
+    if len(changed) == 1 and changed[0] != settings_file:
+        return _code_restoration(parent, candidate, changed[0])
     if list(changed) != [settings_file]:
         return ()
     before, after = _yaml(parent, settings_file), _yaml(candidate, settings_file)
@@ -223,6 +228,24 @@ def range_restoration(
         if old is None or new is None or spec.in_range(old) or not spec.in_range(new):
             return ()
     return tuple(moved)
+
+
+def _code_restoration(parent: Harness, candidate: Harness, path: str) -> tuple[str, ...]:
+    """The code knobs of `path` the candidate moves back into their safe range, when that is its only edit."""
+    before = {k.spec.key: k for k in code_knobs(parent) if k.path == path}
+    after = {k.spec.key: k for k in code_knobs(candidate) if k.path == path}
+    moved = sorted(key for key in before if key in after and after[key].current != before[key].current)
+    text, wanted = _text(parent, path), _text(candidate, path)
+    if not moved or before.keys() != after.keys() or text is None or wanted is None:
+        return ()
+    for key in moved:
+        if before[key].in_range or not after[key].in_range:
+            return ()
+        try:
+            text = set_constant(text, key, after[key].current)[0]
+        except CodeKnobError:
+            return ()
+    return tuple(moved) if text == wanted else ()  # any other edit (the declaration too): an ordinary candidate
 
 
 def start_changes(parent: Harness, candidate: Harness, backend: BackendName) -> tuple[str, ...]:

@@ -143,3 +143,31 @@ def test_a_restoration_replicates_unless_a_fresh_seed_loses() -> None:
     assert replicate_check(first, tied, [], [], MIN_EFFECT, restoration=True).confirmed
     lost = [_pair(277, 270)]
     assert not replicate_check(first, lost, [], [], MIN_EFFECT, restoration=True).confirmed
+
+
+def test_a_code_constant_moved_back_into_its_declared_range_is_a_restoration(tmp_path: Path) -> None:
+    """Issue 28 §1: the reward's own knobs (`EVOTRAINER_KNOBS`) restore like trainer settings, and only that."""
+    from harness.code_knobs import set_constant
+
+    demo = Path(__file__).resolve().parents[2] / "examples" / "synth-fn"  # STEP_LIMIT = 12, safe [200, 20000]
+    reward = "harness/reward.py"
+    parent, cand = tmp_path / "parent", tmp_path / "cand"
+    shutil.copytree(demo, parent)
+    source = (parent / reward).read_text()
+
+    def restored(text: str) -> tuple[str, ...]:
+        shutil.rmtree(cand, ignore_errors=True)
+        shutil.copytree(demo, cand)
+        (cand / reward).write_text(text)
+        return _restored(parent, cand, [reward])
+
+    fixed = set_constant(source, "STEP_LIMIT", 2000)[0]
+    assert restored(fixed) == ("STEP_LIMIT",)
+    assert restored(set_constant(source, "STEP_LIMIT", 300)[0]) == ("STEP_LIMIT",)  # any in-range value
+    assert restored(set_constant(source, "STEP_LIMIT", 100)[0]) == ()  # still below 200
+    assert restored(set_constant(fixed, "PROGRAM_STEP_LIMIT", 40000)[0]) == ()  # an in-range knob moved too
+    assert restored(fixed + "\n# and another edit\n") == ()
+    assert restored(fixed.replace('"safe": [200, 20000]', '"safe": [1, 20000]', 1)) == ()  # the declaration too
+    assert restored(source) == ()  # a null candidate
+    (parent / reward).write_text(fixed)
+    assert restored(source) == ()  # moving a constant out of its range
