@@ -34,6 +34,7 @@ TEMPLATE_OPS = frozenset(
         "match_heldout_sources",
         "score_from_component",
         "set_constant",
+        "drop_gate",
         "guard",
     }
 )

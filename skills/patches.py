@@ -59,6 +59,8 @@ over ``current`` and the skill's ``params`` (overridable per call). Operations:
   harness code file (``"@reward"``, ``"@group_filter"``) in place, comments kept; ``V`` reads ``current``.
   Refused unless the file declares ``NAME`` a knob (``harness/code_knobs.py``: ``EVOTRAINER_KNOBS``), so a
   skill learned from a probe moves only constants another harness also declares;
+- ``{"op": "drop_gate", "file": "@reward", "gate": ID}``: delete the gate ``ID`` (``if COND: return 0`` in the
+  manifest's reward function, ``harness/code_gates.py``); refused where the reward has no such gate;
 - ``{"op": "guard", "rule": TEXT}``: a guard skill's refusal rule; applying it is an error.
 
 Expressions (``{{ ... }}``) read ``current``, the skill's ``params`` and the run's numeric health metrics
@@ -84,6 +86,7 @@ import yaml
 from diagnostics.agentic_docs import is_agentic_metric
 from diagnostics.sources import DEAD_SOURCE_AT, MIN_SOURCE_GROUPS
 from diagnostics.tool_roles import ToolRoles
+from harness.code_gates import GateError, drop_gate
 from harness.code_knobs import KNOBS_NAME, CodeKnobError, read_code_knobs, set_constant
 from harness.manifest import BackendName, Harness
 from sandboxes import worktree_files
@@ -363,6 +366,18 @@ def _plan(
         except CodeKnobError as exc:
             raise TemplateError(str(exc)) from None
         return rel, content, f"{rel}: {name} {old:g} -> {new:g}"
+    if kind == "drop_gate":
+        _only(op, {"op", "file", "gate"})
+        source = writes.get(rel) or current
+        if source is None:
+            raise TemplateError(f"{rel} does not exist in the worktree")
+        if rel != harness.reward.path:
+            raise TemplateError(f"{rel} is not the manifest's reward file ({harness.reward.path})")
+        try:
+            content, gate = drop_gate(source, harness.reward.function, str(op["gate"]))
+        except GateError as exc:
+            raise TemplateError(f"{rel}: {exc}") from None
+        return rel, content, f"{rel}: dropped `{gate.shown}` (line {gate.line})"
     if kind == "replace_file":
         _only(op, {"op", "file", "content"})
         return rel, str(op["content"]), f"{rel}: replaced ({len(str(op['content']))} chars)"

@@ -9,7 +9,9 @@ A knob is something a single-factor probe (`agent/policies/explore.py`) can chan
   ``data.select_by`` field), when the settings name such a file;
 - the reward's components: the names the run's training rollouts carry in ``reward_components``, each with
   how it agrees with the protected strict score on those rollouts (`ComponentEvidence`);
-- the constants the reward and group-filter code declare as knobs (`harness/code_knobs.py`).
+- the constants the reward and group-filter code declare as knobs (`harness/code_knobs.py`);
+- the gates of the reward's entry function (`harness/code_gates.py`), each with the share of the strict-right
+  responses the reward fails that it can explain (`agent/decisions/reward_gates.py`).
 
 Nothing here knows a knob by name: the policy reads these records. Adapter: reads harness files (never
 through a link, `sandboxes/worktree_files.py`) and the run's table; builds no candidate.
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from agent.decisions.reward_gates import GateEvidence, gate_evidence
 from harness.code_knobs import CodeKnob, CodeKnobError, read_code_knobs, set_constant
 from harness.manifest import BackendName, Harness
 from trainer_backend import plugin_of
@@ -83,6 +86,7 @@ class HarnessKnobs:
     data_weights: Mapping[str, float] = field(default_factory=dict)
     components: tuple[ComponentEvidence, ...] = ()
     code: tuple[CodeKnob, ...] = ()  # constants the reward and filter code declare (harness/code_knobs.py)
+    gates: tuple[GateEvidence, ...] = ()  # early exits of the reward's entry function (harness/code_gates.py)
     reward_strict_corr: float = math.nan  # the whole reward's correlation with the strict score (training rows)
 
     def variables(self) -> dict[str, float]:
@@ -159,6 +163,7 @@ def harness_knobs(harness: Harness, backend: BackendName, train_rows: pl.DataFra
         data_weights=weights,
         components=component_evidence(train_rows) if train_rows is not None else (),
         code=code_knobs(harness),
+        gates=gate_evidence(harness, _text(harness, harness.reward.path), train_rows),
         reward_strict_corr=reward_agreement(train_rows) if train_rows is not None else math.nan,
     )
 

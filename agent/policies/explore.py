@@ -192,8 +192,8 @@ def _screen(
     tried_names = set(tried)
     out: list[tuple[Draft, str]] = []
     for draft in draft_probes(knobs, metrics):
-        if draft.range_symptom is not None:
-            draft.support.append(Abnormal(draft.range_symptom, (draft.range_symptom.text,)))
+        if draft.own_symptom is not None:
+            draft.support.append(Abnormal(draft.own_symptom, (draft.own_symptom.text,)))
         draft.support += [a for a in found if set(a.symptom.needs) & set(draft.effects)]
         out.append((draft, _rejection(draft, found, signature, tried_names, blocked, only)))
     return found, signature, out

@@ -11,7 +11,9 @@ that support it once ranked (`agent/policies/explore.py`):
 - the group filter: `KEEP_LIVE_FILTER` (keep every group whose rewards vary) and the standard
   StdGroupFilter;
 - the data weights: zero the entry whose groups are most often dead, or set the mix to the held-out set's;
-- the reward: train on the component that agrees best with the strict score, when another one does not.
+- the reward: train on the component that agrees best with the strict score, when another one does not;
+  drop a gate of its entry function (`harness/code_gates.py`) whose payout most of the strict-right responses
+  it fails carry (`agent/decisions/reward_gates.py`).
 
 Pure: no I/O.
 """
@@ -28,12 +30,15 @@ from agent.decisions.knobs import HarnessKnobs, TrainerKnob
 from agent.policies.heuristic import Metrics
 from agent.policies.symptoms import (
     ALIGNED_CORR,
+    GATE_FAILS_RIGHT,
+    GATE_WEIGHT,
     OUT_OF_RANGE,
     OUT_OF_RANGE_WEIGHT,
     UNPROMPTED,
     Abnormal,
     Symptom,
 )
+from diagnostics.score import UNREWARDED_CORRECT_WARNING
 from diagnostics.sources import HELDOUT_SOURCE_SHARE
 from harness.code_knobs import CodeKnob
 from harness.knobs import KnobSpec
@@ -69,7 +74,7 @@ class Draft:
     effects: tuple[str, ...]
     what: str
     why: str
-    range_symptom: Symptom | None = None
+    own_symptom: Symptom | None = None  # evidence that names this knob itself: out of range, a gate that fails
     restarts: bool = False  # the knob acts only from the starting model: the pilot restarts there
     rung: int | None = None  # a knob's move: its magnitude's place in the move's ladder (probe id ends ":m<rung>")
     support: list[Abnormal] = field(default_factory=list)
@@ -153,7 +158,7 @@ def _dials(knobs: Sequence[_Dial]) -> list[Draft]:
                     f"{spec.default:g}",
                     why=f"{spec.key} lies {rel} the range "
                     + ("this backend trains well in" if knob.factor == "trainer" else "its declaration calls safe"),
-                    range_symptom=symptom,
+                    own_symptom=symptom,
                 )
             )
             continue
@@ -348,6 +353,54 @@ def _reward(knobs: HarnessKnobs) -> list[Draft]:
     ]
 
 
+# A gate is drafted when the reward fails more strict-right responses than the warning level and the gate's
+# payout is on at least half of them (no fewer than `GATE_MIN_FAILED`: a handful of rows names nothing).
+GATE_MIN_SHARE = 0.5
+GATE_MIN_FAILED = 10
+
+
+def _gates(knobs: HarnessKnobs) -> list[Draft]:
+    """Drop a gate of the reward's entry function that explains the strict-right responses the reward fails."""
+    out = []
+    for ev in knobs.gates:
+        if ev.failed_right < GATE_MIN_FAILED or not ev.failed_rate > UNREWARDED_CORRECT_WARNING:
+            continue
+        if not ev.share >= GATE_MIN_SHARE:
+            continue
+        gate = ev.gate
+        where = f"{ev.path}:{gate.line}"
+        fields = " and ".join(("the reward", *ev.fingerprint))
+        symptom = (
+            None
+            if not ev.fingerprint
+            else Symptom(
+                GATE_FAILS_RIGHT,
+                f"unrewarded_correct_rate > {UNREWARDED_CORRECT_WARNING}",
+                GATE_WEIGHT,
+                (),
+                text=f"{ev.explained} of the {ev.failed_right} strict-right responses the reward fails "
+                f"({ev.share:.0%}) carry the payout of `{gate.shown}` ({where}) in {fields}",
+            )
+        )  # a bare-number payout names no gate: every other way of paying 0 leaves the same reward
+        out.append(
+            Draft(
+                probe_id=f"reward:gate:{gate.id}",
+                knob=f"@reward:gate:{gate.id}",
+                factor="reward",
+                slug=f"reward-drop-gate-{gate.id}",
+                ops=[{"op": "drop_gate", "file": "@reward", "gate": gate.id}],
+                params={},
+                effects=("pay_more_right",),
+                what=f"drop the early exit `{gate.shown}` from {gate.function} ({where}), so the rest of the "
+                "reward judges the responses it stops",
+                why="the gate pays nothing before the reward's own checks run, and the strict evaluator passes "
+                "many of the responses the reward fails",
+                own_symptom=symptom,
+            )
+        )
+    return out
+
+
 def _or(value: float, fallback: float) -> float:
     return fallback if math.isnan(value) else value
 
@@ -355,4 +408,7 @@ def _or(value: float, fallback: float) -> float:
 def draft_probes(knobs: HarnessKnobs, metrics: Metrics) -> list[Draft]:
     """Every probe the harness's knobs allow, in declaration order (trainer settings, filter, data, reward):
     the order breaks score ties when probes are ranked."""
-    return [*_trainer(knobs.trainer), *_code(knobs.code), *_filter(knobs), *_data(knobs, metrics), *_reward(knobs)]
+    return [
+        *_trainer(knobs.trainer), *_code(knobs.code), *_filter(knobs), *_data(knobs, metrics), *_reward(knobs),
+        *_gates(knobs),
+    ]  # fmt: skip

@@ -128,7 +128,13 @@ OUT_OF_RANGE_WEIGHT = 3.0
 # A setting outside the range its backend documents is a misconfiguration whether or not held-out accuracy
 # stalled yet (the cold-sampling scenario gained +0.03 in its first 40 steps at temperature 0.1, then fell
 # 0.13 behind the oracle): its probe is proposed without a stall, and ranks like a pinpointing symptom's.
-UNPROMPTED = frozenset({OUT_OF_RANGE, *PINPOINTING})
+# A gate of the reward's code (`if COND: return 0`) whose payout most of the strict-right responses the reward
+# fails carry (`agent/decisions/reward_gates.py`): the evidence names the gate, so its probe is proposed
+# without a stall and ranks like a pinpointing symptom's (synth-format-gate: a character check paid 0 to
+# every program with `%` or a call, and no declared knob could answer it).
+GATE_FAILS_RIGHT = "gate_fails_right"
+GATE_WEIGHT = 3.0
+UNPROMPTED = frozenset({OUT_OF_RANGE, GATE_FAILS_RIGHT, *PINPOINTING})
 
 
 @dataclass(frozen=True)
