@@ -142,7 +142,8 @@ NEED_HINTS = {
     "data_drop": "a data probe needs a data selection file with two or more weighted sources",
     "data_cover": "a data probe needs a data selection file and a held-out set whose mix of sources differs",
     "pay_fewer_wrong": CODE_KNOB_HINT,
-    "pay_more_right": CODE_KNOB_HINT,
+    "pay_more_right": CODE_KNOB_HINT + ", or a gate of the reward function (`if COND: return 0`) whose payout most "
+    "of the right responses it fails carry (docs/harness.md, 'Gates')",
 }
 
 
