@@ -115,6 +115,23 @@ def test_the_gate_that_fails_the_right_programs_is_the_first_probe_for_the_alert
     assert reward_gates(harness.path(REWARD).read_text(), "compute_score") == ()
 
 
+def test_a_reward_that_declares_no_knobs_still_gets_the_gate_probe(gated: tuple[Harness, Path]) -> None:
+    """Issue 28 acceptance: disagreement-driven candidates where the reward's code allows, with no declaration."""
+    import re
+
+    harness, run_dir = gated
+    source = harness.path(REWARD).read_text()
+    bare = re.sub(r"(?ms)^EVOTRAINER_KNOBS = \{.*?^\}\n", "", source)
+    assert "EVOTRAINER_KNOBS" not in bare and "STEP_LIMIT = " in bare
+    harness.path(REWARD).write_text(bare)
+    knobs = harness_knobs(harness, "local", run_table(run_dir, harness.manifest.answer).train)
+    assert knobs.code == ()
+    metrics = probe_metrics(build_report(run_dir).metrics, harness, knobs)
+    ranked = propose_probes(knobs, metrics, tried=(), blocked={}, max_candidates=3,
+                            only=frozenset({"reward_misses_right"}))  # fmt: skip
+    assert [p.probe.probe_id for p in ranked if p.probe] == [f"reward:gate:{knobs.gates[0].gate.id}"]
+
+
 def test_a_gate_the_evidence_does_not_point_at_is_no_probe(gated: tuple[Harness, Path], tmp_path: Path) -> None:
     harness, run_dir = gated
     rows = run_table(run_dir, harness.manifest.answer).train
