@@ -35,6 +35,7 @@ TEMPLATE_OPS = frozenset(
         "score_from_component",
         "set_constant",
         "drop_gate",
+        "read_reference",
         "guard",
     }
 )

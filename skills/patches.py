@@ -61,6 +61,9 @@ over ``current`` and the skill's ``params`` (overridable per call). Operations:
   skill learned from a probe moves only constants another harness also declares;
 - ``{"op": "drop_gate", "file": "@reward", "gate": ID}``: delete the gate ``ID`` (``if COND: return 0`` in the
   manifest's reward function, ``harness/code_gates.py``); refused where the reward has no such gate;
+- ``{"op": "read_reference", "file": "@reward", "function": FN, "key": K}``: in ``FN``, a function the reward
+  passes its reference answer to and that ignores it, read the reference where it reads ``extra_info[K]``
+  (``harness/code_reference.py``); refused where the reward offers no such place;
 - ``{"op": "guard", "rule": TEXT}``: a guard skill's refusal rule; applying it is an error.
 
 Expressions (``{{ ... }}``) read ``current``, the skill's ``params`` and the run's numeric health metrics
@@ -88,6 +91,7 @@ from diagnostics.sources import DEAD_SOURCE_AT, MIN_SOURCE_GROUPS
 from diagnostics.tool_roles import ToolRoles
 from harness.code_gates import GateError, drop_gate
 from harness.code_knobs import KNOBS_NAME, CodeKnobError, read_code_knobs, set_constant
+from harness.code_reference import CodeReferenceError, substitute_reference
 from harness.manifest import BackendName, Harness
 from sandboxes import worktree_files
 from skills.context import AGENTIC_CONTEXT
@@ -378,6 +382,18 @@ def _plan(
         except GateError as exc:
             raise TemplateError(f"{rel}: {exc}") from None
         return rel, content, f"{rel}: dropped `{gate.shown}` (line {gate.line})"
+    if kind == "read_reference":
+        _only(op, {"op", "file", "function", "key"})
+        source = writes.get(rel) or current
+        if source is None:
+            raise TemplateError(f"{rel} does not exist in the worktree")
+        if rel != harness.reward.path:
+            raise TemplateError(f"{rel} is not the manifest's reward file ({harness.reward.path})")
+        try:
+            content, sub = substitute_reference(source, harness.reward.function, str(op["function"]), str(op["key"]))
+        except CodeReferenceError as exc:
+            raise TemplateError(f"{rel}: {exc}") from None
+        return rel, content, f"{rel}: {sub.function} reads {sub.reference} instead of `{sub.text}` (line {sub.line})"
     if kind == "replace_file":
         _only(op, {"op", "file", "content"})
         return rel, str(op["content"]), f"{rel}: replaced ({len(str(op['content']))} chars)"

@@ -11,7 +11,9 @@ A knob is something a single-factor probe (`agent/policies/explore.py`) can chan
   how it agrees with the protected strict score on those rollouts (`ComponentEvidence`);
 - the constants the reward and group-filter code declare as knobs (`harness/code_knobs.py`);
 - the gates of the reward's entry function (`harness/code_gates.py`), each with the share of the strict-right
-  responses the reward fails that it can explain (`agent/decisions/reward_gates.py`).
+  responses the reward fails that it can explain (`agent/decisions/reward_gates.py`);
+- whether the reward reads its reference answer, and where it reads the row's extra_info instead
+  (`harness/code_reference.py`).
 
 Nothing here knows a knob by name: the policy reads these records. Adapter: reads harness files (never
 through a link, `sandboxes/worktree_files.py`) and the run's table; builds no candidate.
@@ -29,6 +31,7 @@ import yaml
 
 from agent.decisions.reward_gates import GateEvidence, gate_evidence
 from harness.code_knobs import CodeKnob, CodeKnobError, read_code_knobs, set_constant
+from harness.code_reference import CodeReferenceError, ReferenceUse, reference_use
 from harness.manifest import BackendName, Harness
 from trainer_backend import plugin_of
 from trainer_backend.knobs import KnobSpec
@@ -87,6 +90,7 @@ class HarnessKnobs:
     components: tuple[ComponentEvidence, ...] = ()
     code: tuple[CodeKnob, ...] = ()  # constants the reward and filter code declare (harness/code_knobs.py)
     gates: tuple[GateEvidence, ...] = ()  # early exits of the reward's entry function (harness/code_gates.py)
+    reference: ReferenceUse | None = None  # whether the reward reads ground_truth (harness/code_reference.py)
     reward_strict_corr: float = math.nan  # the whole reward's correlation with the strict score (training rows)
 
     def variables(self) -> dict[str, float]:
@@ -164,8 +168,21 @@ def harness_knobs(harness: Harness, backend: BackendName, train_rows: pl.DataFra
         components=component_evidence(train_rows) if train_rows is not None else (),
         code=code_knobs(harness),
         gates=gate_evidence(harness, _text(harness, harness.reward.path), train_rows),
+        reference=_reference_use(harness),
         reward_strict_corr=reward_agreement(train_rows) if train_rows is not None else math.nan,
     )
+
+
+def _reference_use(harness: Harness) -> ReferenceUse | None:
+    """How the reward's entry function treats its reference answer; None where its file cannot be read."""
+    text = _text(harness, harness.reward.path)
+    if text is None:
+        return None
+    try:
+        return reference_use(text, harness.reward.function)
+    except CodeReferenceError as exc:  # a candidate's unparsable reward: its backtest and run say why
+        log.warning("reference use of %s not read: %s", harness.reward.path, exc)
+        return None
 
 
 def reward_agreement(rows: pl.DataFrame) -> float:

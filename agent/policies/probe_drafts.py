@@ -13,7 +13,8 @@ that support it once ranked (`agent/policies/explore.py`):
 - the data weights: zero the entry whose groups are most often dead, or set the mix to the held-out set's;
 - the reward: train on the component that agrees best with the strict score, when another one does not;
   drop a gate of its entry function (`harness/code_gates.py`) whose payout most of the strict-right responses
-  it fails carry (`agent/decisions/reward_gates.py`).
+  it fails carry (`agent/decisions/reward_gates.py`); read the reference answer where a reward that pays wrong
+  responses reads the row's extra_info instead (`harness/code_reference.py`).
 
 Pure: no I/O.
 """
@@ -34,11 +35,12 @@ from agent.policies.symptoms import (
     GATE_WEIGHT,
     OUT_OF_RANGE,
     OUT_OF_RANGE_WEIGHT,
+    REFERENCE_UNREAD,
     UNPROMPTED,
     Abnormal,
     Symptom,
 )
-from diagnostics.score import UNREWARDED_CORRECT_WARNING
+from diagnostics.score import REWARDED_WRONG_WARNING, UNREWARDED_CORRECT_WARNING
 from diagnostics.sources import HELDOUT_SOURCE_SHARE
 from harness.code_knobs import CodeKnob
 from harness.knobs import KnobSpec
@@ -401,6 +403,42 @@ def _gates(knobs: HarnessKnobs) -> list[Draft]:
     return out
 
 
+def _reference(knobs: HarnessKnobs, metrics: Metrics) -> list[Draft]:
+    """Read the reference answer where the reward reads the row's extra_info, when the reward pays wrong responses
+    and its code never reads the reference (one draft per place, in source order; the backtest tells which)."""
+    use = knobs.reference
+    paid_wrong = metrics.get("rewarded_wrong_rate")
+    if use is None or use.read or not isinstance(paid_wrong, int | float) or not paid_wrong > REWARDED_WRONG_WARNING:
+        return []
+    out = []
+    for sub in use.substitutions:
+        slug = ENTRY.sub("-", f"{sub.function}-{sub.key}".lower()).strip("-")[:32]
+        symptom = Symptom(
+            REFERENCE_UNREAD,
+            f"rewarded_wrong_rate > {REWARDED_WRONG_WARNING}",
+            GATE_WEIGHT,
+            (),
+            text=f"the reward never reads its reference answer ({sub.reference}): {sub.function} receives it, "
+            f"ignores it and reads `{sub.text}` (line {sub.line})",
+        )
+        out.append(
+            Draft(
+                probe_id=f"reward:reference:{sub.function}:{sub.key}",
+                knob=f"@reward:reference:{sub.function}:{sub.key}",
+                factor="reward",
+                slug=f"reward-reads-reference-{slug}",
+                ops=[{"op": "read_reference", "file": "@reward", "function": sub.function, "key": sub.key}],
+                params={},
+                effects=("pay_fewer_wrong",),
+                what=f"make {sub.function} read the reference answer ({sub.reference}) where it reads `{sub.text}`",
+                why="a reward that never reads the reference cannot tell a right response from one that only "
+                "matches what the row shows the policy",
+                own_symptom=symptom,
+            )
+        )
+    return out
+
+
 def _or(value: float, fallback: float) -> float:
     return fallback if math.isnan(value) else value
 
@@ -410,5 +448,5 @@ def draft_probes(knobs: HarnessKnobs, metrics: Metrics) -> list[Draft]:
     the order breaks score ties when probes are ranked."""
     return [
         *_trainer(knobs.trainer), *_code(knobs.code), *_filter(knobs), *_data(knobs, metrics), *_reward(knobs),
-        *_gates(knobs),
+        *_gates(knobs), *_reference(knobs, metrics),
     ]  # fmt: skip

@@ -134,7 +134,11 @@ OUT_OF_RANGE_WEIGHT = 3.0
 # every program with `%` or a call, and no declared knob could answer it).
 GATE_FAILS_RIGHT = "gate_fails_right"
 GATE_WEIGHT = 3.0
-UNPROMPTED = frozenset({OUT_OF_RANGE, GATE_FAILS_RIGHT, *PINPOINTING})
+# A reward that pays wrong responses while its code never reads the reference answer (ground_truth): it judges
+# against something else (`harness/code_reference.py`); the code names where (synth-shown-tests: the examples
+# the prompt shows), so its probes are proposed without a stall too.
+REFERENCE_UNREAD = "reference_unread"
+UNPROMPTED = frozenset({OUT_OF_RANGE, GATE_FAILS_RIGHT, REFERENCE_UNREAD, *PINPOINTING})
 
 
 @dataclass(frozen=True)

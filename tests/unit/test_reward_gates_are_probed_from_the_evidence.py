@@ -8,14 +8,12 @@ the scenario: the rule reads the gate's payout and the failed strict-right rollo
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from scenario_cache import scenario_dir
+from synth_evidence import REWARD, Problem, score_fn, write_run
 
 from agent.decisions.knobs import harness_knobs
 from agent.decisions.reward_gates import gate_evidence
@@ -24,27 +22,15 @@ from agent.nodes.propose import probe_metrics
 from agent.policies.alert_aims import critical_alerts
 from agent.policies.explore import propose_probes
 from diagnostics.report import build_report
-from diagnostics.schema import Rollout, append_metrics, write_rollouts
 from harness.code_gates import GateError, drop_gate, reward_gates
 from harness.manifest import Harness, load_harness
 from skills.models import SkillSpec
 from skills.patches import SkillPatchError, apply_skill
 
-REWARD = "harness/reward.py"
-INPUTS = (6, 9, 13, 17, 22, 28, 33, 40)
 
-
-def _score_fn(root: Path) -> Callable[..., Any]:
-    spec = importlib.util.spec_from_file_location(f"reward_{abs(hash(root))}", root / REWARD)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.compute_score  # type: ignore[no-any-return]
-
-
-def _problems() -> list[tuple[str, str, Callable[[int], int], list[str]]]:
-    """(source, id, the function, a group's programs): the mod family's right programs need `%`."""
-    out: list[tuple[str, str, Callable[[int], int], list[str]]] = []
+def _problems() -> list[Problem]:
+    """The mod family's right programs need `%` (the gate stops them); the affine family's do not."""
+    out: list[Problem] = []
     for k in range(3, 9):
         for c in (0, 1):
             out.append(("synth/mod", f"mod-{k}-{c}", lambda x, k=k, c=c: x % k + c,
@@ -54,37 +40,11 @@ def _problems() -> list[tuple[str, str, Callable[[int], int], list[str]]]:
     return out
 
 
-def _write_run(run_dir: Path, defective: Path, oracle: Path) -> None:
-    """Two steps of train and val rollouts scored by the defective reward, strict-scored by the oracle's."""
-    reward, strict = _score_fn(defective), _score_fn(oracle)
-    for step in (1, 2):
-        for split in ("train", "val"):
-            rows = []
-            for source, pid, fn, programs in _problems():
-                truth = ";".join(f"{x}>{fn(x)}" for x in INPUTS)
-                shown = ";".join(f"{x}>{fn(x)}" for x in range(6))
-                extra = {"public_tests": shown, "prompt": f"{shown}=>"}
-                for i, program in enumerate(programs):
-                    got = reward(source, program, truth, extra)
-                    rows.append(
-                        Rollout(
-                            run_id="r", step=step, split=split, prompt_id=f"{split}-{pid}", group_id=f"{step}-{pid}",
-                            sample_index=i, prompt=f"{shown}=>", response=program, ground_truth=truth,
-                            reward=got["score"], reward_components={k: v for k, v in got.items() if k != "score"},
-                            strict_score=float(strict(source, program, truth, extra)["score"] == 1.0),
-                            response_tokens=len(program), data_source=source,
-                        )
-                    )  # fmt: skip
-            write_rollouts(run_dir / "rollouts" / split / f"step_{step}.jsonl", rows)
-        append_metrics(run_dir / "metrics.jsonl", step, {"critic/score/mean": 0.3, "val/strict_acc": 0.3})
-    (run_dir / "config.json").write_text('{"max_new_tokens": 40}')
-
-
 @pytest.fixture
 def gated(tmp_path: Path) -> tuple[Harness, Path]:
     shutil.copytree(scenario_dir("synth-format-gate", "defective"), tmp_path / "h")
     run_dir = tmp_path / "run"
-    _write_run(run_dir, tmp_path / "h", scenario_dir("synth-format-gate", "oracle"))
+    write_run(run_dir, tmp_path / "h", scenario_dir("synth-format-gate", "oracle"), _problems())
     return load_harness(tmp_path / "h"), run_dir
 
 
@@ -109,7 +69,7 @@ def test_the_gate_that_fails_the_right_programs_is_the_first_probe_for_the_alert
     assert [p.probe.probe_id for p in unprompted if p.probe] == [first.probe.probe_id]
 
     apply_skill(first.skill, harness.root, harness)
-    after = _score_fn(harness.root)
+    after = score_fn(harness.root)
     assert after("synth/mod", "x%3+1", "6>1;9>1", {})["score"] == 1.0  # the right program is paid now
     assert after("synth/mod", "x+1", "6>1;9>1", {})["score"] == 0.0  # a wrong one still is not
     assert reward_gates(harness.path(REWARD).read_text(), "compute_score") == ()
