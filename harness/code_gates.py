@@ -52,8 +52,15 @@ def reward_gates(source: str, function: str) -> tuple[Gate, ...]:
     """The gates of `function` (a top-level function of `source`), in source order.
 
     Raises:
-        GateError: the source does not parse, or defines no top-level `function`.
+        GateError: the source does not parse, is nested too deeply to read, or defines no top-level `function`.
     """
+    try:
+        return _gates(source, function)
+    except RecursionError:  # a candidate's expression too deep for `ast.unparse`: hostile or broken, never a crash
+        raise GateError("the reward file is nested too deeply to read its gates") from None
+
+
+def _gates(source: str, function: str) -> tuple[Gate, ...]:
     found: list[Gate] = []
     for node in _body(source, function):
         if not isinstance(node, ast.If) or node.orelse or len(node.body) != 1:

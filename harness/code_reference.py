@@ -56,9 +56,16 @@ def reference_use(source: str, function: str) -> ReferenceUse:
     """Trace the reference parameter of `function` through the module's functions.
 
     Raises:
-        CodeReferenceError: the source does not parse, or `function` is no top-level function with a
-            reference parameter.
+        CodeReferenceError: the source does not parse or is nested too deeply to read, or `function` is no
+            top-level function with a reference parameter.
     """
+    try:
+        return _trace(source, function)
+    except RecursionError:  # a candidate's expression too deep for `ast.unparse`: hostile or broken, never a crash
+        raise CodeReferenceError("the reward file is nested too deeply to trace its reference") from None
+
+
+def _trace(source: str, function: str) -> ReferenceUse:
     funcs = _functions(source)
     entry = funcs.get(function)
     if entry is None:

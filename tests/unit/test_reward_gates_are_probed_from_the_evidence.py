@@ -161,3 +161,8 @@ def test_what_counts_as_a_gate(body: str, gates: int) -> None:
         reward_gates(source, "score")
     with pytest.raises(GateError, match="cannot be parsed"):
         reward_gates("def compute_score(:\n", "compute_score")
+    deep = "+".join(["s"] * 2000)  # parses, but too deep for ast.unparse: a clear error, never a RecursionError
+    with pytest.raises(GateError, match="nested too deeply"):
+        reward_gates(
+            f"def compute_score(d, s, g, e):\n    if {deep}:\n        return 0\n    return 1\n", "compute_score"
+        )

@@ -120,3 +120,6 @@ def test_how_the_reference_is_traced(source: str, read: bool, keys: list[str]) -
         reference_use("def f(a, b):\n    return 0\n", "f")
     with pytest.raises(CodeReferenceError, match="cannot be parsed"):
         reference_use("def f(:\n", "f")
+    deep = "+".join(["s"] * 2000)  # parses, too deep for recursive walks: traced all the same
+    traced = reference_use(f"def f(d, s, gt, e):\n    return g(gt, e)\n\n\ndef g(x, s):\n    return {deep}\n", "f")
+    assert traced.ignored_in == ("g",) and not traced.read
