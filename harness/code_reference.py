@@ -76,12 +76,12 @@ def _trace(source: str, function: str) -> ReferenceUse:
     extra = params[EXTRA_INDEX] if len(params) > EXTRA_INDEX else None
     read, ignored, subs = False, [], []
     todo = [(entry, params[REFERENCE_INDEX], extra, 0)]
-    seen: set[str] = set()
+    seen: set[tuple[str, str]] = set()
     while todo:
         fn, ref, extra_name, depth = todo.pop(0)
-        if fn.name in seen:
+        if (fn.name, ref) in seen:  # the same parameter reached twice (or a recursive call): traced once
             continue
-        seen.add(fn.name)
+        seen.add((fn.name, ref))
         uses = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == ref and isinstance(n.ctx, ast.Load)]
         if not uses:
             ignored.append(fn.name)
