@@ -53,7 +53,8 @@ class CandidateInfo(TypedDict):
     # an exploration probe (agent/policies/explore.py): {probe_id, symptom_key, symptoms, learned_trigger, spec}
     probe: NotRequired[dict[str, Any]]
     learned_skill: NotRequired[str]  # the skill learned when this candidate merged (skills/learned.py)
-    # settings the candidate only moves back into their documented range (agent.decisions.knobs.range_restoration)
+    # settings the candidate only moves back into their documented range (agent.decisions.knobs.range_restoration),
+    # or the probe of a reward defect named in its code whose backtest must show it fall (symptoms.PROVEN_REPAIRS)
     restores_range: NotRequired[list[str]]
     # settings the candidate changes that act only from the starting model (agent.decisions.knobs.start_changes):
     # its pilots restart from there instead of continuing the incumbent

@@ -178,8 +178,8 @@ class Evaluation:
 
 # What a restoration's rationale says about the rule it was decided by.
 RESTORATION_RULE = (
-    "restores settings to their documented range: decided by non-inferiority (a gain, with the 95% CI above "
-    "-min_effect)"
+    "restores settings to their documented range, or repairs a reward defect its backtest showed: decided by "
+    "non-inferiority (a gain, with the 95% CI above -min_effect)"
 )
 
 

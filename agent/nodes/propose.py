@@ -112,13 +112,21 @@ def offline_candidates(
 def _made(
     ctx: Context, state: State, harness: Harness, proposal: Proposal, k: int, metrics: dict[str, Any]
 ) -> CandidateInfo:
-    """Materialise `proposal` as candidate `k`, noting the critical alerts it is aimed at (`CandidateInfo.aims`)."""
+    """Materialise `proposal` as candidate `k`, noting the critical alerts it is aimed at (`CandidateInfo.aims`).
+
+    A probe that repairs a reward defect named in its code (`symptoms.PROVEN_REPAIRS`), aimed at a disagreement
+    its backtest must then show fall (`MUST_FALL`), is held to non-inferiority like a range restoration."""
     from agent.policies.alert_aims import aims
+    from agent.policies.symptoms import PROVEN_REPAIRS
+    from diagnostics.backtest import MUST_FALL
 
     info = _materialise(ctx, state, harness, proposal, k, metrics)
     aimed = aims(proposal, _critical_alerts(state, metrics))
     if aimed:
         info["aims"] = aimed
+    probe, refused = proposal.probe, info["status"] == "refused"
+    if probe is not None and not refused and set(probe.symptoms) & PROVEN_REPAIRS and set(aimed) & set(MUST_FALL):
+        info["restores_range"] = [probe.probe_id]
     return info
 
 

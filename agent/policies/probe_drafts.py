@@ -40,7 +40,7 @@ from agent.policies.symptoms import (
     Abnormal,
     Symptom,
 )
-from diagnostics.score import REWARDED_WRONG_WARNING, UNREWARDED_CORRECT_WARNING
+from diagnostics.score import REWARDED_WRONG_CRITICAL, UNREWARDED_CORRECT_CRITICAL
 from diagnostics.sources import HELDOUT_SOURCE_SHARE
 from harness.code_knobs import CodeKnob
 from harness.knobs import KnobSpec
@@ -355,8 +355,10 @@ def _reward(knobs: HarnessKnobs) -> list[Draft]:
     ]
 
 
-# A gate is drafted when the reward fails more strict-right responses than the warning level and the gate's
-# payout is on at least half of them (no fewer than `GATE_MIN_FAILED`: a handful of rows names nothing).
+# A gate is drafted when the reward fails strict-right responses at the critical level (the alert its probe is
+# then aimed at makes its backtest show them fall: `diagnostics/backtest.py: MUST_FALL`) and the gate's payout is
+# on at least half of them (no fewer than `GATE_MIN_FAILED`: a handful of rows names nothing). The reference
+# probe likewise needs strict-wrong responses paid at the critical level.
 GATE_MIN_SHARE = 0.5
 GATE_MIN_FAILED = 10
 
@@ -365,7 +367,7 @@ def _gates(knobs: HarnessKnobs) -> list[Draft]:
     """Drop a gate of the reward's entry function that explains the strict-right responses the reward fails."""
     out = []
     for ev in knobs.gates:
-        if ev.failed_right < GATE_MIN_FAILED or not ev.failed_rate > UNREWARDED_CORRECT_WARNING:
+        if ev.failed_right < GATE_MIN_FAILED or not ev.failed_rate > UNREWARDED_CORRECT_CRITICAL:
             continue
         if not ev.share >= GATE_MIN_SHARE:
             continue
@@ -377,7 +379,7 @@ def _gates(knobs: HarnessKnobs) -> list[Draft]:
             if not ev.fingerprint
             else Symptom(
                 GATE_FAILS_RIGHT,
-                f"unrewarded_correct_rate > {UNREWARDED_CORRECT_WARNING}",
+                f"unrewarded_correct_rate > {UNREWARDED_CORRECT_CRITICAL}",
                 GATE_WEIGHT,
                 (),
                 text=f"{ev.explained} of the {ev.failed_right} strict-right responses the reward fails "
@@ -408,14 +410,14 @@ def _reference(knobs: HarnessKnobs, metrics: Metrics) -> list[Draft]:
     and its code never reads the reference (one draft per place, in source order; the backtest tells which)."""
     use = knobs.reference
     paid_wrong = metrics.get("rewarded_wrong_rate")
-    if use is None or use.read or not isinstance(paid_wrong, int | float) or not paid_wrong > REWARDED_WRONG_WARNING:
+    if use is None or use.read or not isinstance(paid_wrong, int | float) or not paid_wrong > REWARDED_WRONG_CRITICAL:
         return []
     out = []
     for sub in use.substitutions:
         slug = ENTRY.sub("-", f"{sub.function}-{sub.key}".lower()).strip("-")[:32]
         symptom = Symptom(
             REFERENCE_UNREAD,
-            f"rewarded_wrong_rate > {REWARDED_WRONG_WARNING}",
+            f"rewarded_wrong_rate > {REWARDED_WRONG_CRITICAL}",
             GATE_WEIGHT,
             (),
             text=f"the reward never reads its reference answer ({sub.reference}): {sub.function} receives it, "

@@ -139,6 +139,12 @@ GATE_WEIGHT = 3.0
 # the prompt shows), so its probes are proposed without a stall too.
 REFERENCE_UNREAD = "reference_unread"
 UNPROMPTED = frozenset({OUT_OF_RANGE, GATE_FAILS_RIGHT, REFERENCE_UNREAD, *PINPOINTING})
+# Probes that repair a reward defect the evidence names in its code. Aimed at a disagreement alert, their
+# backtest must show that disagreement fall on the cached rollouts (`diagnostics/backtest.py: MUST_FALL`),
+# the hack corpus holding: that is prior evidence the old code is wrong, as a documented range is for a setting,
+# so their pilot is held to non-inferiority (`agent.decisions.evidence.classify_restoration`). (synth-format-gate
+# seed 1: the gate's pilot gained +0.071, CI [+0.000, +0.142], and was pruned for thin evidence.)
+PROVEN_REPAIRS = frozenset({GATE_FAILS_RIGHT, REFERENCE_UNREAD})
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from scenario_cache import scenario_dir
@@ -166,3 +167,25 @@ def test_what_counts_as_a_gate(body: str, gates: int) -> None:
         reward_gates(
             f"def compute_score(d, s, g, e):\n    if {deep}:\n        return 0\n    return 1\n", "compute_score"
         )
+
+
+def test_the_gate_probe_aimed_at_the_alert_is_held_to_non_inferiority(
+    gated: tuple[Harness, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its backtest must show the failed right responses fall: prior evidence, as a documented range is."""
+    from agent.context import Context
+    from agent.nodes import propose as node
+
+    harness, run_dir = gated
+    knobs = harness_knobs(harness, "local", run_table(run_dir, harness.manifest.answer).train)
+    report = build_report(run_dir)
+    metrics = probe_metrics(report.metrics, harness, knobs)
+    state: Any = {"report": report.to_json(), "iteration": 1, "session_id": "s0"}
+    monkeypatch.setattr(node, "_materialise", lambda *_: {"id": "c", "status": "proposed"})
+    ranked = propose_probes(knobs, metrics, tried=(), blocked={}, max_candidates=9)
+    gate = next(p for p in ranked if p.probe and p.probe.probe_id.startswith("reward:gate"))
+    info = node._made(Context(), state, harness, gate, 1, metrics)
+    assert "score.unrewarded_correct" in info.get("aims", [])
+    assert gate.probe is not None and info.get("restores_range") == [gate.probe.probe_id]
+    other = next(p for p in ranked if p.probe and not p.probe.probe_id.startswith("reward:gate"))
+    assert "restores_range" not in node._made(Context(), state, harness, other, 2, metrics)

@@ -74,7 +74,7 @@ def test_no_probe_where_the_reward_reads_its_reference_or_pays_no_wrong_answer(s
     harness, run_dir = shown
     rows = run_table(run_dir, harness.manifest.answer).train
     knobs = harness_knobs(harness, "local", rows)
-    calm = probe_metrics({"rewarded_wrong_rate": 0.05}, harness, knobs)  # below the warning level
+    calm = probe_metrics({"rewarded_wrong_rate": 0.25}, harness, knobs)  # a warning, not critical
     assert not [p for p in propose_probes(knobs, calm, tried=(), blocked={}, max_candidates=9)
                 if p.probe and p.probe.probe_id.startswith("reward:reference")]  # fmt: skip
     for example in ("synth-fn-oracle", "arithmetic", "lookup-agent"):
