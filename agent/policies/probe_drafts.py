@@ -414,7 +414,8 @@ def _reference(knobs: HarnessKnobs, metrics: Metrics) -> list[Draft]:
         return []
     out = []
     for sub in use.substitutions:
-        slug = ENTRY.sub("-", f"{sub.function}-{sub.key}".lower()).strip("-")[:32]
+        where = sub.key if len({s.function for s in use.substitutions}) == 1 else f"{sub.function}-{sub.key}"
+        slug = ENTRY.sub("-", where.lower()).strip("-")[:28]  # the branch name keeps it whole: one per place
         symptom = Symptom(
             REFERENCE_UNREAD,
             f"rewarded_wrong_rate > {REWARDED_WRONG_CRITICAL}",
@@ -428,7 +429,7 @@ def _reference(knobs: HarnessKnobs, metrics: Metrics) -> list[Draft]:
                 probe_id=f"reward:reference:{sub.function}:{sub.key}",
                 knob=f"@reward:reference:{sub.function}:{sub.key}",
                 factor="reward",
-                slug=f"reward-reads-reference-{slug}",
+                slug=f"reward-reads-{slug}",
                 ops=[{"op": "read_reference", "file": "@reward", "function": sub.function, "key": sub.key}],
                 params={},
                 effects=("pay_fewer_wrong",),

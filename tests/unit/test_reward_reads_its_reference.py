@@ -58,6 +58,7 @@ def test_the_reward_that_ignores_its_reference_is_made_to_read_it(shown: tuple[H
                             only=frozenset(s.name for s in alert.symptoms), evidence=alert.as_evidence())  # fmt: skip
     ids = [p.probe.probe_id for p in ranked if p.probe]
     assert ids[:2] == ["reward:reference:test_cases:public_tests", "reward:reference:test_cases:prompt"]
+    assert [p.skill.name for p in ranked[:2]] == ["probe-reward-reads-public-tests", "probe-reward-reads-prompt"]
     first = ranked[0]
     assert first.probe is not None and {"reference_unread", "reward_pays_wrong"} <= set(first.probe.symptoms)
     assert "never reads its reference answer (ground_truth)" in first.hypothesis
