@@ -346,11 +346,7 @@ def _plan(
         return rel, content, f"{rel}: {harness.reward.function} wrapped ({shown or 'no values'})"
     if kind == "score_from_component":
         _only(op, {"op", "file", "component"})
-        source = writes.get(rel) or current
-        if source is None:
-            raise TemplateError(f"{rel} does not exist in the worktree")
-        if rel != harness.reward.path:
-            raise TemplateError(f"{rel} is not the manifest's reward file ({harness.reward.path})")
+        source = _reward_source(rel, writes.get(rel) or current, harness)
         content = score_from_component(source, harness.reward.function, str(op["component"]))
         return rel, content, f"{rel}: {harness.reward.function} now trains on component {op['component']!r}"
     if kind == "set_constant":
@@ -372,11 +368,7 @@ def _plan(
         return rel, content, f"{rel}: {name} {old:g} -> {new:g}"
     if kind == "drop_gate":
         _only(op, {"op", "file", "gate"})
-        source = writes.get(rel) or current
-        if source is None:
-            raise TemplateError(f"{rel} does not exist in the worktree")
-        if rel != harness.reward.path:
-            raise TemplateError(f"{rel} is not the manifest's reward file ({harness.reward.path})")
+        source = _reward_source(rel, writes.get(rel) or current, harness)
         try:
             content, gate = drop_gate(source, harness.reward.function, str(op["gate"]))
         except GateError as exc:
@@ -384,11 +376,7 @@ def _plan(
         return rel, content, f"{rel}: dropped `{gate.shown}` (line {gate.line})"
     if kind == "read_reference":
         _only(op, {"op", "file", "function", "key"})
-        source = writes.get(rel) or current
-        if source is None:
-            raise TemplateError(f"{rel} does not exist in the worktree")
-        if rel != harness.reward.path:
-            raise TemplateError(f"{rel} is not the manifest's reward file ({harness.reward.path})")
+        source = _reward_source(rel, writes.get(rel) or current, harness)
         try:
             content, sub = substitute_reference(source, harness.reward.function, str(op["function"]), str(op["key"]))
         except CodeReferenceError as exc:
@@ -403,6 +391,15 @@ def _plan(
             return rel, None, f"{rel}: exists, left as is"
         return rel, str(op["content"]), f"{rel}: created"
     raise TemplateError(f"op {kind!r} cannot be applied")
+
+
+def _reward_source(rel: str, source: str | None, harness: Harness) -> str:
+    """The text of the manifest's reward file an op edits (`source`, as written so far); TemplateError otherwise."""
+    if source is None:
+        raise TemplateError(f"{rel} does not exist in the worktree")
+    if rel != harness.reward.path:
+        raise TemplateError(f"{rel} is not the manifest's reward file ({harness.reward.path})")
+    return source
 
 
 def _length_cap(harness: Harness, backend: BackendName | None) -> tuple[str, object]:

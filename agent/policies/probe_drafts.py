@@ -375,17 +375,15 @@ def _gates(knobs: HarnessKnobs) -> list[Draft]:
         where = f"{ev.path}:{gate.line}"
         fields = " and ".join(("the reward", *ev.fingerprint))
         symptom = (
-            None
-            if not ev.fingerprint
-            else Symptom(
+            _named(
                 GATE_FAILS_RIGHT,
                 f"unrewarded_correct_rate > {UNREWARDED_CORRECT_CRITICAL}",
-                GATE_WEIGHT,
-                (),
-                text=f"{ev.explained} of the {ev.failed_right} strict-right responses the reward fails "
-                f"({ev.share:.0%}) carry the payout of `{gate.shown}` ({where}) in {fields}",
+                f"{ev.explained} of the {ev.failed_right} strict-right responses the reward fails ({ev.share:.0%}) "
+                f"carry the payout of `{gate.shown}` ({where}) in {fields}",
             )
-        )  # a bare-number payout names no gate: every other way of paying 0 leaves the same reward
+            if ev.fingerprint
+            else None  # a bare-number payout names no gate: every other way of paying 0 leaves the same reward
+        )
         out.append(
             Draft(
                 probe_id=f"reward:gate:{gate.id}",
@@ -416,13 +414,11 @@ def _reference(knobs: HarnessKnobs, metrics: Metrics) -> list[Draft]:
     for sub in use.substitutions:
         where = sub.key if len({s.function for s in use.substitutions}) == 1 else f"{sub.function}-{sub.key}"
         slug = ENTRY.sub("-", where.lower()).strip("-")[:28]  # the branch name keeps it whole: one per place
-        symptom = Symptom(
+        symptom = _named(
             REFERENCE_UNREAD,
             f"rewarded_wrong_rate > {REWARDED_WRONG_CRITICAL}",
-            GATE_WEIGHT,
-            (),
-            text=f"the reward never reads its reference answer ({sub.reference}): {sub.function} receives it, "
-            f"ignores it and reads `{sub.text}` (line {sub.line})",
+            f"the reward never reads its reference answer ({sub.reference}): {sub.function} receives it, ignores "
+            f"it and reads `{sub.text}` (line {sub.line})",
         )
         out.append(
             Draft(
@@ -440,6 +436,12 @@ def _reference(knobs: HarnessKnobs, metrics: Metrics) -> list[Draft]:
             )
         )
     return out
+
+
+def _named(name: str, predicate: str, text: str) -> Symptom:
+    """Evidence that names one place of the reward's code (`symptoms.PROVEN_REPAIRS`): it weighs like a
+    pinpointing symptom; `predicate` (on documented metrics) is what a skill learned from its probe triggers on."""
+    return Symptom(name, predicate, GATE_WEIGHT, (), text=text)
 
 
 def _or(value: float, fallback: float) -> float:
