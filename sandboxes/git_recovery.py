@@ -142,10 +142,8 @@ def _git_running_in(folders: list[Path]) -> bool | None:
             if not (entry / "comm").read_text().startswith("git"):
                 continue
             cwd = Path(os.readlink(entry / "cwd"))
-        except FileNotFoundError:
-            continue  # exited while we looked
-        except OSError:
-            return True  # a git we may not inspect: it could be working here
+        except OSError:  # it exited while we looked, or it is another user's: git refuses to work in a
+            continue  # repository that user does not own (safe.directory), so it cannot be working in this one
         if any(cwd == f or cwd.is_relative_to(f) for f in folders):
             return True
     return False
