@@ -1,4 +1,4 @@
-"""Knobs declared in a harness's own code (issue 28 §1): tunable constants of its reward, group filter and env.
+"""Knobs declared in a harness's own code (issue 28 §1, §4): tunable constants of its reward, group filter and env.
 
 A reward's decisive parts (a step or time limit, how many tests run, a gate's threshold, partial credit) are
 constants in its code. A harness makes one a knob by declaring it in the same file, next to the constants,
@@ -30,16 +30,30 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from harness.knobs import KnobSpec
 
+if TYPE_CHECKING:
+    from harness.manifest import Harness
+
 KNOBS_NAME = "EVOTRAINER_KNOBS"
 ENTRY_KEYS = frozenset({"default", "safe", "up", "down", "from_zero"})
 MOVE_KEYS = frozenset({"factors", "effects", "why"})
 FIX = "see docs/harness.md, 'Knobs in harness code'"
+
+
+def knob_files(harness: Harness) -> tuple[tuple[str, str], ...]:
+    """The harness code files that may declare knobs, as (role, harness-relative path), each path once: the
+    reward (``@reward``), the group filter (``@group_filter``) and an agentic harness's environment (``@env``).
+    The one list every reader of code knobs uses (probes, preflight, patches, learned skills)."""
+    out: list[tuple[str, str]] = []
+    for role, entry in (("@reward", harness.reward), ("@group_filter", harness.group_filter), ("@env", harness.env)):
+        if entry is not None and entry.path not in {path for _, path in out}:
+            out.append((role, entry.path))
+    return tuple(out)
 
 
 class CodeKnobError(ValueError):

@@ -26,6 +26,7 @@ Effect = Literal[
     "teach_format",  # the starting policy learns to write the answer format (a supervised warm start)
     "pay_fewer_wrong",  # the reward pays fewer wrong responses (a stricter check, more tests, a tighter gate)
     "pay_more_right",  # the reward pays more right responses (a longer time or step limit, a looser gate)
+    "env_allows_more",  # the environment lets an episode do more (more calls, more time) before it refuses or ends it
 ]
 EFFECTS: tuple[str, ...] = get_args(Effect)
 Direction = Literal["up", "down"]

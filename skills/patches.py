@@ -21,7 +21,7 @@ over ``current`` and the skill's ``params`` (overridable per call). Operations:
   ``max_turn_tokens`` for an agentic harness on the local backend (whose episodes never read
   ``max_new_tokens``);
 - ``{"op": "replace_file", "file": F, "content": TEXT}``: replace a whole editable file
-  (``"@reward"`` / ``"@group_filter"`` name the manifest's entry files);
+  (``"@reward"`` / ``"@group_filter"`` / ``"@env"`` name the manifest's entry files);
 - ``{"op": "write_reward", "file": F, "content": TEMPLATE}``: replace a reward file with ``TEMPLATE``, its
   ``ANSWER_PROTOCOL_MARK`` line filled in with the answer protocol the manifest declares (``answer:``), so
   the reward extracts and compares answers the way the harness says; refused when the manifest declares
@@ -56,7 +56,7 @@ over ``current`` and the skill's ``params`` (overridable per call). Operations:
   own components (``skills.templates.score_from_component``: the manifest's reward function is rebound to
   a wrapper that returns ``score = out[NAME]``, every component still logged); ``"file": "@reward"``;
 - ``{"op": "set_constant", "file": F, "name": NAME, "value": V}``: set a module-level number constant of a
-  harness code file (``"@reward"``, ``"@group_filter"``) in place, comments kept; ``V`` reads ``current``.
+  harness code file (``"@reward"``, ``"@group_filter"``, ``"@env"``) in place, comments kept; ``V`` reads ``current``.
   Refused unless the file declares ``NAME`` a knob (``harness/code_knobs.py``: ``EVOTRAINER_KNOBS``), so a
   skill learned from a probe moves only constants another harness also declares;
 - ``{"op": "drop_gate", "file": "@reward", "gate": ID}``: delete the gate ``ID`` (``if COND: return 0`` in the
@@ -170,7 +170,7 @@ def _is_agentic(spec: SkillSpec, ops: list[dict[str, Any]]) -> bool:
 
 
 def resolve_file(ref: str, harness: Harness, worktree: Path | None = None, backend: BackendName | None = None) -> str:
-    """Resolve ``@reward``, ``@group_filter``, ``@trainer_config`` and ``@data_selection`` to harness paths.
+    """Resolve ``@reward``, ``@group_filter``, ``@env``, ``@trainer_config`` and ``@data_selection`` to harness paths.
 
     ``@trainer_config`` is ``backend``'s settings file (the default backend's when None). ``@data_selection``
     is the ``data_selection`` field of the trainer config, read in ``worktree`` (the harness's own folder when
@@ -184,6 +184,10 @@ def resolve_file(ref: str, harness: Harness, worktree: Path | None = None, backe
         if harness.group_filter is None:
             raise SkillPatchError("the harness manifest declares no group_filter; '@group_filter' has no file")
         return harness.group_filter.path
+    if ref == "@env":
+        if harness.env is None:
+            raise SkillPatchError("the harness manifest declares no env; '@env' has no file")
+        return harness.env.path
     if ref == "@trainer_config":
         own = harness.manifest.trainer.config if backend is None else harness.manifest.trainer.settings(backend)
         if own is None:
@@ -191,7 +195,7 @@ def resolve_file(ref: str, harness: Harness, worktree: Path | None = None, backe
         return own
     if ref.startswith("@"):
         raise SkillPatchError(
-            f"unknown file reference {ref!r}; use @reward, @group_filter, @trainer_config or @data_selection"
+            f"unknown file reference {ref!r}; use @reward, @group_filter, @env, @trainer_config or @data_selection"
         )
     return ref
 

@@ -25,7 +25,7 @@ PolicyKind = Literal["heuristic", "llm"]
 SessionStatus = Literal["running", "finished", "failed", "interrupted"]
 Decision = Literal["keep", "prune", "revert", "merge"]
 DecisionOutcome = Literal["improvement", "regression", "mixed", "insufficient"]
-Factor = Literal["reward", "filter", "data", "trainer", "diagnostic"]
+Factor = Literal["reward", "filter", "data", "trainer", "diagnostic", "env"]
 CandidateStatus = Literal[
     "proposed",
     "refused",

@@ -15,6 +15,7 @@ Factors (paper §2: reward, filtering, data selection, rollout settings, optimis
   trainer config and the store's factor set has no separate value for it. ``FactorCheck.trainer_keys``
   names the keys touched and ``FactorCheck.length_budget`` says whether the length budget moved, so the
   ledger and skills can still call it a "length budget" intervention;
+- ``env``: the agentic environment's entry file (manifest ``env.entry``): its tools, limits and observations;
 - ``diagnostic``: files under the manifest's ``diagnostics`` folder, under any ``*diagnos*`` folder, or
   named ``*diagnos*``/``*analy*``;
 - ``other``: any other editable file. It counts as a factor of its own, so it must be declared too.
@@ -155,6 +156,8 @@ def classify_path(path: str, file_diff: FileDiff | None, harness: Harness) -> tu
         return ("reward",), []
     if harness.group_filter is not None and path == harness.group_filter.path:
         return ("filter",), []
+    if harness.env is not None and path == harness.env.path:
+        return ("env",), []
     settings = [m.trainer.config, *(m.trainer.settings(b) for b in BACKEND_NAMES)]
     if path in {check_or_none(f) for f in settings if f}:  # every backend's settings file is the trainer config
         return _classify_trainer_config(file_diff)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from agent.decisions.reward_gates import GateEvidence, gate_evidence
-from harness.code_knobs import CodeKnob, CodeKnobError, read_code_knobs, set_constant
+from harness.code_knobs import CodeKnob, CodeKnobError, knob_files, read_code_knobs, set_constant
 from harness.code_reference import CodeReferenceError, ReferenceUse, reference_use
 from harness.manifest import BackendName, Harness
 from trainer_backend import plugin_of
@@ -197,21 +197,17 @@ def reward_agreement(rows: pl.DataFrame) -> float:
 
 
 def code_knobs(harness: Harness) -> tuple[CodeKnob, ...]:
-    """The knobs the harness's reward and group-filter code declare (`harness/code_knobs.py`), read as the files
-    are (an env's constants are not probed yet: no intervention factor owns the env's code). A malformed
-    declaration in a file the session's own candidates wrote is logged and skipped (a candidate's code never
-    stops the session; the session's start refuses one in the user's harness)."""
+    """The knobs the harness's reward, group-filter and environment code declare (`harness/code_knobs.py`),
+    read as the files are. A malformed declaration in a file the session's own candidates wrote is logged and
+    skipped (a candidate's code never stops the session; the session's start refuses one in the user's
+    harness)."""
     out: list[CodeKnob] = []
-    seen: set[str] = set()
-    for role, entry in (("@reward", harness.reward), ("@group_filter", harness.group_filter)):
-        if entry is None or entry.path in seen:
-            continue
-        seen.add(entry.path)
-        text = _text(harness, entry.path)
+    for role, path in knob_files(harness):
+        text = _text(harness, path)
         if text is None:
             continue
         try:
-            out += read_code_knobs(text, entry.path, role)
+            out += read_code_knobs(text, path, role)
         except CodeKnobError as exc:
             log.warning("knobs not read: %s", exc)
     return tuple(out)

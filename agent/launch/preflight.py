@@ -77,15 +77,15 @@ def check_backend(backend: str, harness_dir: Path) -> None:
 
 
 def check_code_knobs(harness: Harness) -> None:
-    """Raise ValueError naming the file, the entry and the fix when the reward or group-filter code declares
-    a knob malformed (`harness/code_knobs.py`): read, never imported."""
-    from harness.code_knobs import CodeKnobError, read_code_knobs
+    """Raise ValueError naming the file, the entry and the fix when the reward, group-filter or environment code
+    declares a knob malformed (`harness/code_knobs.py`): read, never imported."""
+    from harness.code_knobs import CodeKnobError, knob_files, read_code_knobs
 
-    for role, entry in (("@reward", harness.reward), ("@group_filter", harness.group_filter)):
-        if entry is None or not harness.path(entry.path).is_file():
+    for role, path in knob_files(harness):
+        if not harness.path(path).is_file():
             continue  # a missing entry file is the manifest check's to report
         try:
-            read_code_knobs(harness.path(entry.path).read_text(encoding="utf-8", errors="replace"), entry.path, role)
+            read_code_knobs(harness.path(path).read_text(encoding="utf-8", errors="replace"), path, role)
         except CodeKnobError as exc:
             raise ValueError(f"{harness.root}/{exc}") from None
 

@@ -144,6 +144,8 @@ NEED_HINTS = {
     "pay_fewer_wrong": CODE_KNOB_HINT,
     "pay_more_right": CODE_KNOB_HINT + ", or a gate of the reward function (`if COND: return 0`) whose payout most "
     "of the right responses it fails carry (docs/harness.md, 'Gates')",
+    "env_allows_more": "an env probe needs a limit of the environment's code declared in EVOTRAINER_KNOBS with a move "
+    "whose effect is env_allows_more (docs/harness.md, 'Knobs in harness code')",
 }
 
 

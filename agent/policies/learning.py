@@ -93,6 +93,8 @@ def _refs(harness: Any) -> dict[str, str]:
     refs = {harness.reward.path: "@reward", harness.manifest.trainer.config: "@trainer_config"}
     if harness.group_filter is not None:
         refs[harness.group_filter.path] = "@group_filter"
+    if harness.env is not None:
+        refs[harness.env.path] = "@env"
     from skills.patches import SkillPatchError, resolve_file
 
     with contextlib.suppress(SkillPatchError):  # the settings name no data-selection file

@@ -115,11 +115,11 @@ def _trainer(knobs: Sequence[TrainerKnob]) -> list[Draft]:
 
 
 # The factor a constant of each harness code file belongs to (`agent/decisions/factors.py`).
-CODE_FACTORS = {"@reward": "reward", "@group_filter": "filter"}
+CODE_FACTORS = {"@reward": "reward", "@group_filter": "filter", "@env": "env"}
 
 
 def _code(knobs: Sequence[CodeKnob]) -> list[Draft]:
-    """Moves of the constants the reward and filter code declare as knobs (`harness/code_knobs.py`)."""
+    """Moves of the constants the reward, filter and env code declare as knobs (`harness/code_knobs.py`)."""
     return _dials([
         _Dial(k.spec, k.current, CODE_FACTORS[k.role], CODE_FACTORS[k.role], f" in {k.path}", False,
               functools.partial(_set_constant, k))

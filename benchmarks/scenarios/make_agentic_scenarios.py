@@ -4,7 +4,8 @@ Every scenario is the fixed agentic harness (`examples/lookup-agent-oracle`) wit
 defect injected into one editable file; its `oracle/` folder is that fixed harness. Two defects are taken
 from the defective example (`examples/lookup-agent`: its efficiency reward and its `max_turns`), so a change
 to the example flows into the scenarios on the next generation; two are written here (a per-turn token
-budget too small for the longer answer turns, a reward that pays tool calls). Defective files carry neutral
+budget too small for the longer answer turns, a reward that pays tool calls), and one in the environment's own
+code (a lookup limit below what a level-3 episode needs, issue 28 §4). Defective files carry neutral
 comments: the controller must find each defect from evidence (turn counts, stop reasons, tool-call rates),
 not from a note.
 
@@ -36,6 +37,9 @@ TOOL_CALL_CREDIT = 0.5  # tool-spam: reward per tool call written, uncapped; abo
 # turn-token-cap: tokens one turn may generate. A call turn is 10 (`<call>lookup h</call>`), an answer turn with
 # a two-digit sum 11 or more (`6+4=10<ans>10</ans>` and EOS), every level-3 answer turn 11 to 14.
 TURN_TOKEN_CAP = 10
+# env-lookup-limit: successful lookups the environment allows an episode before it refuses the next call and ends
+# the episode (stop reason tool_error). A level-3 episode needs 3; the env declares the constant a knob, safe 4-64.
+ENV_LOOKUP_LIMIT = 2
 
 
 def _demo_value(relative: str, key: str) -> str:
@@ -47,7 +51,7 @@ def _demo_value(relative: str, key: str) -> str:
     return match.group(1).strip()
 
 
-# --- the four defects (each edits one factor of a copy of the oracle harness) -----------------------------
+# --- the five defects (each edits one factor of a copy of the oracle harness) -----------------------------
 
 
 def one_turn_collapse(root: Path) -> None:
@@ -103,6 +107,12 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
 '''
 
 
+def env_lookup_limit(root: Path) -> None:
+    """An environment that refuses the third lookup of an episode and ends it: level-3 episodes never answer."""
+    env = root / "harness" / "env.py"
+    env.write_text(_sub_once(r"^MAX_LOOKUPS = \d+$", f"MAX_LOOKUPS = {ENV_LOOKUP_LIMIT}", env.read_text(), str(env)))
+
+
 def tool_spam(root: Path) -> None:
     """A reward that pays every tool call: calling until the turn cap outearns answering right."""
     (root / "harness" / "reward.py").write_text(TOOL_SPAM_REWARD)
@@ -156,6 +166,18 @@ SCENARIOS: tuple[tuple[Scenario, Callable[[Path], None]], ...] = (
             "confirmed-behaviour-reward",
         ),
         tool_spam,
+    ),
+    (
+        Scenario(
+            "env-lookup-limit", "env",
+            f"the environment's MAX_LOOKUPS = {ENV_LOOKUP_LIMIT}: it refuses an episode's third lookup and ends the "
+            "episode, while a level-3 episode needs three lookups before its answer",
+            "level-3 episodes stop on a refused call (stop reason tool_error) before their answer; the refused "
+            "calls are well-formed lookups the environment answers in other episodes; level-3 groups dead",
+            "MAX_LOOKUPS = 8 (its declared default; examples/lookup-agent-oracle/harness/env.py)",
+            None,  # no seed skill names the environment's code
+        ),
+        env_lookup_limit,
     ),
 )  # fmt: skip
 

@@ -5,6 +5,7 @@ without training).
 
 from __future__ import annotations
 
+import difflib
 import json
 import shutil
 from pathlib import Path
@@ -19,8 +20,8 @@ from trainer_backend.local.config import load_trainer_config
 from trainer_backend.local.vocab import tokenizer_for
 
 ROOT = Path(__file__).resolve().parents[2]
-NAMES = ["one-turn-collapse", "tool-spam", "turn-budget", "turn-token-cap"]
-FACTOR_FILE = {"reward": "harness/reward.py", "trainer": "harness/trainer.yaml"}
+NAMES = ["env-lookup-limit", "one-turn-collapse", "tool-spam", "turn-budget", "turn-token-cap"]
+FACTOR_FILE = {"reward": "harness/reward.py", "trainer": "harness/trainer.yaml", "env": "harness/env.py"}
 
 # Trajectories of the level-2 prompt `c+f=>` (table c=3, f=5; ground truth 8), as the local backend writes them.
 RIGHT = "<call>lookup c</call><obs>3</obs><call>lookup f</call><obs>5</obs>3+5=8<ans>8</ans>"
@@ -104,6 +105,61 @@ def test_turn_budget_cuts_level_three_only_in_the_defective_form() -> None:
     needed = 3 + 1  # level 3: three lookups, then the answer turn
     assert _trainer(scenario_dir("turn-budget", "defective")).max_turns < needed
     assert _trainer(scenario_dir("turn-budget", "oracle")).max_turns >= needed
+
+
+def _episode(folder: Path, keys: str) -> list[object]:
+    """What the scenario's environment answers to a lookup of each key in turn, until it ends the episode."""
+    harness = load_harness(folder)
+    assert harness.env is not None
+    env = load_function(harness.root, harness.env)({"table": dict(zip("abcdefgh", range(8), strict=True))})
+    out: list[object] = []
+    for key in keys:
+        result = env.call("lookup", {"key": key})
+        out.append(result)
+        if isinstance(result, dict) and result.get("done"):
+            break
+    return out
+
+
+def test_env_lookup_limit_ends_level_three_episodes_only_in_the_defective_form() -> None:
+    refused = {"result": "no lookup", "success": False, "done": True}
+    assert _episode(scenario_dir("env-lookup-limit", "defective"), "cfh") == ["2", "5", refused]
+    assert _episode(scenario_dir("env-lookup-limit", "oracle"), "cfhab") == ["2", "5", "7", "0", "1"]
+
+
+def test_env_lookup_limit_is_probed_back_to_its_declared_default_as_an_env_factor(tmp_path: Path) -> None:
+    # The environment declares MAX_LOOKUPS a knob (safe 4-64): at 2 it is out of range, a symptom of its own, and
+    # the probe that moves it back is an `env` candidate that changes that constant and nothing else.
+    from agent.decisions.factors import check_candidate
+    from agent.decisions.knobs import harness_knobs, range_restoration
+    from agent.nodes.propose import probe_metrics
+    from agent.policies.explore import propose_probes
+    from skills.patches import apply_skill
+
+    work = tmp_path / "h"
+    shutil.copytree(scenario_dir("env-lookup-limit", "defective"), work)
+    harness = load_harness(work)
+    knobs = harness_knobs(harness, "local")
+    env_knobs = [k for k in knobs.code if k.role == "@env"]
+    assert [(k.spec.key, k.current, k.in_range) for k in env_knobs] == [("MAX_LOOKUPS", 2.0, False)]
+    metrics = probe_metrics({"strict_acc_delta": 0.10}, harness, knobs)  # no stall: a range is enough
+    props = propose_probes(knobs, metrics, tried=(), blocked={}, max_candidates=2)
+    probe = props[0].probe
+    assert probe is not None and probe.probe_id == "env:MAX_LOOKUPS:default" and props[0].skill.factor == "env"
+    before = (work / "harness" / "env.py").read_text()
+    parent = tmp_path / "parent"
+    shutil.copytree(work, parent)
+    apply_skill(props[0].skill, work, harness)
+    after = (work / "harness" / "env.py").read_text()
+    assert after == before.replace("MAX_LOOKUPS = 2\n", "MAX_LOOKUPS = 8\n")
+    assert _episode(work, "cfh")[-1] == "7"
+    lines = difflib.unified_diff(
+        before.splitlines(), after.splitlines(), "a/harness/env.py", "b/harness/env.py", lineterm=""
+    )
+    diff = "diff --git a/harness/env.py b/harness/env.py\n" + "\n".join(lines) + "\n"
+    verdict = check_candidate(["harness/env.py"], diff, harness, declared_factors=["env"])
+    assert verdict.ok and verdict.factors == ("env",), verdict.reason
+    assert range_restoration(load_harness(parent), load_harness(work), "local", ["harness/env.py"]) == ("MAX_LOOKUPS",)
 
 
 def _turn_tokens(folder: Path, text: str) -> int:
