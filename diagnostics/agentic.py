@@ -35,7 +35,7 @@ from diagnostics.findings import Layer, LayerOutput, graded
 from diagnostics.query import GROUP_KEYS, refs
 from diagnostics.schema import StopReason
 from diagnostics.score import REWARDED_WRONG_RELATIVE, ROUNDING_SLACK, STRICT_CORRECT
-from diagnostics.tool_results import tool_results
+from diagnostics.tool_results import refused_calls, tool_results
 from diagnostics.tool_roles import DEFAULT_ROLES, ActMode, ToolRole, ToolRoles
 from diagnostics.trajectories import Trajectories, is_agentic, trajectories
 
@@ -180,6 +180,7 @@ def diagnose_agentic(rows: pl.DataFrame, roles: ToolRoles = DEFAULT_ROLES) -> La
         _caps(t),
         _reward(t),
         tool_results(t),
+        refused_calls(t),
     ]
     return LayerOutput.merge(parts)
 

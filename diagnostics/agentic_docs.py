@@ -24,6 +24,8 @@ REWARD_PAYS_TOOL_CALLS = "agentic.reward_pays_tool_calls"
 REWARD_PAYS_FEWER_TURNS = "agentic.reward_pays_fewer_turns"
 # The environment's answers to one call mislead the episodes that get them (issue 28 §4): not a reward hack.
 MISLEADING_RESULT = "agentic.tool_result_misleads"
+# The environment refuses well-formed calls it answers in other episodes (issue 28 §4): a limit of its code binds.
+REFUSED_KNOWN_CALLS = "agentic.tool_refuses_known_calls"
 AGENTIC_HACK_ALERT_IDS = frozenset({ONE_TURN_COLLAPSE, PAID_WITHOUT_SUCCESS, REWARD_PAYS_TOOL_CALLS,
                                     REWARD_PAYS_FEWER_TURNS})  # fmt: skip
 
@@ -100,6 +102,10 @@ _AGENTIC_DOCS: dict[str, tuple[str, str]] = {  # metric -> (meaning, rule that g
                         "Bonferroni correction; 0 when none is", "agentic.tool_result_misleads > 0.3 / 0.5"),
     "tool_result_gap_episodes": ("episodes that made the call with the largest significant gap",
                                  "agentic.tool_result_misleads"),
+    "refused_known_call_rate": ("failed calls among the calls to known calls (a tool and arguments the environment "
+                                "answered successfully in >= 5 episodes); NaN under 20 such failures",
+                                "agentic.tool_refuses_known_calls > 0.05 / 0.15"),
+    "refused_known_calls": ("calls to known calls the environment failed", "agentic.tool_refuses_known_calls"),
     "marked_rate": ("share of episodes the level-1 trajectory filter marked (reward == TRAJECTORY_MARK)",
                     "agentic.level1_marked > 0.3"),
 }  # fmt: skip

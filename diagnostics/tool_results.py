@@ -1,10 +1,19 @@
-"""Agentic layer: does the environment answer some call wrongly? (issue 28 §4)
+"""Agentic layer: does the environment misbehave? (issue 28 §4)
 
-An environment misbehaves, seen from the rollouts alone, when the episodes that got a successful answer to one
-particular call (a tool and its arguments: the `call` hash of `diagnostics/trajectories.py`) succeed far less
-often than the episodes that did not: a wrong value in a lookup table, a stale cache entry, an observation
-formatted wrongly for some inputs. Failed calls are another rule's (`agentic.tool_failure`); here the call
-succeeded and its answer misled. Pure function over the per-episode features; `diagnostics/agentic.py` runs it.
+Two ways an environment's code misbehaves can be seen from the rollouts alone (a call is a tool and its
+arguments: the `call` hash of `diagnostics/trajectories.py`):
+
+- **it answers a call wrongly** (`agentic.tool_result_misleads`): the episodes that got a successful answer to
+  one particular call succeed far less often than the episodes that did not: a wrong value in a lookup table,
+  a stale cache entry, an observation formatted wrongly for some inputs. Here the call succeeded and its
+  answer misled;
+- **it refuses calls it answers elsewhere** (`agentic.tool_refuses_known_calls`): a call the environment
+  answered successfully in at least `KNOWN_MIN_EPISODES` episodes fails in others. The call was well-formed,
+  so what failed it is the environment's state: a limit of its code (calls, time, budget) that binds, a
+  resource it ran out of. A failure of a call that never succeeds anywhere (a key the table lacks) is the
+  policy's, and `agentic.tool_failure`'s.
+
+Pure functions over the per-episode features; `diagnostics/agentic.py` runs them.
 """
 
 from __future__ import annotations
@@ -13,7 +22,7 @@ import math
 
 import polars as pl
 
-from diagnostics.agentic_docs import MISLEADING_RESULT
+from diagnostics.agentic_docs import MISLEADING_RESULT, REFUSED_KNOWN_CALLS
 from diagnostics.findings import Layer, LayerOutput, graded
 from diagnostics.query import refs
 from diagnostics.trajectories import Trajectories
@@ -26,6 +35,13 @@ RESULT_ALPHA = 0.01
 RESULT_GAP_WARNING = 0.30
 RESULT_GAP_CRITICAL = 0.50
 EVIDENCE_MAX = 5
+# A call is known once the environment answered it successfully in KNOWN_MIN_EPISODES episodes; the refusal rate
+# (failed calls among the calls to known calls) is graded once REFUSED_MIN_CALLS such failures are seen.
+# EvoTrainer's thresholds: a healthy deterministic environment refuses none (0.0 on the lookup examples).
+KNOWN_MIN_EPISODES = 5
+REFUSED_MIN_CALLS = 20
+REFUSED_WARNING = 0.05
+REFUSED_CRITICAL = 0.15
 
 
 def tool_results(t: Trajectories) -> LayerOutput:
@@ -34,7 +50,8 @@ def tool_results(t: Trajectories) -> LayerOutput:
     m = {"tool_result_gap": math.nan, "tool_result_gap_episodes": math.nan}
     what = "a tool answer misleads: episodes that got it fail far more often (the environment may answer it wrongly)"
     no_data = "no recorded turns" if t.calls is None else ""
-    if t.calls is None or not t.calls.height:
+    answered = None if t.calls is None else t.calls.filter(pl.col("ok")).select("episode", "tool", "call")
+    if answered is None or not answered.height:
         return LayerOutput((graded(MISLEADING_RESULT, Layer.BEHAVIOUR, math.nan, metric="tool_result_gap",
                                    warning=RESULT_GAP_WARNING, critical=RESULT_GAP_CRITICAL, what=what,
                                    inconclusive=no_data),), m)  # fmt: skip
@@ -43,7 +60,7 @@ def tool_results(t: Trajectories) -> LayerOutput:
     episodes = t.frame.select(pl.col("success").fill_null(False)).with_row_index("episode")
     n, wins = episodes.height, int(episodes["success"].sum())
     per_call = (
-        t.calls.join(episodes, on="episode")
+        answered.join(episodes, on="episode")
         .group_by("tool", "call")
         .agg(n_with=pl.len(), ok_with=pl.col("success").sum())
         .filter((pl.col("n_with") >= RESULT_MIN_EPISODES) & (n - pl.col("n_with") >= RESULT_MIN_EPISODES))
@@ -60,7 +77,7 @@ def tool_results(t: Trajectories) -> LayerOutput:
     evidence: list[str] = []
     if best is not None:
         m["tool_result_gap_episodes"] = float(best[3])
-        hit = t.calls.filter(pl.col("call") == best[2]).select("episode")
+        hit = answered.filter(pl.col("call") == best[2]).select("episode")
         failed = t.frame.with_row_index("episode").join(hit, on="episode", maintain_order="left")
         failed = failed.filter(~pl.col("success").fill_null(False))
         evidence = refs(failed, EVIDENCE_MAX)
@@ -68,4 +85,42 @@ def tool_results(t: Trajectories) -> LayerOutput:
     finding = graded(MISLEADING_RESULT, Layer.BEHAVIOUR, m["tool_result_gap"], metric="tool_result_gap",
                      warning=RESULT_GAP_WARNING, critical=RESULT_GAP_CRITICAL, what=what, evidence=evidence,
                      numbers={"calls_compared": float(per_call.height), "episodes": float(n)})  # fmt: skip
+    return LayerOutput((finding,), m)
+
+
+def refused_calls(t: Trajectories) -> LayerOutput:
+    """Does the environment refuse well-formed calls? The share of calls to known calls (answered successfully in
+    `KNOWN_MIN_EPISODES` episodes or more) that it failed; the evidence, episodes with such a refusal."""
+    m = {"refused_known_call_rate": math.nan, "refused_known_calls": math.nan}
+    what = "the environment refuses calls it answers in other episodes (a limit or state of its code binds)"
+    if t.calls is None or not t.calls.height:
+        return LayerOutput((graded(REFUSED_KNOWN_CALLS, Layer.BEHAVIOUR, math.nan, metric="refused_known_call_rate",
+                                   warning=REFUSED_WARNING, critical=REFUSED_CRITICAL, what=what,
+                                   inconclusive="no recorded turns"),), m)  # fmt: skip
+    known = (
+        t.calls.filter(pl.col("ok"))
+        .group_by("tool", "call")
+        .agg(pl.col("episode").n_unique().alias("episodes"))
+        .filter(pl.col("episodes") >= KNOWN_MIN_EPISODES)
+        .select("tool", "call")
+    )
+    to_known = t.calls.join(known, on=["tool", "call"])
+    refused = to_known.filter(~pl.col("ok"))
+    m["refused_known_calls"] = float(refused.height)
+    inconclusive = ""
+    if refused.height < REFUSED_MIN_CALLS:
+        inconclusive = f"{refused.height} refused calls (< {REFUSED_MIN_CALLS})" if refused.height else ""
+        m["refused_known_call_rate"] = 0.0 if not refused.height and to_known.height else math.nan
+    else:
+        m["refused_known_call_rate"] = refused.height / to_known.height
+    evidence: list[str] = []
+    if refused.height:
+        tools = sorted({str(tool) for tool in refused["tool"]})
+        what += f"; refused: {', '.join(tools)} ({refused.height} of {to_known.height} calls to known calls)"
+        episodes = t.frame.with_row_index("episode").join(refused.select("episode").unique(), on="episode")
+        evidence = refs(episodes.sort("episode"), EVIDENCE_MAX)
+    finding = graded(REFUSED_KNOWN_CALLS, Layer.BEHAVIOUR, m["refused_known_call_rate"],
+                     metric="refused_known_call_rate", warning=REFUSED_WARNING, critical=REFUSED_CRITICAL, what=what,
+                     evidence=evidence, inconclusive=inconclusive if math.isnan(m["refused_known_call_rate"]) else "",
+                     numbers={"refused_known_calls": m["refused_known_calls"]})  # fmt: skip
     return LayerOutput((finding,), m)

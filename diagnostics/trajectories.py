@@ -32,8 +32,8 @@ class Trajectories:
     (1 - unique/total bigrams of the call sequence), `max_run` (longest run of the same tool), `entropy`
     (bits, over the episode's tool names; null under two calls) and, by role, `n_search`, `n_verify`. `tools`
     has one row per tool name: `tool`, `calls`, `failed`, `role`. `roles_present` holds the roles of the
-    tools seen in the run and of the tools the harness declares. `calls` (`call_episodes`) lists the calls
-    the environment answered successfully, per episode.
+    tools seen in the run and of the tools the harness declares. `calls` (`call_episodes`) lists the calls of
+    each episode and whether the environment answered them successfully.
     """
 
     frame: pl.DataFrame
@@ -41,7 +41,7 @@ class Trajectories:
     act_mode: ActMode
     has_turns: bool
     roles_present: frozenset[ToolRole] = frozenset()
-    calls: pl.DataFrame | None = None  # `call_episodes`: the successful calls of each episode (None: no turns)
+    calls: pl.DataFrame | None = None  # `call_episodes`: each episode's calls and their outcome (None: no turns)
 
 
 def success() -> pl.Expr:
@@ -110,8 +110,9 @@ def trajectories(rows: pl.DataFrame, roles: ToolRoles = DEFAULT_ROLES) -> Trajec
 
 
 def call_episodes(rows: pl.DataFrame) -> pl.DataFrame:
-    """One row per episode and distinct call the environment answered successfully: `episode` (the row's index
-    in `rows`), `tool` and `call` (the hash of the tool and its arguments), in episode order."""
+    """One row per episode and distinct call: `episode` (the row's index in `rows`), `tool`, `call` (the hash of
+    the tool and its arguments) and `ok` (the environment answered it successfully), in episode order. A call
+    made twice in an episode with both outcomes has a row for each."""
     turn = pl.col("turns")
     return (
         rows.lazy()
@@ -124,8 +125,7 @@ def call_episodes(rows: pl.DataFrame) -> pl.DataFrame:
             call=turn.struct.field("call"),
             ok=turn.struct.field("success").fill_null(False),
         )
-        .filter(pl.col("tool").is_not_null() & pl.col("call").is_not_null() & pl.col("ok"))
-        .select("episode", "tool", "call")
+        .filter(pl.col("tool").is_not_null() & pl.col("call").is_not_null())
         .unique(maintain_order=True)
         .collect()
     )

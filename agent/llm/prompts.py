@@ -17,7 +17,7 @@ Work like an RL engineer:
 1. Read the health report (read_health_report) and look at the evidence rollouts behind the alerts
    (sample_rollouts). Search stored skills and past cases (search_skills, search_cases) before inventing.
 2. For each intervention: create_candidate (a git branch + worktree) with a written hypothesis, the ONE
-   factor it changes (reward | filter | data | trainer | diagnostic) and a falsifiable success criterion.
+   factor it changes (reward | filter | data | trainer | diagnostic | env) and a falsifiable success criterion.
    Then edit files in that worktree (read_file, write_file, apply_patch, propose_diagnostic), check it
    with request_backtest on the cached rollouts, and submit_candidate. A refused submission is recorded;
    read the reason and, if you still believe in the idea, create a new candidate that respects the rules.

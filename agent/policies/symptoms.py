@@ -27,6 +27,7 @@ from agent.policies.heuristic import Metrics
 from diagnostics.groups import BIASED_REWARD_GAP
 from diagnostics.score import MISRANKED_GROUP_CRITICAL, REWARDED_WRONG_CRITICAL, UNREWARDED_CORRECT_CRITICAL
 from diagnostics.sources import MIX_GAP_WARNING
+from diagnostics.tool_results import REFUSED_WARNING
 from skills.triggers import evaluate, matched_terms
 
 # Held-out strict accuracy stalls or falls: its gain within the incumbent's run is below this (a healthy
@@ -110,6 +111,8 @@ SYMPTOMS: tuple[Symptom, ...] = (
             "the hard ones"),
     Symptom("heldout_uncovered", f"source_mix_gap > {MIX_GAP_WARNING}", 3.0, ("data_cover",), (),
             "training practises another mix of data sources than the held-out set measures"),
+    Symptom("env_refuses_calls", f"refused_known_call_rate > {REFUSED_WARNING}", 3.0, ("env_allows_more",), (),
+            "the environment refuses well-formed calls it answers in other episodes (a limit of its code binds)"),
 )  # fmt: skip
 SYMPTOM_NAMES = frozenset(s.name for s in SYMPTOMS)
 # Symptoms whose evidence names one knob (the filter's kept groups, the data mix against the held-out set, one
@@ -118,7 +121,7 @@ SYMPTOM_NAMES = frozenset(s.name for s in SYMPTOMS)
 # (`UNPROMPTED`). On greedy-filter seed 1 the temperature and group-size probes (no diversity, low spread, dead
 # groups: 4.0) outranked the std-filter probe (filter_biased: 3.0) and the filter was never changed.
 PINPOINTING = frozenset({"filter_drops_signal", "filter_keeps_dead", "filter_biased", "heldout_uncovered",
-                         "component_dominates", "format_never_written"})  # fmt: skip
+                         "component_dominates", "format_never_written", "env_refuses_calls"})  # fmt: skip
 # Symptoms under which no other change can show an effect (no response is well-formed, so every group is flat
 # whatever the reward, filter, data or step size): the probes that address them take the first candidate
 # slots, ahead of the skills that match (agent/nodes/propose.py).

@@ -209,3 +209,26 @@ def lookups(wrong_key: str | None, *, seed: int = 0, steps: int = 2, groups: int
                 calls = [("lookup", f"key={k}", True) for k in keys]
                 rows.append(episode(s, g, i, calls, reward=float(ok), strict=float(ok), run="lookup"))
     return rows
+
+
+def limited_lookups(
+    limit: int | None, *, seed: int = 0, steps: int = 2, groups: int = 8, size: int = 8
+) -> list[Rollout]:
+    """Episodes that look one to three random keys (a-h) up, then answer; an environment with a lookup `limit`
+    refuses the call after it and ends the episode (stop reason tool_error, no answer). None: no limit."""
+    import random
+
+    rng = random.Random(seed)
+    rows = []
+    for s in range(steps):
+        for g in range(groups):
+            level = 1 + g % 3
+            for i in range(size):
+                keys = rng.sample("abcdefgh", level)
+                calls = [("lookup", f"key={k}", limit is None or n < limit) for n, k in enumerate(keys)]
+                cut = not all(ok for _, _, ok in calls)
+                calls = calls[: next((n + 1 for n, (_, _, ok) in enumerate(calls) if not ok), len(calls))]
+                ok = not cut and rng.random() < 0.8
+                rows.append(episode(s, g, i, calls, reward=float(ok), strict=float(ok), answer=not cut,
+                                    stop=StopReason.TOOL_ERROR if cut else None, run="lookup"))  # fmt: skip
+    return rows

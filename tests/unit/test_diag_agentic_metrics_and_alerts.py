@@ -269,7 +269,7 @@ ScenarioBuilder = Callable[[], list[Rollout]]
 def test_every_agentic_alert_fires_in_some_scenario_and_every_metric_is_documented() -> None:
     scenarios: list[ScenarioBuilder] = [
         E.one_turn_collapse, E.echo_trap, E.tool_spam, E.abandonment, E.cut_successes, E.failing_edits, E.lookup_only,
-        E.blind_edits, lambda: E.lookups("h"),
+        E.blind_edits, lambda: E.lookups("h"), lambda: E.limited_lookups(2),
     ]  # fmt: skip
     outs = [run(build()) for build in scenarios]
     marked = [replace(r, reward=TRAJECTORY_MARK) for r in E.healthy()]
@@ -285,7 +285,7 @@ def test_every_agentic_alert_fires_in_some_scenario_and_every_metric_is_document
                 for g in range(4) for i in range(7)] + E.healthy(1)[:1]  # fmt: skip
     outs.append(run(one_tool))
     every = {f.alert_id for f in outs[0].findings}
-    assert len(every) == 20
+    assert len(every) == 21
     assert set().union(*(fired(o) for o in outs)) == every
     keys = {k for o in outs for k in o.metrics}
     assert all(is_agentic_metric(k) for k in keys)
