@@ -33,6 +33,7 @@ TEMPLATE_OPS = frozenset(
         "reweight_sources",
         "match_heldout_sources",
         "score_from_component",
+        "score_from_checks",
         "set_constant",
         "drop_gate",
         "read_reference",

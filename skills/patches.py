@@ -55,6 +55,8 @@ over ``current`` and the skill's ``params`` (overridable per call). Operations:
 - ``{"op": "score_from_component", "file": F, "component": NAME}``: make a dict reward train on one of its
   own components (``skills.templates.score_from_component``: the manifest's reward function is rebound to
   a wrapper that returns ``score = out[NAME]``, every component still logged); ``"file": "@reward"``;
+- ``{"op": "score_from_checks", "file": "@reward", "checks": [[NAME, ">=", T], ...]}``: make a dict reward pay
+  1 when each named component passes its check, else 0 (``skills.score_checks``; issue 28 §5);
 - ``{"op": "set_constant", "file": F, "name": NAME, "value": V}``: set a module-level number constant of a
   harness code file (``"@reward"``, ``"@group_filter"``, ``"@env"``) in place, comments kept; ``V`` reads ``current``.
   Refused unless the file declares ``NAME`` a knob (``harness/code_knobs.py``: ``EVOTRAINER_KNOBS``), so a
@@ -97,6 +99,7 @@ from sandboxes import worktree_files
 from skills.context import AGENTIC_CONTEXT
 from skills.data_weights import match_heldout, reweight
 from skills.models import SkillSpec, template_ops
+from skills.score_checks import score_from_checks
 from skills.templates import (
     TOOL_ROLES_MARK,
     TemplateError,
@@ -353,6 +356,11 @@ def _plan(
         source = _reward_source(rel, writes.get(rel) or current, harness)
         content = score_from_component(source, harness.reward.function, str(op["component"]))
         return rel, content, f"{rel}: {harness.reward.function} now trains on component {op['component']!r}"
+    if kind == "score_from_checks":
+        _only(op, {"op", "file", "checks"})
+        source = _reward_source(rel, writes.get(rel) or current, harness)
+        content = score_from_checks(source, harness.reward.function, op["checks"])
+        return rel, content, f"{rel}: {harness.reward.function} pays 1 when {op['checks']!r} all hold"
     if kind == "set_constant":
         _only(op, {"op", "file", "name", "value"})
         source = writes.get(rel) or current

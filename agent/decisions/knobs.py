@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from agent.decisions.reward_alignment import Alignment, fit_alignment
 from agent.decisions.reward_gates import GateEvidence, gate_evidence
 from harness.code_knobs import CodeKnob, CodeKnobError, knob_files, read_code_knobs, set_constant
 from harness.code_reference import CodeReferenceError, ReferenceUse, reference_use
@@ -88,6 +89,7 @@ class HarnessKnobs:
     data_file: str | None = None  # the data-selection file; None when the settings name none
     data_weights: Mapping[str, float] = field(default_factory=dict)
     components: tuple[ComponentEvidence, ...] = ()
+    alignment: Alignment | None = None  # the reward's own checks that best agree with the strict score (§5)
     code: tuple[CodeKnob, ...] = ()  # constants the reward and filter code declare (harness/code_knobs.py)
     gates: tuple[GateEvidence, ...] = ()  # early exits of the reward's entry function (harness/code_gates.py)
     reference: ReferenceUse | None = None  # whether the reward reads ground_truth (harness/code_reference.py)
@@ -166,6 +168,7 @@ def harness_knobs(harness: Harness, backend: BackendName, train_rows: pl.DataFra
         data_file=data_file if weights else None,
         data_weights=weights,
         components=component_evidence(train_rows) if train_rows is not None else (),
+        alignment=fit_alignment(train_rows) if train_rows is not None else None,
         code=code_knobs(harness),
         gates=gate_evidence(harness, _text(harness, harness.reward.path), train_rows),
         reference=_reference_use(harness),

@@ -74,7 +74,10 @@ def offline_candidates(
 ) -> list[CandidateInfo]:
     """The heuristic policy's candidates of this iteration, slot by slot:
 
-    1. the probes of a blocking symptom (`explore.BLOCKING`: nothing else can show an effect);
+    1. the probes of a blocking symptom (`explore.BLOCKING`: nothing else can show an effect), then the best
+       probe whose evidence names the faulty place of the harness's own code (`symptoms.NAMED`: a constant
+       outside the range its declaration calls safe, a gate, an unread reference, an env limit that refuses
+       calls), one per iteration: a general skill's trigger never outranks the harness's own word;
     2. the matching skills, best-ranked first (they carry their track record);
     3. for each critical alert of the incumbent's report nothing so far is aimed at
        (`agent/policies/alert_aims.py`), its best probe: no stall needed, the alert is the evidence;
@@ -83,6 +86,7 @@ def offline_candidates(
     Each critical alert left without a candidate gets its reason recorded (`_record_alert_answers`).
     """
     from agent.policies.explore import BLOCKING
+    from agent.policies.symptoms import names_its_fault
 
     alerts = _critical_alerts(state, metrics)
 
@@ -95,7 +99,11 @@ def offline_candidates(
     def unblocking(out: set[str], taken: set[str]) -> list[Proposal]:
         return [p for p in probes(out, taken) if p.probe is not None and set(p.probe.symptoms) & BLOCKING]
 
+    def named(out: set[str], taken: set[str]) -> list[Proposal]:
+        return [p for p in probes(out, taken) if p.probe is not None and names_its_fault(p)]
+
     made = _fill(ctx, state, harness, metrics, unblocking, tried, [])
+    made = _fill(ctx, state, harness, metrics, named, tried | _names(made), made, cap=1)
     made = _fill(ctx, state, harness, metrics, skills, tried | _names(made), made)
     if alerts:
         made = _fill_aimed(ctx, state, harness, knobs, metrics, tried, made, alerts)
@@ -245,8 +253,10 @@ def _fill(
     source: Source,
     tried: set[str],
     made: list[CandidateInfo],
+    cap: int | None = None,
 ) -> list[CandidateInfo]:
-    """Materialise `source`'s proposals until `max_candidates` are live or it runs dry.
+    """Materialise `source`'s proposals until `max_candidates` are live (`cap` of them from this source, when
+    given) or it runs dry.
 
     A refused proposal (its patch did not apply, or the surface check refused the diff) hands its slot to the
     next-ranked one: the source is asked again without everything proposed so far and without the factors the
@@ -254,9 +264,12 @@ def _fill(
     """
     made = list(made)
     out = set(tried)
+    first = len(made)
     while True:
         live = [c for c in made if c["status"] != "refused"]
         need = ctx.max_candidates - len(live)
+        if cap is not None:
+            need = min(need, cap - sum(c["status"] != "refused" for c in made[first:]))
         taken = {c["factor"] for c in live}
         batch = [p for p in source(out, taken) if not {s.name for s in p.skills} & out][:need] if need > 0 else []
         if not batch:

@@ -438,6 +438,48 @@ def _reference(knobs: HarnessKnobs, metrics: Metrics) -> list[Draft]:
     return out
 
 
+# What a move of the reward does about its disagreement with the strict score (the effects symptoms.py's reward
+# symptoms need): the generic alignment probe is drafted only when no other draft has one of them.
+DISAGREEMENT_EFFECTS = frozenset({"reward_component", "pay_fewer_wrong", "pay_more_right"})
+
+
+def _aligned(knobs: HarnessKnobs, metrics: Metrics, others: Sequence[Draft]) -> list[Draft]:
+    """Pay 1 when the reward's own checks that agree with the strict score all hold (issue 28 §5): the generic
+    candidate when the reward and the evaluator disagree at the critical level and nothing more specific (a
+    component, a declared knob, a gate, the reference) is drafted to answer it."""
+    fit = knobs.alignment
+    paid_wrong, unpaid_right = metrics.get("rewarded_wrong_rate"), metrics.get("unrewarded_correct_rate")
+    critical = (isinstance(paid_wrong, int | float) and paid_wrong > REWARDED_WRONG_CRITICAL) or (
+        isinstance(unpaid_right, int | float) and unpaid_right > UNREWARDED_CORRECT_CRITICAL
+    )
+    if fit is None or not critical or any(DISAGREEMENT_EFFECTS & set(d.effects) for d in others):
+        return []
+    shown = " and ".join(c.shown for c in fit.checks)
+    key = "-".join(f"{c.component}{'ge' if c.op == '>=' else 'le'}{c.threshold:g}" for c in fit.checks)
+    return [
+        Draft(
+            probe_id=f"reward:checks:{key}",
+            knob="@reward:checks",
+            factor="reward",
+            slug="reward-pays-checks-" + ENTRY.sub("-", key.lower()).strip("-")[:24],
+            ops=[
+                {
+                    "op": "score_from_checks",
+                    "file": "@reward",
+                    "checks": [[c.component, c.op, c.threshold] for c in fit.checks],
+                }
+            ],
+            params={},
+            effects=("reward_component",),
+            what=f"pay 1 when {shown} (the reward's own checks), else 0: on the training rollouts it pays "
+            f"{fit.rewarded_wrong:.0%} of the {fit.n_wrong} strict-wrong ones and fails {fit.unrewarded_correct:.0%} "
+            f"of the {fit.n_right} strict-right ones, where the reward pays {fit.reward_rewarded_wrong:.0%} and "
+            f"fails {fit.reward_unrewarded_correct:.0%}",
+            why="the reward's training-side checks together agree with the evaluator where its score does not",
+        )
+    ]
+
+
 def _named(name: str, predicate: str, text: str) -> Symptom:
     """Evidence that names one place of the reward's code (`symptoms.PROVEN_REPAIRS`): it weighs like a
     pinpointing symptom; `predicate` (on documented metrics) is what a skill learned from its probe triggers on."""
@@ -451,7 +493,8 @@ def _or(value: float, fallback: float) -> float:
 def draft_probes(knobs: HarnessKnobs, metrics: Metrics) -> list[Draft]:
     """Every probe the harness's knobs allow, in declaration order (trainer settings, filter, data, reward):
     the order breaks score ties when probes are ranked."""
-    return [
+    drafts = [
         *_trainer(knobs.trainer), *_code(knobs.code), *_filter(knobs), *_data(knobs, metrics), *_reward(knobs),
         *_gates(knobs), *_reference(knobs, metrics),
     ]  # fmt: skip
+    return [*drafts, *_aligned(knobs, metrics, drafts)]

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from agent.decisions.knobs import ComponentEvidence
-from agent.policies.heuristic import Metrics
+from agent.policies.heuristic import Metrics, Proposal
 from diagnostics.groups import BIASED_REWARD_GAP
 from diagnostics.score import MISRANKED_GROUP_CRITICAL, REWARDED_WRONG_CRITICAL, UNREWARDED_CORRECT_CRITICAL
 from diagnostics.sources import MIX_GAP_WARNING
@@ -148,6 +148,12 @@ UNPROMPTED = frozenset({OUT_OF_RANGE, GATE_FAILS_RIGHT, REFERENCE_UNREAD, *PINPO
 # so their pilot is held to non-inferiority (`agent.decisions.evidence.classify_restoration`). (synth-format-gate
 # seed 1: the gate's pilot gained +0.071, CI [+0.000, +0.142], and was pruned for thin evidence.)
 PROVEN_REPAIRS = frozenset({GATE_FAILS_RIGHT, REFERENCE_UNREAD})
+# Evidence that names one faulty place of the harness's own code: a proven repair, an env limit that refuses
+# calls the env answers elsewhere (env-lookup-limit: two generic seed skills took both slots of iteration 1
+# while the refusals named the env's declared limit), and, for a constant of the harness's code (never a trainer
+# setting, whose documented range is the backend's, not the harness's), its value outside its declared range.
+# The best such probe takes a slot before the matching skills (`agent/nodes/propose.py`).
+NAMED = frozenset({*PROVEN_REPAIRS, "env_refuses_calls"})
 
 
 @dataclass(frozen=True)
@@ -156,6 +162,15 @@ class Abnormal:
 
     symptom: Symptom
     evidence: tuple[str, ...]
+
+
+def names_its_fault(proposal: Proposal) -> bool:
+    """True for a probe whose evidence names the faulty place of the harness's own code (`NAMED`)."""
+    probe = proposal.probe
+    if probe is None:
+        return False
+    code = not probe.probe_id.startswith("trainer:")
+    return bool(set(probe.symptoms) & NAMED) or (code and OUT_OF_RANGE in probe.symptoms)
 
 
 def stalled(metrics: Metrics) -> bool:

@@ -126,3 +126,45 @@ def test_without_a_declared_limit_the_alert_gets_a_reason_naming_what_is_missing
     held = [a for a in abnormal(metrics) if a.symptom in alert.symptoms]
     reason = why_no_probe(knobs, metrics, held, tried=(), blocked={})
     assert "env_allows_more" in reason and "EVOTRAINER_KNOBS" in reason, reason
+
+
+def test_the_probe_the_evidence_names_takes_a_slot_before_general_skills(
+    limited: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # env-lookup-limit, iteration 1 of the benchmark session before this rule: the level-3 groups are dead, so two
+    # general seed skills (a data mix, a dense reward) matched and took both slots; the env's limit waited for
+    # iteration 3. With two slots the probe that names the env's limit now comes first, one skill after it.
+    from sqlalchemy.orm import Session
+
+    from agent.context import Context
+    from agent.nodes import propose as node
+    from agent.policies.heuristic import Proposal
+    from skills.repository import seed_skills
+    from store import engine as store_engine
+    from store import repository as store_repo
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    store_engine.upgrade(url)
+    with Session(store_engine.make_engine(url)) as db:
+        store_repo.create_session(db, session_id="s0", harness_path="/h", repo_path="/r", max_iterations=3,
+                                  max_train_steps=100, main_branch="evo/s0/main")  # fmt: skip
+        seed_skills(db)
+        db.commit()
+    report = _report(limited, tmp_path / "run")
+    knobs = harness_knobs(limited, "local")
+    made_by: list[Proposal] = []
+
+    def materialise(ctx: object, state: object, harness: Harness, p: Proposal, k: int, m: object) -> dict[str, str]:
+        made_by.append(p)
+        return {"id": f"s0-v1.{k}", "skill": ",".join(s.name for s in p.skills), "status": "proposed",
+                "reason": "", "factor": p.factor, "hypothesis": p.hypothesis}  # fmt: skip
+
+    monkeypatch.setattr(node, "_materialise", materialise)
+    metrics = node.probe_metrics({**dict(report.metrics), "dead_group_ratio": 0.5, "strict_acc_delta": 0.0},
+                                 limited, knobs)  # fmt: skip
+    state = {"report": report.to_json(), "iteration": 0, "session_id": "s0"}
+    ctx = Context(workdir=str(tmp_path), db_url=url, max_candidates=2)
+    made = node.offline_candidates(ctx, state, limited, knobs, metrics, set())  # type: ignore[arg-type]
+    assert len(made) == 2 and made_by[0].probe is not None, [c["skill"] for c in made]
+    assert made_by[0].probe.probe_id in {"env:MAX_LOOKUPS:default", "env:MAX_LOOKUPS:up:m0"}
+    assert made_by[1].probe is None, [c["skill"] for c in made]  # the other slot still goes to a matching skill
