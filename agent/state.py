@@ -61,6 +61,9 @@ class CandidateInfo(TypedDict):
     restarts: NotRequired[list[str]]
     # the critical alerts of the incumbent's report this candidate is aimed at (agent/policies/alert_aims.py)
     aims: NotRequired[list[str]]
+    # it repairs a reward defect its code names (symptoms.PROVEN_REPAIRS): after a run that learned to exploit
+    # the reward, its pilots start from before that run (agent/decisions/rollback.py)
+    repairs_reward: NotRequired[bool]
 
 
 class BacktestInfo(TypedDict):
@@ -135,6 +138,7 @@ class RollbackInfo(TypedDict, total=False):
     checkpoint: str
     steps: int
     reason: str
+    repairs_only: bool  # only candidates that repair the exploited reward restart (`CandidateInfo.repairs_reward`)
 
 
 class GateAnswer(TypedDict, total=False):

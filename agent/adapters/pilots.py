@@ -45,7 +45,9 @@ def plan_pilot(ctx: Context, payload: dict[str, Any]) -> PilotPlan:
     rollback = payload.get("rollback") or {}
     if candidate and candidate.get("restarts"):  # it changes what a run does before its first step (a warm start)
         init, start_steps = "", 0
-    elif candidate and rollback:  # the incumbent's run damaged its policy: test the fix from before the damage
+    elif candidate and rollback and (candidate.get("repairs_reward") or not rollback.get("repairs_only")):
+        # the incumbent's run damaged its policy (collapsed it, or learned to exploit the reward this candidate
+        # repairs): test the fix from before the damage
         init, start_steps = rollback["checkpoint"], int(rollback["steps"])
     else:
         init, start_steps = version["checkpoint"], version["steps"]

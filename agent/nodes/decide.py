@@ -26,9 +26,12 @@ def decide(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx, it = runtime.context, state["iteration"]
     evaluations = [Evaluation.from_state(e) for e in current(state.get("evaluations"), it)]
     decisions = decide_rule(evaluations, ctx.mode)
-    if state.get("rollback"):
+    rollback = state.get("rollback") or {}
+    if rollback:
+        restarted = {c["id"] for c in state.get("candidates", []) if c.get("repairs_reward")}
         for d in decisions:
-            d["rationale"] += f"; rollback: {state['rollback']['reason']}"
+            if not rollback.get("repairs_only") or d["candidate_id"] in restarted:
+                d["rationale"] += f"; rollback: {rollback['reason']}"
     _say_what_was_carried(decisions, current(state.get("pilots"), it))
     merge = next((d for d in decisions if d["decision"] == "merge"), None)
     if merge is None or ctx.mode != "evotrainer" or ctx.replicates == 0:

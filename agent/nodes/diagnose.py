@@ -13,7 +13,7 @@ from langgraph.runtime import Runtime
 
 from agent.adapters import ledger
 from agent.context import Context
-from agent.decisions.rollback import rollback_point
+from agent.decisions.rollback import REWARD_HACKING, rollback_point
 from agent.nodes.common import REPORT_FILE, cached_report, run_table, session_answer, session_roles
 from agent.state import CandidateInfo, PilotInfo, State
 from diagnostics.findings import HealthReport, Severity
@@ -40,8 +40,11 @@ def diagnose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         )
     gap = is_diagnostic_gap(report, state.get("failures_in_row", 0))
     ctx = runtime.context  # score-only decides on training reward alone, so it never reads held-out drops
+    hacked = any(f.alert_id == REWARD_HACKING and f.severity is Severity.CRITICAL for f in report.findings)
     rollback = (
-        rollback_point(version, ctx.min_effect, run_table(run_dir, answer).val) if ctx.mode == "evotrainer" else {}
+        rollback_point(version, ctx.min_effect, run_table(run_dir, answer).val, hacked=hacked)
+        if ctx.mode == "evotrainer"
+        else {}
     )
     return {"report": report.to_json(), "gap": gap, "rollback": rollback}
 

@@ -135,6 +135,7 @@ def _made(
     probe, refused = proposal.probe, info["status"] == "refused"
     if probe is not None and not refused and set(probe.symptoms) & PROVEN_REPAIRS and set(aimed) & set(MUST_FALL):
         info["restores_range"] = [probe.probe_id]
+        info["repairs_reward"] = True
     return info
 
 
