@@ -134,22 +134,13 @@ def test_the_probe_the_evidence_names_takes_a_slot_before_general_skills(
     # env-lookup-limit, iteration 1 of the benchmark session before this rule: the level-3 groups are dead, so two
     # general seed skills (a data mix, a dense reward) matched and took both slots; the env's limit waited for
     # iteration 3. With two slots the probe that names the env's limit now comes first, one skill after it.
-    from sqlalchemy.orm import Session
+    from seeded_store import seeded_store
 
     from agent.context import Context
     from agent.nodes import propose as node
     from agent.policies.heuristic import Proposal
-    from skills.repository import seed_skills
-    from store import engine as store_engine
-    from store import repository as store_repo
 
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    store_engine.upgrade(url)
-    with Session(store_engine.make_engine(url)) as db:
-        store_repo.create_session(db, session_id="s0", harness_path="/h", repo_path="/r", max_iterations=3,
-                                  max_train_steps=100, main_branch="evo/s0/main")  # fmt: skip
-        seed_skills(db)
-        db.commit()
+    url = seeded_store(tmp_path)
     report = _report(limited, tmp_path / "run")
     knobs = harness_knobs(limited, "local")
     made_by: list[Proposal] = []

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from diag_golden_runs import Case, build_cases
+from seeded_store import seeded_store
 from sqlalchemy.orm import Session
 
 from agent.context import Context
@@ -28,7 +29,6 @@ from diagnostics.findings import HealthReport, Severity
 from diagnostics.report import build_report
 from harness.answers import AnswerProtocol
 from harness.manifest import Harness, load_harness
-from skills.repository import seed_skills
 from store import engine as store_engine
 from store import repository as store_repo
 
@@ -47,15 +47,7 @@ def golden(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Case, He
 
 
 def _store(tmp_path: Path, *, seeded: bool) -> str:
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    store_engine.upgrade(url)
-    with Session(store_engine.make_engine(url)) as db:
-        store_repo.create_session(db, session_id=SID, harness_path="/h", repo_path="/r", max_iterations=3,
-                                  max_train_steps=100, main_branch=f"evo/{SID}/main")  # fmt: skip
-        if seeded:
-            seed_skills(db)
-        db.commit()
-    return url
+    return seeded_store(tmp_path, SID, seeded=seeded)
 
 
 def _harness(tmp_path: Path, example: str) -> Harness:

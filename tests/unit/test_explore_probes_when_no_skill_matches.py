@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from seeded_store import seeded_store
 from sqlalchemy.orm import Session
 
 from agent.context import Context
@@ -20,7 +21,6 @@ from agent.decisions.knobs import harness_knobs
 from agent.nodes.propose import offline_proposals, probe_metrics
 from agent.policies.explore import SYMPTOMS
 from harness.manifest import Harness, load_harness
-from skills.repository import seed_skills
 from store import engine as store_engine
 from store import repository as store_repo
 from trainer_backend.knobs import declared_knobs
@@ -35,13 +35,7 @@ SIGNATURE = "no_diversity+tiny_updates"
 
 @pytest.fixture
 def store(tmp_path: Path) -> tuple[Context, str]:
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    store_engine.upgrade(url)
-    with Session(store_engine.make_engine(url)) as db:
-        store_repo.create_session(db, session_id="s0", harness_path="/h", repo_path="/r", max_iterations=3,
-                                  max_train_steps=100, main_branch="evo/s0/main")  # fmt: skip
-        seed_skills(db)
-        db.commit()
+    url = seeded_store(tmp_path)
     return Context(workdir=str(tmp_path), db_url=url, max_candidates=4), url
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from scenario_cache import scenario_dir
-from sqlalchemy.orm import Session
+from seeded_store import seeded_store
 
 from agent.context import Context
 from agent.decisions.knobs import harness_knobs
@@ -24,9 +24,6 @@ from agent.nodes import propose as node
 from agent.policies.heuristic import Proposal
 from agent.state import CandidateInfo
 from harness.manifest import Harness, load_harness
-from skills.repository import seed_skills
-from store import engine as store_engine
-from store import repository as store_repo
 
 # The trigger metrics of the unstable-optimiser scenario's v0 report (seed 0): dead groups under a discrete
 # reward, every source dead, updates far beyond a trust region and a collapsed training score.
@@ -47,13 +44,7 @@ COLLAPSE = {
 
 @pytest.fixture
 def setup(tmp_path: Path) -> tuple[Context, Harness]:
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    store_engine.upgrade(url)
-    with Session(store_engine.make_engine(url)) as db:
-        store_repo.create_session(db, session_id="s0", harness_path="/h", repo_path="/r", max_iterations=3,
-                                  max_train_steps=100, main_branch="evo/s0/main")  # fmt: skip
-        seed_skills(db)
-        db.commit()
+    url = seeded_store(tmp_path)
     shutil.copytree(scenario_dir("unstable-optimiser", "defective"), tmp_path / "harness")
     return Context(workdir=str(tmp_path), db_url=url, max_candidates=2), load_harness(tmp_path / "harness")
 
