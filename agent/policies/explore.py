@@ -39,8 +39,9 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 
 from agent.decisions.knobs import HarnessKnobs
+from agent.policies.draft import ENTRY, Draft
 from agent.policies.heuristic import Metrics, ProbeInfo, Proposal
-from agent.policies.probe_drafts import ENTRY, KEEP_LIVE_FILTER, MIN_COVER_GAP, Draft, draft_probes
+from agent.policies.probe_drafts import KEEP_LIVE_FILTER, MIN_COVER_GAP, draft_probes
 from agent.policies.symptoms import (
     ALIGNED_CORR,
     BLOCKING,
