@@ -11,7 +11,8 @@ arguments: the `call` hash of `diagnostics/trajectories.py`):
   answered successfully in at least `KNOWN_MIN_EPISODES` episodes fails in others. The call was well-formed,
   so what failed it is the environment's state: a limit of its code (calls, time, budget) that binds, a
   resource it ran out of. A failure of a call that never succeeds anywhere (a key the table lacks) is the
-  policy's, and `agentic.tool_failure`'s.
+  policy's, and `agentic.tool_failure`'s; a call the trainer did not run (written in the last allowed turn, an
+  echo-trap repeat: `success` null) is no refusal.
 
 Pure functions over the per-episode features; `diagnostics/agentic.py` runs them.
 """
@@ -104,7 +105,7 @@ def refused_calls(t: Trajectories) -> LayerOutput:
         .filter(pl.col("episodes") >= KNOWN_MIN_EPISODES)
         .select("tool", "call")
     )
-    to_known = t.calls.join(known, on=["tool", "call"])
+    to_known = t.calls.filter(pl.col("ok").is_not_null()).join(known, on=["tool", "call"])  # calls the env ran
     refused = to_known.filter(~pl.col("ok"))
     m["refused_known_calls"] = float(refused.height)
     inconclusive = ""

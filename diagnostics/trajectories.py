@@ -111,8 +111,9 @@ def trajectories(rows: pl.DataFrame, roles: ToolRoles = DEFAULT_ROLES) -> Trajec
 
 def call_episodes(rows: pl.DataFrame) -> pl.DataFrame:
     """One row per episode and distinct call: `episode` (the row's index in `rows`), `tool`, `call` (the hash of
-    the tool and its arguments) and `ok` (the environment answered it successfully), in episode order. A call
-    made twice in an episode with both outcomes has a row for each."""
+    the tool and its arguments) and `ok` (the environment answered it successfully; null for a call that was
+    not run: written in the last allowed turn, or an echo-trap repeat), in episode order. A call made twice in
+    an episode with both outcomes has a row for each."""
     turn = pl.col("turns")
     return (
         rows.lazy()
@@ -123,7 +124,7 @@ def call_episodes(rows: pl.DataFrame) -> pl.DataFrame:
             "episode",
             tool=turn.struct.field("tool"),
             call=turn.struct.field("call"),
-            ok=turn.struct.field("success").fill_null(False),
+            ok=turn.struct.field("success"),
         )
         .filter(pl.col("tool").is_not_null() & pl.col("call").is_not_null())
         .unique(maintain_order=True)

@@ -159,3 +159,25 @@ def test_the_probe_the_evidence_names_takes_a_slot_before_general_skills(
     assert len(made) == 2 and made_by[0].probe is not None, [c["skill"] for c in made]
     assert made_by[0].probe.probe_id in {"env:MAX_LOOKUPS:default", "env:MAX_LOOKUPS:up:m0"}
     assert made_by[1].probe is None, [c["skill"] for c in made]  # the other slot still goes to a matching skill
+
+
+def test_calls_the_trainer_did_not_run_are_no_refusals(tmp_path: Path) -> None:
+    # turn-budget (max_turns 3): a level-3 episode writes its third lookup in the last allowed turn, and the trainer
+    # does not run it (success None). The environment refused nothing; the first benchmark run of this rule read
+    # those calls as refusals and drafted an env probe there.
+    from dataclasses import replace
+
+    oracle = load_harness(scenario_dir("env-lookup-limit", "oracle"))
+    cut = []
+    for row in _rollouts(oracle):
+        turns = list(row.turns)
+        calls = [i for i, t in enumerate(turns) if t.tool is not None]
+        if len(calls) == 3:  # the third lookup is written in the last turn: not run, no answer after it
+            turns = [*turns[: calls[2]], replace(turns[calls[2]], success=None, result="")]
+            row = replace(row, turns=tuple(turns), stop_reason=StopReason.MAX_TURNS, strict_score=0.0, reward=0.0)
+        cut.append(row)
+    assert sum(r.stop_reason is StopReason.MAX_TURNS for r in cut) >= 20
+    write_rollouts(tmp_path / "rollouts" / "train" / "step_0.jsonl", cut)
+    report = build_report(tmp_path)
+    [finding] = [f for f in report.findings if f.alert_id == ALERT]
+    assert finding.severity is Severity.OK and report.metrics["refused_known_call_rate"] == 0.0, finding
