@@ -9,11 +9,11 @@ agrees best with the strict score of the *training* rollouts (the strict scores 
 them; never held-out rows or protected files). It is kept only when it halves the reward's own disagreement,
 with enough strict-right and strict-wrong rollouts to tell.
 
-Disagreement, for the reward and a rule alike: the share of strict-wrong rollouts paid (paid: at least half
-the top reward seen) plus the share of strict-right ones not paid, the two rates of the report's
-`score.rewarded_wrong` and `score.unrewarded_correct`. The candidate built from the rule
+Disagreement, for the reward and a rule alike, is counted as the backtest counts it
+(`diagnostics/backtest.py: strict_disagreement`, one definition): the share of strict-wrong rollouts paid plus
+the share of strict-right ones not paid. A rule may raise neither share. The candidate built from the rule
 (`skills/score_checks.py`) is then gated like every probe aimed at the reward's disagreement: its backtest must
-show that disagreement fall on the cached rollouts, and the hack corpus must hold (`diagnostics/backtest.py`).
+show that disagreement fall on the cached rollouts, and the hack corpus must hold.
 Pure (polars and numpy over the run table).
 """
 
@@ -31,7 +31,6 @@ MIN_EACH = 20  # strict-right and strict-wrong training rollouts, each, before a
 MAX_COMPONENTS = 8  # components searched (in the run table's order)
 MAX_THRESHOLDS = 12  # thresholds tried per component (its distinct values, or quantiles of them)
 MAX_GAIN = 0.5  # a rule is kept when its disagreement is at most this share of the reward's own
-PAID_SHARE = 0.5  # a reward pays a rollout when it is at least this share of the top reward seen
 SCORE = "score"  # the reward's own score counts as one of its checks (a partial credit paid only when full)
 
 Op = Literal[">=", "<="]
@@ -81,6 +80,7 @@ def fit_alignment(rows: pl.DataFrame) -> Alignment | None:
     import numpy as np
     import polars as pl
 
+    from diagnostics.backtest import strict_disagreement
     from diagnostics.score import STRICT_CORRECT
     from diagnostics.table import COMPONENT_PREFIX
 
@@ -92,13 +92,13 @@ def fit_alignment(rows: pl.DataFrame) -> Alignment | None:
         rows.select("reward", "strict_score", *names).drop_nulls().with_columns(pl.col("reward").alias(score_column))
     )
     names = [score_column, *names]
-    right = frame["strict_score"].to_numpy() >= STRICT_CORRECT
+    strict = frame["strict_score"].cast(pl.Float64).to_numpy()
+    right = strict >= STRICT_CORRECT
     n_right, n_wrong = int(right.sum()), int((~right).sum())
-    top = frame["reward"].max()
-    if n_right < MIN_EACH or n_wrong < MIN_EACH or not isinstance(top, int | float) or top <= 0:
+    if n_right < MIN_EACH or n_wrong < MIN_EACH:
         return None
-    paid = frame["reward"].to_numpy() >= PAID_SHARE * float(top)
-    reward_rates = _rates(paid, right, n_right, n_wrong)
+    paid_wrong, failed_right = strict_disagreement(strict, frame["reward"].cast(pl.Float64).to_numpy())
+    reward_rates = (paid_wrong / n_wrong, failed_right / n_right)
     masks: list[tuple[Check, np.ndarray]] = []
     for name in names:
         values = frame[name].cast(pl.Float64, strict=False).to_numpy()
@@ -114,7 +114,9 @@ def fit_alignment(rows: pl.DataFrame) -> Alignment | None:
     best: tuple[tuple[float, float], tuple[Check, ...]] | None = None
     pairs = (((a, b), ma & mb) for (a, ma), (b, mb) in itertools.combinations(masks, 2) if a.component != b.component)
     for checks, mask in itertools.chain((((c,), m) for c, m in masks), pairs):
-        rates = _rates(mask, right, n_right, n_wrong)
+        rates = _rates(mask, right, n_right, n_wrong)  # a rule pays 1 or 0: paid is the mask itself
+        if rates[0] > reward_rates[0] or rates[1] > reward_rates[1]:
+            continue  # it would trade one disagreement for the other
         if best is None or sum(rates) < sum(best[0]) - 1e-12:  # ties: the first found, single checks first
             best = (rates, checks)
     if best is None or not sum(best[0]) <= MAX_GAIN * sum(reward_rates):

@@ -20,7 +20,7 @@ from agent.decisions.knobs import HarnessKnobs
 from agent.policies.draft import ENTRY, Draft
 from agent.policies.heuristic import Metrics
 from agent.policies.symptoms import ALIGNED_CORR, GATE_FAILS_RIGHT, GATE_WEIGHT, REFERENCE_UNREAD, Symptom
-from diagnostics.score import REWARDED_WRONG_CRITICAL, UNREWARDED_CORRECT_CRITICAL
+from diagnostics.score import MISRANKED_GROUP_CRITICAL, REWARDED_WRONG_CRITICAL, UNREWARDED_CORRECT_CRITICAL
 
 
 def _reward(knobs: HarnessKnobs) -> list[Draft]:
@@ -144,10 +144,16 @@ def _aligned(knobs: HarnessKnobs, metrics: Metrics, others: Sequence[Draft]) -> 
     component, a declared knob, a gate, the reference) is drafted to answer it."""
     fit = knobs.alignment
     paid_wrong, unpaid_right = metrics.get("rewarded_wrong_rate"), metrics.get("unrewarded_correct_rate")
-    critical = (isinstance(paid_wrong, int | float) and paid_wrong > REWARDED_WRONG_CRITICAL) or (
-        isinstance(unpaid_right, int | float) and unpaid_right > UNREWARDED_CORRECT_CRITICAL
-    )
+    critical = _above(paid_wrong, REWARDED_WRONG_CRITICAL) or _above(unpaid_right, UNREWARDED_CORRECT_CRITICAL)
     if fit is None or not critical or any(DISAGREEMENT_EFFECTS & set(d.effects) for d in others):
+        return []
+    # Its backtest must show each critical disagreement fall (diagnostics/backtest.py: MUST_FALL): a rule that
+    # cannot is not drafted, and leaves its slot to another candidate.
+    misranked = metrics.get("misranked_group_rate")
+    pays_wrong = _above(paid_wrong, REWARDED_WRONG_CRITICAL) or _above(misranked, MISRANKED_GROUP_CRITICAL)
+    if (pays_wrong or metrics.get("reward_hacking") == 1.0) and not fit.rewarded_wrong < fit.reward_rewarded_wrong:
+        return []
+    if _above(unpaid_right, UNREWARDED_CORRECT_CRITICAL) and not fit.unrewarded_correct < fit.reward_unrewarded_correct:
         return []
     shown = " and ".join(c.shown for c in fit.checks)
     key = "-".join(f"{c.component}{'ge' if c.op == '>=' else 'le'}{c.threshold:g}" for c in fit.checks)
@@ -179,6 +185,10 @@ def _named(name: str, predicate: str, text: str) -> Symptom:
     """Evidence that names one place of the reward's code (`symptoms.PROVEN_REPAIRS`): it weighs like a
     pinpointing symptom; `predicate` (on documented metrics) is what a skill learned from its probe triggers on."""
     return Symptom(name, predicate, GATE_WEIGHT, (), text=text)
+
+
+def _above(value: object, limit: float) -> bool:
+    return isinstance(value, int | float) and value > limit
 
 
 def _or(value: float, fallback: float) -> float:

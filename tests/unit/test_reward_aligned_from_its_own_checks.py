@@ -124,3 +124,28 @@ def test_a_bare_number_reward_is_checked_on_its_score(tmp_path: Path) -> None:
     assert namespace["compute_score"]("s", "x", "1") == {"score": 0.0}  # type: ignore[operator]
     with pytest.raises(TemplateError, match="already"):
         score_from_checks(out, "compute_score", [["score", ">=", 1.0]])
+
+
+def test_no_generic_candidate_whose_backtest_could_not_show_each_critical_disagreement_fall(
+    partial: tuple[Harness, Path],
+) -> None:
+    # one-turn-collapse at seed 0: the report calls the reward's paid-wrong critical (0.85: paid like the mean right
+    # answer), while by the backtest's count it pays no strict-wrong response at all. A rule cannot make that
+    # fall, so its candidate would fail its backtest (0 -> 50) and waste a slot: it is not drafted.
+    import dataclasses
+
+    from agent.decisions.reward_alignment import Alignment
+
+    harness, run_dir = partial
+    knobs = harness_knobs(harness, "local", run_table(run_dir, harness.manifest.answer).train)
+    fit = Alignment((Check("score", ">=", 0.25), Check("efficiency", "<=", 0.5)), 0.0, 0.109, 0.0, 0.891, 835, 1725)
+    knobs = dataclasses.replace(knobs, alignment=fit)
+
+    def drafted(**metrics: float) -> list[str]:
+        m = probe_metrics({"strict_acc_delta": 0.0, **metrics}, harness, knobs)
+        return [p.probe.probe_id for p in propose_probes(knobs, m, tried=(), blocked={}, max_candidates=9)
+                if p.probe and p.probe.probe_id.startswith("reward:checks:")]  # fmt: skip
+
+    assert drafted(rewarded_wrong_rate=0.85, unrewarded_correct_rate=0.46) == []
+    assert drafted(unrewarded_correct_rate=0.46, reward_hacking=1.0) == []
+    assert drafted(unrewarded_correct_rate=0.46) == ["reward:checks:scorege0.25-efficiencyle0.5"]
