@@ -9,7 +9,7 @@ A knob is something a single-factor probe (`agent/policies/explore.py`) can chan
   ``data.select_by`` field), when the settings name such a file;
 - the reward's components: the names the run's training rollouts carry in ``reward_components``, each with
   how it agrees with the protected strict score on those rollouts (`ComponentEvidence`);
-- the constants the reward and group-filter code declare as knobs (`harness/code_knobs.py`);
+- the constants the reward, group-filter and env code declare as knobs (`harness/code_knobs.py`);
 - the gates of the reward's entry function (`harness/code_gates.py`), each with the share of the strict-right
   responses the reward fails that it can explain (`agent/decisions/reward_gates.py`);
 - whether the reward reads its reference answer, and where it reads the row's extra_info instead
@@ -90,7 +90,7 @@ class HarnessKnobs:
     data_weights: Mapping[str, float] = field(default_factory=dict)
     components: tuple[ComponentEvidence, ...] = ()
     alignment: Alignment | None = None  # the reward's own checks that best agree with the strict score (§5)
-    code: tuple[CodeKnob, ...] = ()  # constants the reward and filter code declare (harness/code_knobs.py)
+    code: tuple[CodeKnob, ...] = ()  # constants the reward, filter and env code declare (harness/code_knobs.py)
     gates: tuple[GateEvidence, ...] = ()  # early exits of the reward's entry function (harness/code_gates.py)
     reference: ReferenceUse | None = None  # whether the reward reads ground_truth (harness/code_reference.py)
     reward_strict_corr: float = math.nan  # the whole reward's correlation with the strict score (training rows)
@@ -227,7 +227,7 @@ def range_restoration(
 
     All of it: `changed` (the candidate's changed files) is exactly the backend's settings file, and every key
     whose value differs there is a declared knob the runs read, out of range in `parent` and in range in
-    `candidate`; or `changed` is exactly one reward or group-filter file and its only edit is the literals of
+    `candidate`; or `changed` is exactly one reward, group-filter or env file and its only edit is the literals of
     knobs it declares (`harness/code_knobs.py`, the declaration itself unchanged), each out of range in
     `parent` and in range in `candidate`. Such a candidate is decided by non-inferiority
     (`agent.decisions.evidence.classify_restoration`).

@@ -2,7 +2,7 @@
 
 When held-out accuracy stalls or falls (`STALL`) and no stored skill matches, the heuristic policy still
 proposes: one move of one knob (`agent/decisions/knobs.py`: trainer settings with their safe range and effects, the
-constants the reward and filter code declare as knobs, the group filter, the data weights, the reward's
+constants the reward, filter and env code declare as knobs, the group filter, the data weights, the reward's
 components), each with a written hypothesis. The moves are
 drafted per kind of knob in `agent/policies/probe_drafts.py`; they are ranked by the abnormal health metrics
 they address, from the symptom table in `agent/policies/symptoms.py`:

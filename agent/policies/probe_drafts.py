@@ -4,7 +4,7 @@ A `Draft` (`agent/policies/draft.py`) is one move of one knob, with its template
 effects it has (matched against the symptom table, `agent/policies/symptoms.py`), a hypothesis's "what" and
 "why", and the symptoms that support it once ranked (`agent/policies/explore.py`):
 
-- trainer settings, and the constants the reward and filter code declare (`harness/code_knobs.py`, edited
+- trainer settings, and the constants the reward, filter and env code declare (`harness/code_knobs.py`, edited
   by a `set_constant` op): a value outside its documented safe range is moved back to its default (the
   `OUT_OF_RANGE` symptom is built here); otherwise each declared move (`harness.knobs`) in each magnitude,
   kept inside the safe range;
