@@ -50,8 +50,10 @@ def test_short_session_on_the_program_synthesis_example(docker_client: Any, tmp_
     assert any("control" in p.name for p in runs.iterdir())
     status = cli("status", session.group(1), cwd=tmp_path)
     assert status.returncode == 0, status.stdout + status.stderr
-    assert "finished" in status.stdout and "raise-length-budget" in status.stdout, status.stdout
-    # v0's reward misranks right and wrong programs (critical) and no declared knob pays fewer wrong ones; the
-    # one slot went to the matching skill: status says what answered each critical alert, or why nothing did
+    # the one slot went to the probe the reward's own code names (its gate) where v0's evidence names it, else to
+    # the matching skill (raise-length-budget): either way one candidate is in the ledger
+    assert "finished" in status.stdout and "v1.1-" in status.stdout, status.stdout
+    # v0's reward misranks right and wrong programs (critical) and no declared knob pays fewer wrong ones: status
+    # says what answered each critical alert, or why nothing did
     assert "critical alerts and what answers them" in status.stdout, status.stdout
     assert "score.misranked_groups" in status.stdout and "nothing: no knob this harness" in status.stdout
