@@ -3,6 +3,7 @@
     setup → observe ─(v0 failed)→ END
       observe → diagnose ─(gap)→ upgrade_diagnostics ─┐
                   └─────────────────────────────────┴→ propose → backtest (fan-out) → launch_gate
+      propose ─(no live candidate)→ train (the control alone) | record (the LLM budget stopped the policy)
       → train (fan-out: candidates + control) → evaluate → decide ─(a merge?)→ replicate (fan-out: the
       merge candidate + control on fresh seeds) → confirm ─┐
                                           └───────────────┴→ promote_gate → record → observe (budget left) | finish
@@ -11,6 +12,7 @@
 bring their own (langgraph.md §4). The CLI compiles `builder` with a SQLite/Postgres checkpointer and passes
 its own `Context`; `graph` takes a client's context, so its schema is `ServerContext` (the owner's settings,
 the client's allowed choices: agent/launch/server_context.py).
+The conditional edges come from `routing.ROUTES`, the one table of every node each router can return.
 All nodes are sync `def`: git, Docker and training are blocking calls (langgraph.md §5).
 """
 
@@ -56,20 +58,16 @@ builder.add_node("finish", record.finish)
 
 builder.add_edge(START, "setup")
 builder.add_edge("setup", "observe")
-builder.add_conditional_edges("observe", routing.route_after_observe, ["diagnose", "finish", END])
-builder.add_conditional_edges("diagnose", routing.route_after_diagnose, ["upgrade_diagnostics", "propose"])
 builder.add_edge("upgrade_diagnostics", "propose")
-builder.add_conditional_edges("propose", routing.fan_out_backtests, ["backtest", "record"])
 builder.add_edge("backtest", "launch_gate")
-builder.add_conditional_edges("launch_gate", routing.fan_out_pilots, ["train", "record"])
 builder.add_edge("train", "evaluate")
 builder.add_edge("evaluate", "decide")
-builder.add_conditional_edges("decide", routing.fan_out_replicates, ["replicate", "promote_gate"])
 builder.add_edge("replicate", "confirm")
 builder.add_edge("confirm", "promote_gate")
 builder.add_edge("promote_gate", "record")
-builder.add_conditional_edges("record", routing.route_after_record, ["observe", "finish"])
 builder.add_edge("finish", END)
+for source, (router, targets) in routing.ROUTES.items():  # every node a router can return, Send targets too
+    builder.add_conditional_edges(source, router, list(targets))
 
 graph = builder.compile(name="evotrainer")
 graph.context_schema = ServerContext  # the server builds every run's context from the client's JSON with it

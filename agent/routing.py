@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 from langgraph.types import Send
@@ -106,3 +107,16 @@ def _payload(state: State) -> dict[str, Any]:
         "version": state["version"],
         "rollback": state.get("rollback") or {},
     }
+
+
+# Every node each router may send the session to: a name it returns or the node of a `Send` it makes. `graph.py`
+# draws exactly these edges (so Studio and `evotrainer graph` show every path a session can take), and
+# `tests/unit/test_graph_routes.py` reads each router's code and fails when it can return a node not listed here.
+ROUTES: dict[str, tuple[Callable[..., Any], tuple[str, ...]]] = {
+    "observe": (route_after_observe, ("diagnose", "finish", "__end__")),
+    "diagnose": (route_after_diagnose, ("upgrade_diagnostics", "propose")),
+    "propose": (fan_out_backtests, ("backtest", "train", "record")),
+    "launch_gate": (fan_out_pilots, ("train", "record")),
+    "decide": (fan_out_replicates, ("replicate", "promote_gate")),
+    "record": (route_after_record, ("observe", "finish")),
+}
