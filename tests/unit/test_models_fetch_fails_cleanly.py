@@ -52,14 +52,14 @@ def _one_error_line(output: str) -> str:
 
 
 @pytest.fixture
-def test_model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[registry.ModelSpec, Path]:
+def pinned_model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[registry.ModelSpec, Path]:
     """A registry entry pinning `GGUF_BYTES`, and that file on disk."""
     spec = registry.ModelSpec(
         name="test-model",
         description="a stand-in for cache tests",
         package="test-model-package",
         version="1.0",
-        member="test_model/test.gguf",
+        member="pinned_model/test.gguf",
         size=len(GGUF_BYTES),
         sha256=hashlib.sha256(GGUF_BYTES).hexdigest(),
         parameters=1,
@@ -223,9 +223,9 @@ def test_other_from_files_are_one_line_exit_2(tmp_path: Path, content: bytes | s
 
 
 def test_a_full_disk_at_the_write_step_is_one_line_and_leaves_nothing(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, test_model: tuple[registry.ModelSpec, Path]
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, pinned_model: tuple[registry.ModelSpec, Path]
 ) -> None:
-    spec, gguf = test_model
+    spec, gguf = pinned_model
     conversion = StandInConversion(fail_with=errno.ENOSPC)
     monkeypatch.setattr(cache, "convert", conversion)
     root = tmp_path / "cache"
@@ -246,9 +246,9 @@ def test_too_little_free_space_is_refused_before_any_download(monkeypatch: pytes
 
 
 def test_a_second_get_is_instant_and_the_marker_holds_the_sha256(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, test_model: tuple[registry.ModelSpec, Path]
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, pinned_model: tuple[registry.ModelSpec, Path]
 ) -> None:
-    spec, gguf = test_model
+    spec, gguf = pinned_model
     conversion = StandInConversion()
     monkeypatch.setattr(cache, "convert", conversion)
     root = tmp_path / "cache"
@@ -267,9 +267,9 @@ def test_a_second_get_is_instant_and_the_marker_holds_the_sha256(
 
 
 def test_a_stale_fetch_is_replaced_and_a_foreign_folder_is_left_alone(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, test_model: tuple[registry.ModelSpec, Path]
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, pinned_model: tuple[registry.ModelSpec, Path]
 ) -> None:
-    spec, gguf = test_model
+    spec, gguf = pinned_model
     monkeypatch.setattr(cache, "convert", StandInConversion())
     root = tmp_path / "cache"
     stale = root / spec.name
@@ -291,9 +291,9 @@ def test_a_stale_fetch_is_replaced_and_a_foreign_folder_is_left_alone(
 
 
 def test_concurrent_gets_convert_once_and_a_killed_fetchs_leftovers_go(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, test_model: tuple[registry.ModelSpec, Path]
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, pinned_model: tuple[registry.ModelSpec, Path]
 ) -> None:
-    spec, gguf = test_model
+    spec, gguf = pinned_model
     conversion = StandInConversion(seconds=0.5)
     monkeypatch.setattr(cache, "convert", conversion)
     root = tmp_path / "cache"

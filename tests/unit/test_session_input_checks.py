@@ -125,7 +125,8 @@ def test_a_function_imported_or_assigned_at_module_level_counts(tmp_path: Path) 
         (harness / "harness" / "reward.py").read_text().replace("def compute_score(", "def _score(")
         + "\ncompute_score = _score\n"
     )
-    check_harness(harness)
+    checked = check_harness(harness)  # raises SetupError when the alias is not found as the reward function
+    assert checked.reward.function == "compute_score"
 
 
 def test_an_unreachable_database_names_the_url_and_the_fix() -> None:
