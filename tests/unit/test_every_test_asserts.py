@@ -34,7 +34,7 @@ def _checks(fn: ast.AST, local: dict[str, ast.AST], seen: frozenset[str]) -> boo
     return False
 
 
-def tests_without_a_check(root: Path) -> list[str]:
+def unchecked_tests(root: Path) -> list[str]:
     """`file:line name` of every test function under `root` that checks nothing."""
     found = []
     for path in sorted(root.rglob("test_*.py")):
@@ -49,7 +49,7 @@ def tests_without_a_check(root: Path) -> list[str]:
 
 
 def test_every_test_function_checks_something() -> None:
-    assert tests_without_a_check(TESTS) == []
+    assert unchecked_tests(TESTS) == []
 
 
 def test_the_scan_finds_a_test_that_only_calls_product_code(tmp_path: Path) -> None:
@@ -59,4 +59,4 @@ def test_the_scan_finds_a_test_that_only_calls_product_code(tmp_path: Path) -> N
         "def test_through_a_helper():\n    helper(1)\n\n"
         "def test_raises():\n    with pytest.raises(ValueError):\n        int('x')\n"
     )
-    assert tests_without_a_check(tmp_path) == ["test_sample.py:4 test_calls_only"]
+    assert unchecked_tests(tmp_path) == ["test_sample.py:4 test_calls_only"]
