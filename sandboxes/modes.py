@@ -1,4 +1,4 @@
-"""Where candidate code runs: the sandbox modes, defined once (README, "What the sandbox modes guarantee").
+"""Where candidate code runs: the sandbox modes, defined once (docs/security.md).
 
 `docker` (the default for agent-written code) and `process` (weaker) isolate it; `none` runs it in the
 caller's process, for code the user wrote and trusts.
