@@ -53,7 +53,7 @@ def _spec(harness: Path, out: Path, steps: int, **kw: object) -> RunSpec:
 
 
 def _weights(run: Path) -> dict[str, torch.Tensor]:
-    return torch.load(run / "checkpoints" / "last.pt", weights_only=False)["model"]  # type: ignore[no-any-return]
+    return torch.load(run / "checkpoints" / "last.pt", weights_only=True)["model"]  # type: ignore[no-any-return]
 
 
 def test_a_sandboxed_agentic_run_records_every_trajectory(harness: Path, tmp_path: Path) -> None:

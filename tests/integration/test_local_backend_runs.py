@@ -92,7 +92,7 @@ def test_grpo_smoke_loss_finite_and_every_parameter_changed(
     assert summary["outcome"] == "ok" and summary["steps_done"] == 3
     ws = next((tmp_path / "cache" / "warmstart").glob("*.pt"))
     before = torch.load(ws, weights_only=True)
-    after = torch.load(out / "checkpoints" / "last.pt", weights_only=False)["model"]
+    after = torch.load(out / "checkpoints" / "last.pt", weights_only=True)["model"]
     unchanged = [k for k, v in before.items() if torch.equal(v, after[k])]
     assert unchanged == []
     rows = read_metrics(out / "metrics.jsonl")
@@ -214,7 +214,7 @@ def test_exact_continuation_in_segments_trains_like_one_run(harness: Path, tmp_p
         parent = seg
 
     def checkpoint(run: Path) -> dict[str, dict[str, torch.Tensor]]:
-        return torch.load(run / "checkpoints" / "last.pt", weights_only=False)  # type: ignore[no-any-return]
+        return torch.load(run / "checkpoints" / "last.pt", weights_only=True)  # type: ignore[no-any-return]
 
     def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
         return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

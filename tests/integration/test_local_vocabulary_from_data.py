@@ -52,7 +52,7 @@ def test_letters_train_and_a_pilot_with_an_unseen_character_is_the_harness_fault
     parent = BACKENDS["local"].run(RunSpec(run_id="v0", harness_dir=root, out_dir=tmp_path / "v0", steps=1))
     assert parent.outcome is Outcome.OK, parent.message
     checkpoint = tmp_path / "v0" / "checkpoints" / "last.pt"
-    vocab = torch.load(checkpoint, weights_only=False)["vocab"]
+    vocab = torch.load(checkpoint, weights_only=True)["vocab"]
     assert {"r", "e", "v", "<answer>"} <= set(vocab) and "z" not in vocab
 
     pilot = BACKENDS["local"].run(

@@ -59,7 +59,7 @@ def test_a_session_without_merges_ends_at_the_static_policy(tmp_path: Path, kl_c
 
     static = _cli("train", "--harness", str(harness), "--steps", "30", "--seed", "4", "--out", "static", cwd=tmp_path)
     assert static.returncode == 0, static.stdout[-3000:] + static.stderr[-3000:]
-    a = torch.load(final_dir / "checkpoints" / "last.pt", weights_only=False)
-    b = torch.load(tmp_path / "static" / "checkpoints" / "last.pt", weights_only=False)
+    a = torch.load(final_dir / "checkpoints" / "last.pt", weights_only=True)
+    b = torch.load(tmp_path / "static" / "checkpoints" / "last.pt", weights_only=True)
     for part in ("model", "reference"):
         assert a[part].keys() == b[part].keys() and all(torch.equal(a[part][k], b[part][k]) for k in a[part]), part

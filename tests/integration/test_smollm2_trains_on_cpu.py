@@ -140,7 +140,7 @@ def _rollouts(run: Path, split: str, step: int) -> list[dict[str, Any]]:
 def _checkpoint(run: Path, name: str = "last.pt") -> dict[str, Any]:
     import torch
 
-    return torch.load(run / "checkpoints" / name, map_location="cpu", weights_only=False)  # type: ignore[no-any-return]
+    return torch.load(run / "checkpoints" / name, map_location="cpu", weights_only=True)  # type: ignore[no-any-return]
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import pickle
 import random
+import re
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -54,21 +57,103 @@ def sample_rows(
     return [by_value[v][rng.randrange(len(by_value[v]))] for v in picks]
 
 
+class CheckpointError(ValueError):
+    """A checkpoint this trainer does not load: unreadable, or holding more than tensors and plain values."""
+
+
+def plain(value: Any, where: str = "checkpoint") -> Any:
+    """`value` with every leaf a tensor or a plain value, so `torch.load(weights_only=True)` reads it back.
+
+    Containers become dict / list / tuple (an `OrderedDict` stays one: state dicts are), subclasses of
+    int/float/str (an IntEnum, numpy's float64) and numpy scalars become the plain type. Anything else is a
+    bug of the code that built the state, named by its key path (`where`).
+
+    Raises:
+        TypeError: a leaf is neither a tensor nor a plain value.
+    """
+    if value is None or type(value) in (bool, int, float, str, bytes, torch.dtype, torch.device):
+        return value
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, dict):
+        kind = OrderedDict if isinstance(value, OrderedDict) else dict
+        return kind((plain(k, f"{where} key"), plain(v, f"{where}[{k!r}]")) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        items = [plain(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if isinstance(value, tuple) else items
+    for base in (bool, int, float, str):
+        if isinstance(value, base):
+            return base(value)
+    item = getattr(value, "item", None)  # a numpy scalar
+    if callable(item) and type(value).__module__ == "numpy":
+        return plain(item(), where)
+    raise TypeError(
+        f"{where}: a {type(value).__name__} cannot be stored in a checkpoint; store tensors and plain values"
+    )
+
+
 def save_checkpoint(out_dir: Path, state: dict[str, Any], name: Path = CHECKPOINT) -> Path:
-    """Write `name` (default `checkpoints/last.pt`) atomically (temp file + rename) and return its path."""
+    """Write `name` (default `checkpoints/last.pt`) atomically (temp file + rename) and return its path.
+
+    The state is stored as tensors and plain values (`plain`), so `read_checkpoint` loads it without running
+    any code the file could carry.
+    """
     path = out_dir / name
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
-        torch.save(state, tmp)
+        torch.save(plain(state), tmp)
     return path
 
 
+def read_checkpoint(path: Path, role: str) -> dict[str, Any]:
+    """Load a checkpoint with `weights_only=True`: tensors and plain values only, so a file can never run code.
+
+    `role` says which checkpoint it is in the error ("init_checkpoint", "the run's own checkpoint").
+
+    Raises:
+        CheckpointError: the file is unreadable, or holds anything besides tensors and plain values (a crafted
+            file, or one saved by an EvoTrainer that pickled other objects); names the file and the fix.
+    """
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise CheckpointError(
+            f"{role} {path}: refused: it holds objects besides tensors and plain values ({_unpickler_reason(exc)}), "
+            "and loading those could run code; checkpoints are loaded with torch.load(weights_only=True). Train "
+            "the run that wrote it again with this EvoTrainer, or start without it"
+        ) from None
+    except (OSError, RuntimeError, EOFError, ValueError) as exc:
+        raise CheckpointError(
+            f"{role} {path}: unreadable ({type(exc).__name__}: {str(exc)[:200]}); train the run that wrote it "
+            "again, or start without it"
+        ) from None
+    if not isinstance(state, dict):
+        raise CheckpointError(
+            f"{role} {path}: holds a {type(state).__name__}, not a checkpoint's dict; start without it"
+        )
+    return state
+
+
+def _unpickler_reason(exc: pickle.UnpicklingError) -> str:
+    """What torch's weights-only unpickler refused, without its advice to load the file unsafely."""
+    text = str(exc)
+    found = re.search(r"GLOBAL (\S+)", text)
+    if found:
+        return f"it names {found.group(1)}"
+    detail = text.partition("WeightsUnpickler error:")[2].strip().splitlines()
+    return detail[0][:120] if detail else "not a checkpoint torch.save wrote"
+
+
 def load_checkpoint(out_dir: Path) -> dict[str, Any] | None:
-    """Return the saved training state, or None when the run has no checkpoint."""
+    """Return the saved training state, or None when the run has no checkpoint.
+
+    Raises:
+        CheckpointError: see `read_checkpoint`.
+    """
     path = out_dir / CHECKPOINT
     if not path.is_file():
         return None
-    return torch.load(path, map_location="cpu", weights_only=False)  # type: ignore[no-any-return]
+    return read_checkpoint(path, "the run's own checkpoint")
 
 
 def reference_policy(

@@ -276,7 +276,7 @@ def starting_points(spec: RunSpec, resume: bool) -> Start:
     own = art.load_checkpoint(spec.out_dir) if resume else None
     parent = None
     if spec.init_checkpoint is not None:
-        parent = torch.load(spec.init_checkpoint, map_location="cpu", weights_only=False)
+        parent = art.read_checkpoint(spec.init_checkpoint, "init_checkpoint")
     return Start(own, parent)
 
 

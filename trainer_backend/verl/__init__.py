@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from harness.atomic import write_atomic
@@ -170,6 +171,43 @@ def validate_plan(plan: Plan, work_dir: Path, import_reward: bool = True) -> str
     return yaml_text
 
 
+# What the validation child sees of the controller's environment: what Python, verl's imports and a reward
+# module need, and never a credential. The child composes candidate-editable config and imports the harness's
+# reward module, so a secret in its environment is one `oc.env` or `os.environ` away from a run's files.
+CHILD_ENV_NAMES = frozenset(
+    [
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TMPDIR",
+        "TEMP",
+        "TMP",
+        "VIRTUAL_ENV",
+        "CONDA_PREFIX",
+        "LD_LIBRARY_PATH",
+        "CUDA_HOME",
+        "CUDA_VISIBLE_DEVICES",
+        "XDG_CACHE_HOME",
+    ]
+)
+CHILD_ENV_PREFIXES = ("LC_", "PYTHON", "HF_", "TRANSFORMERS_", "HYDRA_", "OMP_", "MKL_")
+SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
+
+
+def child_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The allow-listed part of `environ` a config-checking child gets (`CHILD_ENV_NAMES`, `CHILD_ENV_PREFIXES`),
+    less every name that looks like a credential (`SECRET_NAME`: HF_TOKEN, ..._API_KEY, ..._PASSWORD)."""
+    return {
+        name: value
+        for name, value in environ.items()
+        if (name in CHILD_ENV_NAMES or name.startswith(CHILD_ENV_PREFIXES)) and not SECRET_NAME.search(name)
+    }
+
+
 def validate_plans(plans: list[tuple[Plan, bool]], work_dir: Path, name: str) -> list[tuple[str, list[str]]]:
     """Compose + validate several plans in one child process (verl imports once); (YAML, problems) per plan.
 
@@ -182,12 +220,16 @@ def validate_plans(plans: list[tuple[Plan, bool]], work_dir: Path, name: str) ->
     folder = work_dir.resolve() / ".verl"
     folder.mkdir(parents=True, exist_ok=True)
     request, answer = folder / f"validate_in.{name}.json", folder / f"validate_out.{name}.json"
-    items = [{"overrides": p.overrides, "import_reward": imp, "env": p.env} for p, imp in plans]
+    wandb_key_set = bool(os.environ.get("WANDB_API_KEY"))  # the child checks for it but never sees it
+    items = [
+        {"overrides": p.overrides, "import_reward": imp, "env": p.env, "wandb_key_set": wandb_key_set}
+        for p, imp in plans
+    ]
     request.write_text(json.dumps({"plans": items}))
     answer.unlink(missing_ok=True)
     proc = subprocess.run(
         [sys.executable, "-m", "trainer_backend.verl.validate", str(request), str(answer)],
-        env=dict(os.environ),
+        env=child_env(os.environ),
         capture_output=True,
         text=True,
         timeout=VALIDATE_TIMEOUT_S + 30 * len(plans),

@@ -34,7 +34,7 @@ from harness.manifest import Harness
 from trainer_backend.base import RunRefused, RunSpec
 from trainer_backend.verl.agentic import AgentFiles, agent_files, agentic_overrides, agentic_warnings
 from trainer_backend.verl.overrides import legacy_key_problem as legacy_key_problem  # its home before issue 25
-from trainer_backend.verl.overrides import override_problem
+from trainer_backend.verl.overrides import override_problem, value_problem
 
 CHECKPOINT_DIR = CHECKPOINTS_DIR
 DATA_DIR = "verl_data"
@@ -85,6 +85,14 @@ class VerlTrainerConfig(BaseModel):
                 f"{self.train_batch_size}; lower ppo_mini_batch_size or raise train_batch_size"
             )
         return self
+
+    @field_validator("model_path", "tool_format")
+    @classmethod
+    def _scalar(cls, value: str) -> str:
+        problem = value_problem(f"={value}")
+        if problem:
+            raise ValueError(problem.lstrip(": "))
+        return value
 
     @field_validator("overrides")
     @classmethod
@@ -386,6 +394,9 @@ def build_plan(
         metric = "reward" if cfg.filter_groups_metric == "score" else "acc"
         ov += ["algorithm.filter_groups.enable=True", f"algorithm.filter_groups.metric={metric}"]
     ov += cfg.overrides  # last: harness-specific overrides win over our defaults (controller keys refused)
+    for override in ov:  # a harness-named path, model or name must not become a mapping verl instantiates
+        if problem := value_problem(override):
+            raise VerlConfigError(f"{harness.root}: {problem}")
     metrics_path = out / f"verl_metrics.{attempt}.jsonl"
     env = {
         "VERL_FILE_LOGGER_PATH": str(metrics_path),  # fresh file per attempt: FileLogger truncates (verl.md §1.8)

@@ -4,8 +4,9 @@
 in the trainer process, outside any sandbox. So `overrides` is an allow-list (`ALLOWED_OVERRIDES`): leaves of
 verl 0.9.1's `ppo_trainer` config that hold a number, a flag or a registry name, never a path, a module or a
 class. Also refused: legacy reward keys verl silently ignores (`LEGACY_KEYS`, with their replacement), keys
-the controller sets (`CONTROLLER_KEYS`) and `${...}` interpolations in a value (`oc.env` would read the
-controller's environment into the run's config).
+the controller sets (`CONTROLLER_KEYS`), and every value that is not a scalar or a list of scalars
+(`value_problem`): verl instantiates a mapping with `_target_` while it composes the config, and
+`${oc.env:...}` would read the controller's environment into the run's config.
 """
 
 from __future__ import annotations
@@ -133,8 +134,37 @@ def override_problem(override: str) -> str | None:
         close = difflib.get_close_matches(key, [a for a in ALLOWED_OVERRIDES if not a.endswith("*")], n=1, cutoff=0.8)
         hint = f"did you mean {close[0]}? " if close else ""
         return f"{key}: not a verl 0.9.1 config key a harness may override; {hint}{OVERRIDE_RULE}"
-    if "${" in override.partition("=")[2]:
-        return f"{key}: the value holds an interpolation (${{...}}); an override's value is a literal"
+    return value_problem(override)
+
+
+# Keys Hydra's `instantiate` reads: verl turns config nodes into dataclasses through it, recursively.
+HYDRA_CALL_KEYS = ("_target_", "_args_", "_partial_", "_recursive_", "_convert_")
+VALUE_RULE = "an override's value is a number, a flag, a name or a path, or a [list] of those"
+
+
+def value_problem(override: str) -> str | None:
+    """Why the value of the Hydra override `override` is not a scalar or a list of scalars, or None (pure).
+
+    A mapping value (`{_target_: ...}`) is instantiated by verl's `omega_conf_to_dataclass` (Hydra's recursive
+    `instantiate`), which calls whatever `_target_` names in the process composing the config; `${...}`
+    (`oc.env`) reads that process's environment; `f(...)` is Hydra's grammar for sweeps and casts. So a value
+    holds none of `{`, `}`, `${`, `(`, `)` nor a Hydra call key, and at most one level of `[...]`.
+    """
+    key, _, value = override.partition("=")
+    key = key.lstrip("+~")
+    if "${" in value:
+        return f"{key}: the value holds an interpolation (${{...}}); {VALUE_RULE}"
+    if "{" in value or "}" in value:
+        return f"{key}: the value is a mapping ({{...}}), which verl would instantiate; {VALUE_RULE}"
+    called = [k for k in HYDRA_CALL_KEYS if k in value]
+    if called:
+        return f"{key}: the value names {called[0]}, a key Hydra instantiates; {VALUE_RULE}"
+    if "(" in value or ")" in value:
+        return f"{key}: the value calls a Hydra grammar function (f(...)); {VALUE_RULE}"
+    inner = value.strip()
+    inner = inner[1:-1] if inner.startswith("[") and inner.endswith("]") else inner
+    if "[" in inner or "]" in inner:
+        return f"{key}: the value nests lists; {VALUE_RULE}"
     return None
 
 

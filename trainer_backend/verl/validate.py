@@ -1,6 +1,8 @@
 """Compose and validate overrides against verl 0.9.1's own packaged Hydra config (verl.md §4).
 
-Runs verl's compose API + `OmegaConf.resolve` + `verl.utils.config.validate_config`, then the checks verl
+Refuses, before composing, any override whose value is not a scalar or a list of scalars
+(`overrides.value_problem`: verl instantiates a mapping's `_target_` while validating). Then runs verl's
+compose API + `OmegaConf.resolve` + `verl.utils.config.validate_config`, then the checks verl
 makes too late or not at all: legacy reward keys, rollout TP×DP vs GPUs, logger names, wandb key,
 save_freq, the reward module loading through verl's `get_custom_reward_fn`, the reward manager
 resolving, data files existing. Imports verl (and the harness reward module) — so the controller runs
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer_backend.verl.config import hydra_error_key
-from trainer_backend.verl.overrides import legacy_key_problem
+from trainer_backend.verl.overrides import legacy_key_problem, value_problem
 
 
 def _as_list(value: Any) -> list[str]:
@@ -47,16 +49,22 @@ def compose(overrides: list[str]) -> Any:
     return cfg
 
 
-def check_overrides(overrides: list[str], import_reward: bool = True) -> tuple[str, list[str]]:
+def check_overrides(
+    overrides: list[str], import_reward: bool = True, wandb_key_set: bool | None = None
+) -> tuple[str, list[str]]:
     """Return (resolved config YAML, problems). An empty problem list means verl will accept the run.
 
     Every problem names the key and the fix. `import_reward=False` parses the reward module instead of
-    importing it (see above).
+    importing it (see above). `wandb_key_set` says whether the controller has a WANDB_API_KEY (the child's
+    environment holds no credentials); None: look in this process's environment.
     """
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
+    unsafe = [p for p in (value_problem(o) for o in overrides) if p]
+    if unsafe:  # composing would already instantiate a mapping's `_target_` (overrides.value_problem)
+        return "", unsafe
     problems = [p for p in (legacy_key_problem(o) for o in overrides) if p]
     try:
         cfg = compose(overrides)
@@ -72,7 +80,9 @@ def check_overrides(overrides: list[str], import_reward: bool = True) -> tuple[s
         else:
             problems.append(f"hydra compose failed: {text}")
         return "", problems
-    problems += _controller_checks(cfg, import_reward)
+    if wandb_key_set is None:
+        wandb_key_set = bool(os.environ.get("WANDB_API_KEY"))
+    problems += _controller_checks(cfg, import_reward, wandb_key_set)
     problems += _verl_checks(cfg)
     if cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path:
         problems += _agentic_checks(cfg, import_env=import_reward)
@@ -171,7 +181,7 @@ def _env_loads(root: str, import_env: bool) -> list[str]:
     return []
 
 
-def _controller_checks(cfg: Any, import_reward: bool = True) -> list[str]:
+def _controller_checks(cfg: Any, import_reward: bool, wandb_key_set: bool) -> list[str]:
     from verl.trainer.ppo.reward import get_custom_reward_fn, resolve_reward_manager_cls
     from verl.utils.tracking import Tracking
 
@@ -183,7 +193,7 @@ def _controller_checks(cfg: Any, import_reward: bool = True) -> list[str]:
         for b in loggers
         if b not in Tracking.supported_backend
     ]
-    if "wandb" in loggers and not os.environ.get("WANDB_API_KEY"):
+    if "wandb" in loggers and not wandb_key_set:
         problems.append("trainer.logger: wandb listed but WANDB_API_KEY is unset; export it or drop wandb")
     if tr.save_freq is None or tr.save_freq <= 0:
         problems.append(f"trainer.save_freq={tr.save_freq}: no checkpoints, the run cannot resume; set it > 0")
@@ -222,8 +232,8 @@ def _controller_checks(cfg: Any, import_reward: bool = True) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    """Child-process entry: read {"plans": [{"overrides", "import_reward", "env"}, ...]} from argv[0], write
-    {"results": [{"yaml", "problems"}, ...]} to argv[1] (one result per plan, in order)."""
+    """Child-process entry: read {"plans": [{"overrides", "import_reward", "env", "wandb_key_set"}, ...]} from
+    argv[0], write {"results": [{"yaml", "problems"}, ...]} to argv[1] (one result per plan, in order)."""
     with open(argv[0]) as fh:
         request = json.load(fh)
     results = []
@@ -231,7 +241,9 @@ def main(argv: list[str]) -> int:
         saved = dict(os.environ)
         os.environ.update(plan.get("env", {}))  # the plan's own environment (e.g. WANDB_API_KEY checks)
         try:
-            yaml_text, problems = check_overrides(plan["overrides"], bool(plan.get("import_reward", True)))
+            yaml_text, problems = check_overrides(
+                plan["overrides"], bool(plan.get("import_reward", True)), plan.get("wandb_key_set")
+            )
         finally:
             os.environ.clear()
             os.environ.update(saved)
