@@ -176,7 +176,7 @@ def _fill_aimed(
                                 only=names, evidence=alert.as_evidence())  # fmt: skip
         for proposal in ranked:
             out |= {s.name for s in proposal.skills}
-            made.append(_made(ctx, state, harness, proposal, len(made) + 1, metrics))
+            made.append(_once(ctx, state, _made(ctx, state, harness, proposal, len(made) + 1, metrics), made))
             if made[-1]["status"] != "refused":
                 break
     return made
@@ -277,7 +277,28 @@ def _fill(
             return made
         for proposal in batch:
             out |= {s.name for s in proposal.skills}
-            made.append(_made(ctx, state, harness, proposal, len(made) + 1, metrics))
+            made.append(_once(ctx, state, _made(ctx, state, harness, proposal, len(made) + 1, metrics), made))
+
+
+def _once(ctx: Context, state: State, info: CandidateInfo, made: list[CandidateInfo]) -> CandidateInfo:
+    """Refuse `info` when a live candidate of this iteration makes the same edit (same content key): one
+    backtest and one pilot per distinct edit. The kept candidate lists every proposer (`proposers`) and the
+    refusal names the kept one, so the ledger names both; the refused slot is handed on like any refusal."""
+    from agent.adapters.pilots import candidate_name
+
+    key = info.get("content_key")
+    if not key or info["status"] == "refused":
+        return info
+    earlier = [c for c in state.get("candidates", []) if c["iteration"] == info["iteration"]]
+    same = next((c for c in [*earlier, *made] if c.get("content_key") == key and c["status"] != "refused"), None)
+    if same is None:
+        return info
+    me = info["skill"] or info["slug"]
+    same["proposers"] = [*same.get("proposers", [same["skill"] or same["slug"]]), me]
+    kept = candidate_name(state["session_id"], same["id"])
+    return refuse_candidate(
+        ctx, state, info, f"same edit as {kept} (proposed by {', '.join(same['proposers'])}): one pilot per edit"
+    )
 
 
 def probe_metrics(report_metrics: dict[str, Any], harness: Harness, knobs: HarnessKnobs) -> dict[str, Any]:
@@ -389,6 +410,8 @@ def _materialise(
         except (SkillPatchError, gw.GitWorktreeError) as exc:
             return refuse_candidate(ctx, state, cand.info, f"patch did not apply: {exc}")
     info = finalise_candidate(ctx, state, harness, cand, f"{proposal.slug}: {proposal.skill.expected_outcome}")
+    if info["status"] != "refused":
+        info["content_key"] = gw.change_key(Path(info["worktree"]), cand.base_sha, info["commit"])
     if info["status"] != "refused" and proposal.from_skill:
         with ledger.db(ledger.store_url(ctx)) as db:
             for spec in proposal.skills:

@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from llm_session import copy_demo
 
 ROOT = Path(__file__).resolve().parents[2]
