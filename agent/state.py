@@ -66,6 +66,11 @@ class CandidateInfo(TypedDict):
     repairs_reward: NotRequired[bool]
     # the content key of its edit against the incumbent (`sandboxes.git_worktree.change_key`): one pilot per key
     content_key: NotRequired[str]
+    # the incumbent commit its edit is against, and the symptom signature of the report it was proposed on
+    # (`explore.symptom_key`): the evidence an earlier try of the same edit must share to rule it out
+    # (agent/decisions/same_edit.py)
+    base_commit: NotRequired[str]
+    evidence_key: NotRequired[str]
     # every proposer of this edit in its iteration, itself first (the others' duplicates were refused naming it)
     proposers: NotRequired[list[str]]
 

@@ -1,5 +1,7 @@
-"""One pilot per distinct edit: candidates of an iteration that make the same edit share a content key, and
-the later one is refused naming the kept candidate, which lists every proposer."""
+"""One pilot per distinct edit: candidates that make the same edit share a content key; a live twin of the
+iteration, or another proposer's earlier try that settled the edit on the same evidence, rules it out
+(`agent/decisions/same_edit.py`; the real propose node is driven in
+tests/integration/test_learned_skill_and_probe_pilot_one_edit.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from agent.nodes import propose as node
+from agent.decisions.same_edit import TRIED_EDIT, EarlierTry, case_signature, same_in_iteration, tried_before
 from sandboxes.git_worktree import change_key
 
 
@@ -41,25 +41,39 @@ def test_the_same_edit_by_two_routes_has_one_key_and_another_edit_another(tmp_pa
     assert change_key(repo, base, base) == ""
 
 
-def test_a_second_proposer_of_the_same_edit_is_refused_naming_the_kept_candidate(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    refused: list[tuple[str, str]] = []
+def _cand(cid: str, skill: str, key: str, **more: Any) -> Any:
+    return {"id": cid, "iteration": 1, "slug": skill, "skill": skill, "status": "proposed", "content_key": key,
+            "base_commit": "b0", "evidence_key": "reward_pays_wrong", **more}  # fmt: skip
 
-    def refuse(ctx: Any, state: Any, info: Any, reason: str) -> Any:
-        refused.append((info["id"], reason))
-        return {**info, "status": "refused", "reason": reason}
 
-    monkeypatch.setattr(node, "refuse_candidate", refuse)
-    state: Any = {"session_id": "s0", "candidates": []}
-    kept: Any = {"id": "s0-c1-1-kl", "iteration": 1, "slug": "kl", "skill": "kl_coef-up", "status": "proposed",
-                 "content_key": "k1"}  # fmt: skip
-    twin: Any = {**kept, "id": "s0-c1-2-anchor", "slug": "anchor", "skill": "kl-anchor"}
-    distinct: Any = {**kept, "id": "s0-c1-3-lr", "slug": "lr", "skill": "lr-down", "content_key": "k2"}
-    made = [kept]
-    made.append(node._once(None, state, twin, made))  # type: ignore[arg-type]
-    made.append(node._once(None, state, distinct, made))  # type: ignore[arg-type]
-    assert [c["status"] for c in made] == ["proposed", "refused", "proposed"]
-    assert kept["proposers"] == ["kl_coef-up", "kl-anchor"]
-    [(who, why)] = refused
-    assert who == twin["id"] and "same edit as" in why and "kl_coef-up, kl-anchor" in why, why
+def test_a_live_twin_of_the_iteration_is_found_and_a_refused_one_or_another_edit_is_not() -> None:
+    kept, twin = _cand("c1", "probe-kl-up", "k1"), _cand("c2", "kl-anchor", "k1")
+    assert same_in_iteration(twin, [kept]) is kept
+    assert same_in_iteration(twin, [{**kept, "status": "refused"}]) is None
+    assert same_in_iteration(twin, [{**kept, "iteration": 0}]) is None  # an earlier iteration: `tried_before`
+    assert same_in_iteration(_cand("c3", "lr-down", "k2"), [kept]) is None
+
+
+def test_an_earlier_try_rules_an_edit_out_only_on_the_same_evidence_when_it_settled_it() -> None:
+    now = _cand("c9", "kl-anchor", "k1", iteration=2)
+    before = _cand("c1", "probe-kl-up", "k1", status="reverted")
+    assert tried_before(now, [before], []) == EarlierTry("c1", "reverted", "the same incumbent commit")
+    moved = {**before, "base_commit": "b1"}
+    assert tried_before(now, [moved], []) == EarlierTry("c1", "reverted", "the same symptoms (reward_pays_wrong)")
+    assert tried_before(now, [{**moved, "evidence_key": "none"}], []) is None  # other incumbent, other symptoms
+    assert tried_before(now, [{**before, "status": "pruned"}], []) is None  # thin evidence: a second try is due
+    assert tried_before(now, [{**before, "skill": "kl-anchor"}], []) is None  # its own retry: settled_skills
+    assert tried_before(now, [{**before, "content_key": "k2"}], []) is None
+
+
+def test_case_memory_rules_an_edit_out_on_the_same_symptoms_after_a_regression() -> None:
+    now = _cand("c9", "kl-anchor", "k1")
+    tried = _cand("sA-v1.1-probe-kl-up", "probe-kl-up", "k1")
+    case = {"candidate_id": tried["id"], "outcome": "regression", "signature": case_signature({"x": 1.0}, tried)}
+    assert case["signature"]["x"] == 1.0 and case["signature"][TRIED_EDIT]["tried_by"] == ["probe-kl-up"]
+    found = tried_before(now, [], [case])
+    assert found == EarlierTry(tried["id"], "regression", "the same symptoms (reward_pays_wrong)")
+    assert tried_before(now, [], [{**case, "outcome": "insufficient"}]) is None
+    assert tried_before({**now, "evidence_key": "none"}, [], [case]) is None
+    assert tried_before(now, [], [{**case, "signature": {"x": 1.0}}]) is None  # a case that names no edit
+    assert case_signature({"x": 1.0}, {**tried, "content_key": ""}) == {"x": 1.0}
