@@ -120,6 +120,7 @@ def _root(
 COMMAND_MODULES = (
     "init",
     "run",
+    "stop",
     "status",
     "report",
     "train",

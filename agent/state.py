@@ -64,6 +64,15 @@ class CandidateInfo(TypedDict):
     # it repairs a reward defect its code names (symptoms.PROVEN_REPAIRS): after a run that learned to exploit
     # the reward, its pilots start from before that run (agent/decisions/rollback.py)
     repairs_reward: NotRequired[bool]
+    # the content key of its edit against the incumbent (`sandboxes.git_worktree.change_key`): one pilot per key
+    content_key: NotRequired[str]
+    # the incumbent commit its edit is against, and the symptom signature of the report it was proposed on
+    # (`explore.symptom_key`): the evidence an earlier try of the same edit must share to rule it out
+    # (agent/decisions/same_edit.py)
+    base_commit: NotRequired[str]
+    evidence_key: NotRequired[str]
+    # every proposer of this edit in its iteration, itself first (the others' duplicates were refused naming it)
+    proposers: NotRequired[list[str]]
 
 
 class BacktestInfo(TypedDict):

@@ -317,6 +317,24 @@ def commit_candidate(worktree: Path, message: InterventionMessage | str) -> str:
     return _rev(worktree, "HEAD")
 
 
+def change_key(worktree: Path, base_sha: str, rev: str = "HEAD") -> str:
+    """The content key of `rev`'s change against `base_sha`: a hash over each changed path, its mode and new blob.
+
+    Two candidates on the same base that make the same edit, by whatever route and commit message, get the
+    same key; a deleted file counts as its path with no blob. "" when nothing changed.
+    """
+    import hashlib
+
+    raw = _git(worktree, "diff", "--raw", "--no-renames", "--full-index", "-z", base_sha, rev, strip=False)
+    fields = raw.split("\0")
+    entries = sorted(
+        f"{path}\0{meta.split()[1]}\0{meta.split()[3]}"  # ":old_mode new_mode old_blob new_blob status", path
+        for meta, path in zip(fields[0::2], fields[1::2], strict=False)
+        if meta.startswith(":")
+    )
+    return hashlib.sha256("\0\0".join(entries).encode()).hexdigest() if entries else ""
+
+
 def unreviewed_files(worktree: Path) -> list[str]:
     """Return the worktree's files a commit would leave out: untracked or ignored ones (sorted).
 

@@ -82,6 +82,12 @@ def _row(db: Session, name: str) -> Skill | None:
     return db.scalars(select(Skill).where(Skill.name == name)).one_or_none()
 
 
+def skill_id_of(db: Session, name: str) -> int | None:
+    """The id of the stored skill called `name`, None when no stored skill has that name (a probe)."""
+    row = _row(db, name)
+    return None if row is None else row.id
+
+
 def save_skill(
     db: Session,
     spec: SkillSpec,

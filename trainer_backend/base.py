@@ -58,6 +58,7 @@ class RunStatus(enum.StrEnum):
     RUNNING = "running"
     FINISHED = "finished"  # summary.json exists (the run succeeded or failed in a classified way)
     LOST = "lost"  # the process is gone and left no summary (killed): resubmit with resume=True
+    STOPPED = "stopped"  # stopped on request after a step, no summary, checkpoint saved: resubmit with resume=True
 
 
 class Handle(BaseModel):
@@ -102,6 +103,10 @@ class Backend(Protocol):
     def poll(self, handle: Handle) -> RunStatus: ...
 
     def collect(self, handle: Handle) -> RunResult: ...
+
+    def stop(self, handle: Handle) -> object:
+        """Ask the run to stop after its current step, leaving it resumable; killed after a grace period."""
+        ...
 
     def final_checkpoint(self, run_dir: Path) -> Path | None:
         """The checkpoint a later run continues (what `RunSpec.init_checkpoint` takes), None if none was saved."""

@@ -5,6 +5,9 @@ A node that re-runs after a crash calls `ensure_run` again with the same spec:
 - `handle.json` exists and the run is still alive (a trainer in its own process group, or a Ray job on the
   cluster, both outlive the controller) → wait for it;
 - the run is gone without a summary → resubmit with `resume=True` (continues from its checkpoint);
+- the run was stopped on request (`evotrainer stop`) → while this call watched it run, `RunStopped` ends the
+  session (the user asked for that; `evotrainer resume` continues); found stopped on entry (that resume),
+  it is resubmitted with `resume=True`;
 - otherwise submit it. The backend's `submit` is itself idempotent for its folder (a live trainer's lock, a
   recorded Ray job), which covers a kill between `submit` and writing `handle.json`.
 
@@ -35,6 +38,16 @@ UNREACHABLE_S = 600.0  # how long a Ray cluster may not answer before the sessio
 log = logging.getLogger(__name__)
 
 
+class RunStopped(RuntimeError):
+    """A run this controller was waiting for was stopped on request; the session stops and resumes later."""
+
+    def __init__(self, spec: RunSpec) -> None:
+        self.run_id, self.out_dir = spec.run_id, spec.out_dir
+        super().__init__(
+            f"run {spec.run_id} was stopped on request ({spec.out_dir}); resuming the session continues it"
+        )
+
+
 def ensure_run(
     spec: RunSpec, backend_name: str, on_poll: Callable[[Path], None] | None = None, poll_s: float = 0.5
 ) -> RunResult:
@@ -49,6 +62,7 @@ def ensure_run(
     except (RunRefused, HarnessError) as exc:
         return _refused(spec, str(exc))
     resumes = 0
+    seen_running = False
     failing_since: float | None = None
     while True:
         try:
@@ -65,6 +79,15 @@ def ensure_run(
             on_poll(spec.out_dir)
         if status is RunStatus.FINISHED:
             return backend.collect(handle)
+        if status is RunStatus.STOPPED and seen_running:
+            raise RunStopped(spec)
+        if status is RunStatus.STOPPED:  # stopped before this controller started: continue it
+            seen_running = True
+            try:
+                handle = _submit(backend, spec.model_copy(update={"resume": True}), handle_path)
+            except (RunRefused, HarnessError) as exc:
+                return _refused(spec, str(exc))
+            continue
         if status is RunStatus.LOST:
             if resumes >= MAX_RESUMES:
                 return RunResult(
@@ -80,6 +103,7 @@ def ensure_run(
             except (RunRefused, HarnessError) as exc:
                 return _refused(spec, str(exc))
             continue
+        seen_running = True
         time.sleep(poll_s)
 
 

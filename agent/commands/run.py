@@ -304,7 +304,7 @@ def _drive(ctx: Any, session_id: str, graph_input: Any, start: dict[str, Any], q
         fail(str(exc))
     except KeyboardInterrupt:
         progress.stop()
-        print(f"evotrainer: interrupted; `evotrainer resume {session_id}` continues the session", file=sys.stderr)
+        _say_interrupted(ctx, session_id)
         raise typer.Exit(130) from None
     except Exception as exc:
         progress.stop()
@@ -332,6 +332,21 @@ def _drive(ctx: Any, session_id: str, graph_input: Any, start: dict[str, Any], q
     from agent.reporting.summary import print_summary
 
     print_summary(ctx, session_id, values.get("stop_reason", ""), time.time() - started, out)
+
+
+def _say_interrupted(ctx: Any, session_id: str) -> None:
+    """Ctrl-C: the session's trainers outlive the controller; say which still run and how to stop them."""
+    from agent.commands.stop import live_runs
+
+    alive = live_runs(ctx.session_dir(session_id) / "runs")
+    lines = [f"evotrainer: interrupted; `evotrainer resume {session_id}` continues the session"]
+    if alive:
+        lines.append(f"these runs continue in the background ({len(alive)}):")
+        lines += [f"  {r.run_id} ({r.where}) {r.out_dir}" for r in alive]
+        lines.append(
+            f"`evotrainer stop {session_id}` stops them after their current step (the session stays resumable)"
+        )
+    print("\n".join(lines), file=sys.stderr, flush=True)
 
 
 def _write_traceback(ctx: Any, session_id: str) -> Path:

@@ -127,8 +127,29 @@ def _ledger_tables(db: Session, session_id: str, url: str) -> list[Table]:
         from agent.reporting.summary import sealed_lines, session_summary
 
         tables += [Text(line) for line in sealed_lines(session_summary(db, session_id))]
+    live = _live_table(session_id)
+    if live is not None:
+        tables.append(live)
     llm = _llm_table(db, session_id)
     return [*tables, llm] if llm is not None else tables
+
+
+def _live_table(session_id: str) -> Table | None:
+    """The session's runs whose trainers still run (they outlive an interrupted controller), or None."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from agent.commands.stop import live_runs, session_runs_dir
+
+    alive = live_runs(session_runs_dir(session_id))
+    if not alive:
+        return None
+    table = Table(title=f"runs still training (`evotrainer stop {session_id}` stops them)")
+    for name in ("run", "where", "folder"):
+        table.add_column(name)
+    for r in alive:
+        table.add_row(Text(r.run_id), Text(r.where), Text(str(r.out_dir)))
+    return table
 
 
 def _alert_table(db: Session, session_id: str) -> Table | None:

@@ -10,14 +10,16 @@ command function.
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
 from agent.commands.run import ProgressEvery
 from diagnostics.schema import METRICS_FILE, STRICT_METRIC, TRAIN_REWARD_METRIC
+from harness.atomic import write_atomic
 from harness.manifest import BackendName
 from sandboxes.modes import SandboxMode
 
@@ -53,11 +55,20 @@ def train(
         ),
     ] = None,
     progress_every: ProgressEvery = 10.0,
+    detach: Annotated[
+        bool,
+        typer.Option(
+            "--detach",
+            help="on Ctrl-C leave the trainer running (it says its pid and how to stop it); default: Ctrl-C "
+            "stops the trainer after its current step, resumable with --resume",
+        ),
+    ] = False,
 ) -> None:
     """Train a harness (a pilot by default) and print strict accuracy before -> after."""
     from rich.text import Text
 
     import trainer_backend
+    from agent.adapters.runs import HANDLE_FILE
     from agent.commands.output import EXIT_FAILED, console, fail
     from agent.launch import preflight
     from agent.launch.input_checks import check_harness
@@ -91,17 +102,52 @@ def train(
         screen.print(plugin.dry_run(spec), markup=False, highlight=False, soft_wrap=True)  # a command to copy as is
         return
     handle = module.submit(spec)  # a refused config raises RunRefused: one line, exit 2
+    write_atomic(out_dir / HANDLE_FILE, handle.model_dump_json())  # `evotrainer stop --run DIR` reads it
     screen.print(Text.assemble("run ", (spec.run_id, "bold"), f" on {backend} -> {out_dir}"), soft_wrap=True)
-    if screen.is_terminal:
-        _follow(screen, module, handle, out_dir / METRICS_FILE, steps)
-    else:
-        _follow_plain(screen, module, handle, out_dir, progress_every)
+    try:
+        if screen.is_terminal:
+            _follow(screen, module, handle, out_dir / METRICS_FILE, steps)
+        else:
+            _follow_plain(screen, module, handle, out_dir, progress_every)
+    except KeyboardInterrupt:
+        interrupted(module, handle, detach)
     result = module.collect(handle)
-    if module.poll(handle) is RunStatus.LOST and result.outcome.value == "infra_error":
+    status = module.poll(handle)
+    if status is RunStatus.STOPPED:
+        fail(f"{result.message}; the same `evotrainer train` with --resume continues it", EXIT_FAILED)
+    if status is RunStatus.LOST and result.outcome.value == "infra_error":
         fail(f"run lost (no summary): see {result.log_path}; rerun with --resume", EXIT_FAILED)
     _print_summary(screen, result)
     if result.outcome.value != "ok":
         raise typer.Exit(EXIT_FAILED)
+
+
+def interrupted(module: Any, handle: Any, detach: bool) -> NoReturn:
+    """Ctrl-C: stop the trainer after its current step (a second Ctrl-C kills it now), or leave it and say so."""
+    from agent.commands.stop import STOP_HINT
+    from trainer_backend.local.interrupt import EXIT_INTERRUPTED
+
+    where = f"pid {handle.pid}" if handle.pid is not None else f"Ray job {handle.job_id}"
+    if detach:
+        _say(
+            f"interrupted; the trainer continues ({where}, run folder {handle.out_dir}); "
+            f"{STOP_HINT.format(target=f'--run {handle.out_dir}')}"
+        )
+        raise typer.Exit(EXIT_INTERRUPTED)
+    _say(f"interrupted; stopping the trainer ({where}) after its current step (Ctrl-C again: kill it now)")
+    try:
+        module.stop(handle)
+    except KeyboardInterrupt:
+        module.stop(handle, grace_s=0.0)
+        _say(f"trainer killed; {handle.out_dir} resumes from its last saved checkpoint with --resume")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    result = module.collect(handle)
+    _say(f"{result.message}; the same `evotrainer train` with --resume continues it" if result.message else "trainer stopped")
+    raise typer.Exit(EXIT_INTERRUPTED)
+
+
+def _say(text: str) -> None:
+    print(f"evotrainer: {text}", file=sys.stderr, flush=True)
 
 
 def _follow_plain(out: Any, module: Any, handle: Any, out_dir: Path, every_s: float) -> None:

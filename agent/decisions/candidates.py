@@ -212,6 +212,7 @@ def _repo(state: State) -> Any:
 
 
 def _ensure_row(db: Any, state: State, info: CandidateInfo) -> None:
+    from skills.repository import skill_id_of
     from store.repository import version_for_run
 
     version = version_for_run(db, state["session_id"], state["version"]["run_id"])
@@ -234,4 +235,6 @@ def _ensure_row(db: Any, state: State, info: CandidateInfo) -> None:
         success_criterion=info["success_criterion"],
         factors_declared=declared,
         justification=info["justification"] or None,
+        # the stored skill (seed, learned or user) it applies, first named; a probe is no stored skill
+        skill_id=skill_id_of(db, info["skill"].split(",")[0]) if info["skill"] else None,
     )

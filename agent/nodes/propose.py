@@ -61,6 +61,8 @@ def propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         metrics = trigger_metrics(state["report"]["metrics"], harness)
         proposals = propose_score_only(tried, ctx.max_candidates)
         made = [_materialise(ctx, state, harness, p, k, metrics) for k, p in enumerate(proposals, start=1)]
+        for proposal, info in zip(proposals, made, strict=True):
+            _count_use(ctx, state, proposal, metrics, info)
         return {"candidates": [*state.get("candidates", []), *made]}
     knobs = _knobs(ctx, state, harness)
     metrics = probe_metrics(state["report"]["metrics"], harness, knobs)
@@ -176,7 +178,7 @@ def _fill_aimed(
                                 only=names, evidence=alert.as_evidence())  # fmt: skip
         for proposal in ranked:
             out |= {s.name for s in proposal.skills}
-            made.append(_made(ctx, state, harness, proposal, len(made) + 1, metrics))
+            made.append(_candidate(ctx, state, harness, proposal, metrics, made))
             if made[-1]["status"] != "refused":
                 break
     return made
@@ -277,7 +279,79 @@ def _fill(
             return made
         for proposal in batch:
             out |= {s.name for s in proposal.skills}
-            made.append(_made(ctx, state, harness, proposal, len(made) + 1, metrics))
+            made.append(_candidate(ctx, state, harness, proposal, metrics, made))
+
+
+def _candidate(
+    ctx: Context, state: State, harness: Harness, proposal: Proposal, metrics: dict[str, Any], made: list[CandidateInfo]
+) -> CandidateInfo:
+    """Materialise `proposal` as the iteration's next candidate, refuse it when its edit is made or settled
+    already (`_once`), then count the stored skills' use against the candidate that carries the edit: itself
+    when live; the kept twin when refused as its duplicate and the twin carries no stored skill's use yet (a
+    probe), so the twin's pilot settles the skill's track record; nothing when refused otherwise."""
+    info, kept = _once(ctx, state, harness, _made(ctx, state, harness, proposal, len(made) + 1, metrics), made)
+    _count_use(ctx, state, proposal, metrics, info if info["status"] != "refused" else kept, twin=kept is not None)
+    return info
+
+
+def _count_use(
+    ctx: Context,
+    state: State,
+    proposal: Proposal,
+    metrics: dict[str, Any],
+    carrier: CandidateInfo | None,
+    *,
+    twin: bool = False,
+) -> None:
+    """Record a use of each stored skill of `proposal` against `carrier` (a live candidate; `twin`: the kept
+    candidate making the same edit, counted only while it carries no use of its own)."""
+    from skills.repository import evidence, record_use, use_of_candidate
+
+    if carrier is None or carrier["status"] == "refused" or not proposal.from_skill:
+        return
+    with ledger.db(ledger.store_url(ctx)) as db:
+        if twin and use_of_candidate(db, carrier["id"]) is not None:
+            return
+        for spec in proposal.skills:
+            record_use(db, spec.name, state["session_id"], carrier["id"], evidence(spec, metrics))
+
+
+def _once(
+    ctx: Context, state: State, harness: Harness, info: CandidateInfo, made: list[CandidateInfo]
+) -> tuple[CandidateInfo, CandidateInfo | None]:
+    """Refuse `info` when its edit has a pilot already (`agent/decisions/same_edit.py`): a live candidate of
+    this iteration making it (returned second; it lists every proposer in `proposers` and the refusal names
+    it), or another proposer's earlier try on the same evidence that settled it (the refusal names that
+    candidate and how it ended). A refused slot is handed on like any refusal."""
+    from agent.adapters.pilots import candidate_name
+    from agent.decisions.same_edit import proposers, same_in_iteration, tried_before
+
+    if info["status"] == "refused" or not info.get("content_key"):
+        return info, None
+    session_id, candidates = state["session_id"], state.get("candidates", [])
+    same = same_in_iteration(info, [*candidates, *made])
+    if same is not None:
+        same["proposers"] = list(dict.fromkeys([*proposers(same), *proposers(info)]))
+        kept = candidate_name(session_id, same["id"])
+        why = f"same edit as {kept} (proposed by {', '.join(same['proposers'])}): one pilot per edit"
+        return refuse_candidate(ctx, state, info, why), same
+    earlier = tried_before(info, candidates, _tried_edits(ctx, harness))
+    if earlier is None:
+        return info, None
+    why = (
+        f"same edit as {candidate_name(session_id, earlier.candidate_id)}, tried on {earlier.evidence} and "
+        f"{earlier.outcome}: an edit is piloted once on the same evidence"
+    )
+    return refuse_candidate(ctx, state, info, why), None
+
+
+def _tried_edits(ctx: Context, harness: Harness) -> list[dict[str, Any]]:
+    """The domain's negative evidence in case memory, newest first, as `same_edit.tried_before` reads it."""
+    from store.repository import cases_for_domain
+
+    with ledger.db(ledger.store_url(ctx)) as db:
+        rows = cases_for_domain(db, harness.manifest.domain, "negative_evidence")
+        return [{"candidate_id": r.candidate_id, "outcome": r.outcome, "signature": r.signature} for r in rows]
 
 
 def probe_metrics(report_metrics: dict[str, Any], harness: Harness, knobs: HarnessKnobs) -> dict[str, Any]:
@@ -363,10 +437,11 @@ def _materialise(
     ctx: Context, state: State, harness: Harness, proposal: Proposal, k: int, metrics: dict[str, Any]
 ) -> CandidateInfo:
     """Open the candidate, apply the skill patch(es) (ops like reweight_sources read `metrics`), then check,
-    commit and record it."""
+    commit and record it with its edit's content key and evidence. Its skills' use is counted by the caller,
+    once it is known to be piloted (`_count_use`)."""
+    from agent.policies.explore import abnormal, symptom_key
     from sandboxes import git_worktree as gw
     from skills.patches import SkillPatchError, apply_skill
-    from skills.repository import evidence, record_use
 
     cand = open_candidate(
         ctx,
@@ -389,8 +464,8 @@ def _materialise(
         except (SkillPatchError, gw.GitWorktreeError) as exc:
             return refuse_candidate(ctx, state, cand.info, f"patch did not apply: {exc}")
     info = finalise_candidate(ctx, state, harness, cand, f"{proposal.slug}: {proposal.skill.expected_outcome}")
-    if info["status"] != "refused" and proposal.from_skill:
-        with ledger.db(ledger.store_url(ctx)) as db:
-            for spec in proposal.skills:
-                record_use(db, spec.name, state["session_id"], info["id"], evidence(spec, metrics))
+    if info["status"] != "refused":  # what an earlier try of the same edit is matched by (`_once`)
+        info["content_key"] = gw.change_key(Path(info["worktree"]), cand.base_sha, info["commit"])
+        info["base_commit"] = cand.base_sha
+        info["evidence_key"] = symptom_key(abnormal(metrics))
     return info

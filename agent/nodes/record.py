@@ -153,6 +153,7 @@ def _store(
     new: VersionInfo,
     failed: dict[str, Any],
 ) -> None:
+    from agent.decisions.same_edit import case_signature
     from agent.policies.learning import learn_from_merge, probe_case, probe_fields
     from skills.repository import record_result, use_of_candidate
     from store import repository
@@ -178,7 +179,7 @@ def _store(
                     domain=domain,
                     summary=f"{candidate_name(session_id, cand['id'])}: {d['decision']} ({d['outcome']}): "
                     f"{d['rationale']}",
-                    signature=dict(state["report"]["metrics"]),
+                    signature=case_signature(state["report"]["metrics"], cand),  # with the edit it tried
                     outcome=d["outcome"],
                     **probe_fields(cand),  # an exploration probe: not retried on the same symptoms
                 )

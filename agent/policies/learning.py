@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 
 from agent.adapters import ledger
 from agent.context import Context
+from agent.decisions.same_edit import case_signature
 from agent.state import CandidateInfo, DecisionInfo, State
 
 
@@ -154,7 +155,7 @@ def probe_case(db: Session, state: State, cand: CandidateInfo, summary: str) -> 
         kind="negative_evidence",
         domain=_domain(state),
         summary=summary,
-        signature=dict(state["report"]["metrics"]),
+        signature=case_signature(state["report"]["metrics"], cand),
         outcome="regression",
         **probe_fields(cand),
     )

@@ -151,6 +151,8 @@ def test_the_probe_the_evidence_names_takes_a_slot_before_general_skills(
                 "reason": "", "factor": p.factor, "hypothesis": p.hypothesis}  # fmt: skip
 
     monkeypatch.setattr(node, "_materialise", materialise)
+
+    monkeypatch.setattr(node, "_count_use", lambda *_, **__: None)  # its skill-use record too
     metrics = node.probe_metrics({**dict(report.metrics), "dead_group_ratio": 0.5, "strict_acc_delta": 0.0},
                                  limited, knobs)  # fmt: skip
     state = {"report": report.to_json(), "iteration": 0, "session_id": "s0"}

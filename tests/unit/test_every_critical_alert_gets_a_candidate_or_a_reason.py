@@ -76,6 +76,8 @@ def _propose(
                 "factor": p.factor, "hypothesis": p.hypothesis}  # type: ignore[typeddict-item]  # fmt: skip
 
     monkeypatch.setattr(node, "_materialise", materialise)
+
+    monkeypatch.setattr(node, "_count_use", lambda *_, **__: None)  # its skill-use record too
     probe_metrics = node.probe_metrics({**dict(report.metrics), **metrics}, harness, knobs)
     return node.offline_candidates(ctx, state, harness, knobs, probe_metrics, set())
 

@@ -62,6 +62,8 @@ def _fill(ctx: Context, harness: Harness, refuse: set[str], monkeypatch: pytest.
         return node._skill_proposals(ctx, harness, metrics, out, taken)
 
     monkeypatch.setattr(node, "_materialise", materialise)
+
+    monkeypatch.setattr(node, "_count_use", lambda *_, **__: None)  # its skill-use record too
     return node._fill(ctx, {}, harness, metrics, skills, set(), [])
 
 
@@ -101,6 +103,8 @@ def _offline(ctx: Context, harness: Harness, refuse: set[str], metrics: dict[str
         return {"skill": ",".join(s.name for s in p.skills), "status": status, "factor": p.factor, "id": kind}  # type: ignore[typeddict-item]
 
     monkeypatch.setattr(node, "_materialise", materialise)
+
+    monkeypatch.setattr(node, "_count_use", lambda *_, **__: None)  # its skill-use record too
     knobs = harness_knobs(harness, "local")
     return node.offline_candidates(ctx, {}, harness, knobs, node.probe_metrics(metrics, harness, knobs), set())
 

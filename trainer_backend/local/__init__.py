@@ -21,6 +21,7 @@ as it has CPUs and queues the rest.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -35,8 +36,10 @@ from diagnostics.schema import LAST_CHECKPOINT, SPEC_FILE
 from harness.failures import Outcome
 from trainer_backend import ray_jobs
 from trainer_backend.base import CONFIG_FILE, LOG_FILE, SUMMARY_FILE, Handle, RunResult, RunSpec, RunStatus
+from trainer_backend.local import interrupt
 
 NAME = "local"
+STOP_GRACE_S = 120.0  # how long a stopped trainer may take to finish its step and save before it is killed
 LOCK_FILE = "trainer.lock"  # flock-ed by the run's trainer for its whole life; holds its pid as text
 FINAL_CHECKPOINT = LAST_CHECKPOINT  # written by the trainer (artifacts.CHECKPOINT)
 CARRIED = {  # RunSpec.init_state -> what the trainer takes over from the parent checkpoint (artifacts.continue_from)
@@ -64,6 +67,7 @@ def submit(spec: RunSpec) -> Handle:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:  # a live trainer owns this folder (launched by a controller that died)
             return Handle(backend=NAME, run_id=spec.run_id, out_dir=spec.out_dir, pid=_pid_in(fd))
+        interrupt.clear_marker(spec.out_dir)
         spec_path = spec.out_dir / SPEC_FILE
         spec_path.write_text(spec.model_dump_json(indent=2))
         cmd = _trainer_command(spec_path, spec.resume)
@@ -109,10 +113,14 @@ def _submit_ray(spec: RunSpec) -> Handle:
             ray_jobs.submit(record, out)
         if state is None or state not in ray_jobs.TERMINAL or not spec.resume or (out / SUMMARY_FILE).is_file():
             return Handle(backend=NAME, run_id=spec.run_id, out_dir=out, job_id=record.job_id)
+    interrupt.clear_marker(out)
     spec_path = out / SPEC_FILE
     spec_path.write_text(spec.model_copy(update={"out_dir": out}).model_dump_json(indent=2))
     env = {k: v for k, v in os.environ.items() if k.startswith("EVOTRAINER_") or k == "DOCKER_HOST"}
     env.update(PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT))
+    # a stopped job's trainer finishes its step and saves before exiting (interrupt.py): Ray waits this long
+    # between its SIGTERM and SIGKILL (the job supervisor reads it from the job's environment; default 3 s)
+    env.setdefault("RAY_JOB_STOP_WAIT_TIME_S", str(int(STOP_GRACE_S)))
     record = ray_jobs.new_record(
         spec.ray_address,
         spec.run_id,
@@ -194,7 +202,7 @@ def _zombie(pid: int) -> bool:
 
 def poll(handle: Handle) -> RunStatus:
     """FINISHED when summary.json exists; RUNNING while a trainer holds the folder's lock (a folder from before
-    the lock: while its process lives); LOST otherwise."""
+    the lock: while its process lives); STOPPED when its trainer stopped on request; LOST otherwise."""
     if (handle.out_dir / SUMMARY_FILE).is_file():
         return RunStatus.FINISHED
     record = ray_jobs.load_record(handle.out_dir)
@@ -202,12 +210,17 @@ def poll(handle: Handle) -> RunStatus:
         state = ray_jobs.status(record.address, record.job_id)
         if state is not None and state not in ray_jobs.TERMINAL:
             return RunStatus.RUNNING
-        return RunStatus.FINISHED if (handle.out_dir / SUMMARY_FILE).is_file() else RunStatus.LOST
+        return RunStatus.FINISHED if (handle.out_dir / SUMMARY_FILE).is_file() else _gone(handle.out_dir)
     alive = handle.pid is not None and _alive(handle.pid)  # also reaps our own exited child
     held = _lock_held(handle.out_dir)
     if held or (held is None and alive):
         return RunStatus.RUNNING
-    return RunStatus.FINISHED if (handle.out_dir / SUMMARY_FILE).is_file() else RunStatus.LOST
+    return RunStatus.FINISHED if (handle.out_dir / SUMMARY_FILE).is_file() else _gone(handle.out_dir)
+
+
+def _gone(out_dir: Path) -> RunStatus:
+    """A trainer that left no summary: STOPPED when it stopped on request (`interrupt.py`), else LOST."""
+    return RunStatus.STOPPED if interrupt.read_marker(out_dir) is not None else RunStatus.LOST
 
 
 def collect(handle: Handle) -> RunResult:
@@ -215,12 +228,15 @@ def collect(handle: Handle) -> RunResult:
     log_path = handle.out_dir / LOG_FILE
     path = handle.out_dir / SUMMARY_FILE
     if not path.is_file():
+        marker = interrupt.read_marker(handle.out_dir)
+        why = (
+            f"run stopped on {marker.signal} after step {marker.step}, resumable from {marker.checkpoint} "
+            f"(log {log_path})"
+            if marker is not None
+            else f"run ended without {SUMMARY_FILE}; check {log_path}{_ray_note(handle.out_dir)}"
+        )
         return RunResult(
-            run_id=handle.run_id,
-            outcome=Outcome.INFRA_ERROR,
-            out_dir=handle.out_dir,
-            message=f"run ended without {SUMMARY_FILE}; check {log_path}{_ray_note(handle.out_dir)}",
-            log_path=log_path,
+            run_id=handle.run_id, outcome=Outcome.INFRA_ERROR, out_dir=handle.out_dir, message=why, log_path=log_path
         )
     raw = json.loads(path.read_text())
     numbers = {k: float(v) for k, v in raw.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
@@ -272,30 +288,58 @@ def continuation(run_dir: Path) -> str:
     return CARRIED[spec.get("init_state", "weights")]
 
 
-def stop(handle: Handle, grace_s: float = 10.0) -> None:
-    """Stop the run's process group: SIGTERM, then SIGKILL after `grace_s` (by id, never by name).
+def stop(handle: Handle, grace_s: float = STOP_GRACE_S) -> bool:
+    """Ask the run's trainer to stop after its current step; SIGKILL its process group after `grace_s`.
 
-    A Ray run's job is stopped through the cluster instead."""
+    The trainer (`interrupt.py`) saves its last checkpoint and exits without a summary, so the run resumes
+    from there. Only the trainer's own pid gets SIGTERM (its sandbox workers finish the step's calls); the
+    group is killed by id, never by name, and only while the folder's lock says a trainer still runs there,
+    so a recycled pid is never signalled. A Ray run's job is stopped through the cluster (which sends the
+    trainer the same SIGTERM). Returns True when a trainer was running and was asked to stop.
+    """
     record = ray_jobs.load_record(handle.out_dir)
     if record is not None:
+        state = ray_jobs.status(record.address, record.job_id)
+        if state is None or state in ray_jobs.TERMINAL:
+            return False
         ray_jobs.stop(record.address, record.job_id)
-        return
-    if handle.pid is None:
-        return
+        return True
+    pid = trainer_pid(handle)
+    if pid is None:
+        return False
     try:
-        os.killpg(handle.pid, signal.SIGTERM)
+        os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
-        return
+        return False
     deadline = time.time() + grace_s
-    while time.time() < deadline:
-        if not _alive(handle.pid):
-            return
+    while _running(handle.out_dir, pid):
+        if time.time() >= deadline:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            _alive(pid)
+            break
         time.sleep(0.1)
+    return True
+
+
+def trainer_pid(handle: Handle) -> int | None:
+    """The pid of the trainer running in the handle's folder, None when none runs there now."""
+    held = _lock_held(handle.out_dir)
+    if held is False:
+        return None
+    if held is None:  # a folder from before the lock: the handle's pid, while it lives
+        return handle.pid if handle.pid is not None and _alive(handle.pid) else None
+    fd = os.open(handle.out_dir / LOCK_FILE, os.O_RDONLY)
     try:
-        os.killpg(handle.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return
-    _alive(handle.pid)
+        return _pid_in(fd) or handle.pid
+    finally:
+        os.close(fd)
+
+
+def _running(out_dir: Path, pid: int) -> bool:
+    alive = _alive(pid)  # also reaps our own exited child
+    held = _lock_held(out_dir)
+    return bool(held) or (held is None and alive)
 
 
 def wait(handle: Handle, poll_s: float = 0.5, timeout_s: float | None = None) -> RunStatus:

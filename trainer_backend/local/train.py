@@ -44,7 +44,7 @@ from harness.rows import RowError
 from harness.splits import SEALED_SPLIT, heldout_splits
 from sandboxes.calls import open_calls
 from trainer_backend.base import CONFIG_FILE, LOG_FILE, METRICS_FILE, RunSpec
-from trainer_backend.local import LOCK_FILE, hold_folder_lock
+from trainer_backend.local import LOCK_FILE, hold_folder_lock, interrupt
 from trainer_backend.local import artifacts as art
 from trainer_backend.local import episodes as ep
 from trainer_backend.local.config import LocalTrainerConfig, load_data_weights, load_trainer_config
@@ -442,6 +442,8 @@ def train_steps(loop: Loop, loaded: Loaded, t_start: float) -> tuple[Path, float
     spec, cfg, policy, summary = ctx.spec, ctx.cfg, ctx.policy, loop.state["summary"]
     ckpt_path = spec.out_dir / art.CHECKPOINT
     for step in range(loop.state["step"] + 1, spec.steps + 1):
+        if interrupt.requested() is not None:
+            raise stop_here(loop, t_start)
         select_by = ctx.harness.manifest.data.select_by
         rows = art.sample_rows(loaded.train_rows, loaded.weights, select_by, cfg.prompts_per_step, loop.rng)
         before = [p.detach().clone() for p in policy.model.parameters()]
@@ -467,6 +469,15 @@ def train_steps(loop: Loop, loaded: Loaded, t_start: float) -> tuple[Path, float
             t_start = time.time()
             ckpt_path = art.save_checkpoint(spec.out_dir, loop.snapshot())
     return ckpt_path, t_start
+
+
+def stop_here(loop: Loop, t_start: float) -> interrupt.Interrupted:
+    """Save the state after the last finished step (a resume continues there) and say the trainer stops."""
+    signum = interrupt.requested()
+    assert signum is not None
+    loop.state["elapsed_s"] = loop.state.get("elapsed_s", 0.0) + time.time() - t_start
+    path = art.save_checkpoint(loop.ctx.spec.out_dir, loop.snapshot())
+    return interrupt.Interrupted(loop.state["step"], signum, path)
 
 
 def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
@@ -522,10 +533,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.lock and not hold_folder_lock(spec.out_dir):
         log(f"another trainer holds {spec.out_dir / LOCK_FILE}: not starting a second one in this folder")
         return 3
+    interrupt.install()  # SIGTERM/SIGINT: stop after the current step, resumable (interrupt.py)
     t_start = time.time()
     summary: dict[str, Any] = {"run_id": spec.run_id, "log_path": str(spec.out_dir / LOG_FILE)}
     try:
         summary.update(run(spec, args.resume or spec.resume, t_start), outcome=Outcome.OK.value, message="")
+    except interrupt.Interrupted as exc:  # no summary.json: the run is unfinished and resumes from its checkpoint
+        interrupt.write_marker(spec.out_dir, exc)
+        log(f"{exc}; `--resume` continues from it")
+        return interrupt.EXIT_INTERRUPTED
     except CandidateCodeError as exc:
         summary.update(outcome=exc.outcome.value, message=exc.message, path=exc.path)
     except RewardContractError as exc:
