@@ -142,7 +142,8 @@ def interrupted(module: Any, handle: Any, detach: bool) -> NoReturn:
         _say(f"trainer killed; {handle.out_dir} resumes from its last saved checkpoint with --resume")
         raise typer.Exit(EXIT_INTERRUPTED) from None
     result = module.collect(handle)
-    _say(f"{result.message}; the same `evotrainer train` with --resume continues it" if result.message else "trainer stopped")
+    resume = "the same `evotrainer train` with --resume continues it"
+    _say(f"{result.message}; {resume}" if result.message else "trainer stopped")
     raise typer.Exit(EXIT_INTERRUPTED)
 
 
