@@ -56,14 +56,15 @@ def analysis_inputs(run_dir: Path, folder: Path, *, all_steps: bool) -> dict[str
     import orjson
 
     from diagnostics.schema import rollout_files
+    from harness.atomic import write_atomic
 
     inputs: dict[str, Path] = {}
     if train := rollout_files(run_dir, "train"):
         inputs["train.jsonl"] = train[-1]
         if all_steps:
             merged = folder / "train_all.jsonl"  # one run's files never change: written once per folder
-            if not merged.exists():
-                merged.write_bytes(b"".join(f.read_bytes() for f in train))
+            if not merged.is_file() or merged.stat().st_size != sum(f.stat().st_size for f in train):
+                write_atomic(merged, b"".join(f.read_bytes() for f in train))  # a short copy is written again
             inputs["train_all.jsonl"] = merged
     if held_out := rollout_files(run_dir, HELD_OUT_SPLIT):
         rows = []
@@ -75,5 +76,5 @@ def analysis_inputs(run_dir: Path, folder: Path, *, all_steps: bool) -> dict[str
             if isinstance(row, dict):
                 rows.append(orjson.dumps(held_out_scores(row)) + b"\n")
         inputs["val_scores.jsonl"] = folder / "val_scores.jsonl"
-        inputs["val_scores.jsonl"].write_bytes(b"".join(rows))
+        write_atomic(inputs["val_scores.jsonl"], b"".join(rows))
     return inputs
