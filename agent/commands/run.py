@@ -92,7 +92,7 @@ def run(
         float | None, typer.Option(metavar="USD", help="USD per 1k LLM tokens (default: price table, else 0)")
     ] = None,
     llm_timeout: Annotated[
-        float, typer.Option("--llm-timeout", metavar="SECONDS", help="timeout of one model call")
+        float, typer.Option("--llm-timeout", metavar="SECONDS", help="most seconds one model call may take in all")
     ] = 120.0,
     llm_max_turns: Annotated[int, typer.Option(metavar="N", help="model calls per propose step")] = 30,
     escalate_after: Annotated[
