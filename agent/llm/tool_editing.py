@@ -105,14 +105,15 @@ class EditingTools(ToolboxBase):
         from sandboxes import git_worktree as gw
         from sandboxes import worktree_files as wf
         from sandboxes.backtest import run_backtest
+        from sandboxes.compiled_code import COMPILED_RULE, compiled_code
 
         cand = self._require_open()
         worktree = Path(cand.info["worktree"])
         wf.drop_bytecode_caches(worktree)
         unreviewed = gw.unreviewed_files(worktree)
-        compiled = wf.compiled_code(worktree, [*wf.changed_files(worktree, cand.base_sha), *unreviewed])
+        compiled = compiled_code(worktree, [*wf.changed_files(worktree, cand.base_sha), *unreviewed])
         if compiled:
-            raise ToolError(f"{', '.join(compiled[:10])}: {wf.COMPILED_RULE}; the candidate will be refused at submit")
+            raise ToolError(f"{', '.join(compiled[:10])}: {COMPILED_RULE}; the candidate will be refused at submit")
         if unreviewed:  # it would run, yet never be committed or reviewed
             raise ToolError(f"{', '.join(unreviewed[:10])}: ignored by git, so never committed or reviewed; "
                             "the candidate will be refused at submit while they exist")  # fmt: skip

@@ -17,7 +17,7 @@ from llm_session import fake_session
 
 from agent.llm.tools import Toolbox
 from harness.manifest import load_harness
-from sandboxes.worktree_files import compiled_code
+from sandboxes.compiled_code import compiled_code
 
 SOURCE = "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return 1.0\n"
 
