@@ -282,6 +282,7 @@ def _drive(ctx: Any, session_id: str, graph_input: Any, start: dict[str, Any], q
     """Run the graph with the live display; print the gate, the failure or the summary at the end."""
     from rich.text import Text
 
+    from agent.adapters.session_lock import SessionBusyError
     from agent.commands.progress import SessionProgress, SessionView, choose_form
     from agent.launch.input_checks import SetupError
     from agent.session import run_graph
@@ -299,7 +300,7 @@ def _drive(ctx: Any, session_id: str, graph_input: Any, start: dict[str, Any], q
     )
     try:
         values = run_graph(ctx, session_id, graph_input, progress, start_input=start or None)
-    except SetupError as exc:
+    except (SetupError, SessionBusyError) as exc:
         progress.stop()
         fail(str(exc))
     except KeyboardInterrupt:
