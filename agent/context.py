@@ -63,7 +63,7 @@ class Context:
         },
     )
     llm_max_turns: int = field(default=30, metadata={"description": "model calls per propose step (tool loop)"})
-    llm_timeout_s: float = field(default=120.0, metadata={"description": "timeout of one model call"})
+    llm_timeout_s: float = field(default=120.0, metadata={"description": "most seconds one model call may take in all"})
     max_llm_tokens: int = field(default=0, metadata={"description": "LLM token budget of the session; 0 = none"})
     max_cost_usd: float = field(default=0.0, metadata={"description": "LLM cost budget (USD); 0 = none"})
     price_per_1k: float | None = field(

@@ -16,7 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from agent.adapters import ledger
+from agent.adapters import ledger, session_lock
 from agent.context import Context
 from agent.launch.bootstrap import ensure_session, new_session_id
 
@@ -104,15 +104,21 @@ def run_graph(
     session and LangGraph's first checkpoint) runs `start_input` instead of `None`, which LangGraph would
     refuse with `EmptyInputError`: the `setup` node then finishes whatever set-up the kill interrupted.
 
+    One process at a time drives a session: the session's lock (`agent.adapters.session_lock`) is held
+    throughout, before anything (the repository's recovery included) is touched.
+
     Returns:
         The final state values, with `__interrupt__` holding the pending gate payloads if it paused.
+
+    Raises:
+        SessionBusyError: another live process is running this session.
     """
     from agent.graph import builder
 
     url = ledger.db_url(ctx.db_url, ctx.workdir)
     cfg = thread_config(session_id, ctx.cluster_parallel_runs)
-    reap_sandboxes(ctx)
-    with checkpointer(url) as saver:
+    with session_lock.hold(ctx.session_dir(session_id), session_id), checkpointer(url) as saver:
+        reap_sandboxes(ctx)
         graph = builder.compile(checkpointer=saver)
         before = graph.get_state(cfg)
         if graph_input is None and before.created_at is None:

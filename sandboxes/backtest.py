@@ -7,7 +7,7 @@ rollout plus every hack-corpus exemplar (and its filter on every step's groups) 
 (mode "none", trusted code), grades the numbers with the pure `diagnostics.backtest.grade_backtest`, and
 writes `out_dir/report.json`.
 
-Idempotent artefact directory (style principle 5): when `out_dir/report.json` exists it is returned without
+Idempotent artefact directory: when a whole `out_dir/report.json` exists it is returned without
 running anything. Candidate failures (import error, exception, hang, contract violation, forged channel) are
 classified results that are written too; an infrastructure failure (no Docker engine) is returned but not
 written, so a retry runs again. The hack corpus and this grading code are never mounted into the sandbox:
@@ -28,7 +28,7 @@ from diagnostics.backtest import BacktestResult, failed_backtest, grade_backtest
 from diagnostics.hack_corpus import build_hack_corpus, corpus_batch, pick_problems, score_hack_corpus
 from diagnostics.schema import CONFIG_FILE, Rollout, Split, read_run_rollouts
 from diagnostics.signal import GroupKey
-from harness.atomic import write_atomic
+from harness.atomic import read_json, write_atomic
 from harness.calls import HarnessCalls, RewardContractError, validate_reward
 from harness.failures import CandidateCodeError, InfraError, Outcome
 from harness.manifest import MANIFEST_NAME, Harness, HarnessError, load_harness
@@ -83,6 +83,18 @@ def _read_config(path: Path) -> object:
     return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
 
 
+def read_report(out_dir: Path) -> BacktestResult | None:
+    """Return the backtest report written in `out_dir`; None when there is none or it is empty or malformed
+    (a full disk, a crash): such a report is run again, never trusted."""
+    raw = read_json(out_dir / REPORT_FILE)
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return BacktestResult.from_json(raw)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
 def _write_report(out_dir: Path, result: BacktestResult) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(out_dir / REPORT_FILE, orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2))
@@ -127,9 +139,9 @@ def run_backtest(
     """
     if mode not in SANDBOX_MODES:
         raise ValueError(f"unknown sandbox mode {mode!r}; use docker, process or none")
-    report = out_dir / REPORT_FILE
-    if report.is_file():
-        return BacktestResult.from_json(orjson.loads(report.read_bytes()))
+    cached = read_report(out_dir)
+    if cached is not None:
+        return cached
     name = candidate_dir.name
     try:
         harness = load_harness(candidate_dir)

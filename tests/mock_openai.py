@@ -7,7 +7,9 @@ script is exhausted, answers plain text (so the tool loop ends). A turn may also
 request body and returning a turn. Every request body is recorded (`requests`), and every reported usage
 (`usages`); the default usage is deterministic (chars / 4 of the messages and tool schemas). A hostile
 server is scripted with `raw_usage` (the usage object sent as is) or `raw_reply` (the whole response body
-sent as is), and a call `"id": None` is sent as null. `stream: true` gets SSE chunks.
+sent as is), and a call `"id": None` is sent as null. `stream: true` gets SSE chunks. A turn with
+`trickle_s` sends its whole response (status line and headers included) one byte every `trickle_s` seconds,
+as a slow or hostile endpoint may; `trickled` counts the bytes sent so.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -49,6 +52,7 @@ class MockOpenAI:
         self.requests: list[dict[str, Any]] = []
         self.usages: list[tuple[int, int]] = []
         self.tool_call_ids: list[list[str]] = []  # ids sent in each response
+        self.trickled = 0  # bytes sent one at a time (`trickle_s` turns)
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -127,6 +131,8 @@ class MockOpenAI:
             "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
             "usage": wire_usage,
         }
+        if "trickle_s" in turn:
+            reply["trickle_s"] = turn["trickle_s"]
         return turn.get("raw_reply", reply)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
@@ -142,6 +148,9 @@ class MockOpenAI:
                     return
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
                 reply = mock._completion(body)
+                if isinstance(reply, dict) and "trickle_s" in reply:
+                    self._trickle(reply)
+                    return
                 if body.get("stream"):
                     self._stream(reply)
                     return
@@ -151,6 +160,21 @@ class MockOpenAI:
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _trickle(self, reply: dict[str, Any]) -> None:
+                pause = float(reply.pop("trickle_s"))
+                data = json.dumps(reply).encode()
+                head = f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len(data)}\r\n\r\n"
+                try:
+                    for byte in head.encode() + data:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        with mock._lock:
+                            mock.trickled += 1
+                        time.sleep(pause)
+                except OSError:  # the client gave up: what the deadline is for
+                    pass
+                self.close_connection = True
 
             def _stream(self, reply: dict[str, Any]) -> None:
                 self.send_response(200)

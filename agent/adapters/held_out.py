@@ -6,9 +6,10 @@ may encode the answer). A held-out rollout reaches them as `HELD_OUT_SCORES` onl
 rollouts through `held_out_scores`, and `analysis_inputs` builds every script's and analyzer's input files
 (tests/integration/test_held_out_never_reaches_the_model.py calls every registered tool).
 
-Model-written scripts (`run_analysis`, `propose_diagnostic`) run only in the Docker sandbox, which mounts
-nothing but their inputs: in `process` mode a script runs as the controller's user and could open the
-harness's held-out file by its absolute path (`model_code_refusal`).
+Model-written code run by a tool (`run_analysis`, `propose_diagnostic`, and the edited reward of
+`request_backtest`) runs only in the Docker sandbox, which mounts nothing but its inputs (a harness without
+its protected files): in `process` mode it runs as the controller's user and could open the harness's
+held-out file by its path, and its failure text would carry what it read (`model_code_refusal`).
 """
 
 from __future__ import annotations
@@ -33,10 +34,10 @@ def model_code_refusal(sandbox: str) -> str | None:
     if sandbox == "docker":
         return None
     return (
-        f"scripts you write run only in the docker sandbox; this session's sandbox is {sandbox!r}, where a script "
-        "runs as the controller's user and could read the held-out files, so run_analysis and propose_diagnostic "
-        "are off: read the health report and sample_rollouts instead (the session's owner can choose "
-        "--sandbox docker)"
+        f"code you write runs in a tool only in the docker sandbox; this session's sandbox is {sandbox!r}, where "
+        "it runs as the controller's user and could read the held-out files, so run_analysis, propose_diagnostic "
+        "and request_backtest are off: read the health report and sample_rollouts instead (the session's owner "
+        "can choose --sandbox docker)"
     )
 
 
@@ -56,14 +57,15 @@ def analysis_inputs(run_dir: Path, folder: Path, *, all_steps: bool) -> dict[str
     import orjson
 
     from diagnostics.schema import rollout_files
+    from harness.atomic import write_atomic
 
     inputs: dict[str, Path] = {}
     if train := rollout_files(run_dir, "train"):
         inputs["train.jsonl"] = train[-1]
         if all_steps:
             merged = folder / "train_all.jsonl"  # one run's files never change: written once per folder
-            if not merged.exists():
-                merged.write_bytes(b"".join(f.read_bytes() for f in train))
+            if not merged.is_file() or merged.stat().st_size != sum(f.stat().st_size for f in train):
+                write_atomic(merged, b"".join(f.read_bytes() for f in train))  # a short copy is written again
             inputs["train_all.jsonl"] = merged
     if held_out := rollout_files(run_dir, HELD_OUT_SPLIT):
         rows = []
@@ -75,5 +77,5 @@ def analysis_inputs(run_dir: Path, folder: Path, *, all_steps: bool) -> dict[str
             if isinstance(row, dict):
                 rows.append(orjson.dumps(held_out_scores(row)) + b"\n")
         inputs["val_scores.jsonl"] = folder / "val_scores.jsonl"
-        inputs["val_scores.jsonl"].write_bytes(b"".join(rows))
+        write_atomic(inputs["val_scores.jsonl"], b"".join(rows))
     return inputs

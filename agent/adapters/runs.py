@@ -1,7 +1,8 @@
 """Idempotent training runs for the controller: one artefact folder per run id, never launched twice.
 
 A node that re-runs after a crash calls `ensure_run` again with the same spec:
-- `summary.json` exists → the run finished: collect it;
+- `summary.json` exists → the run finished: collect it (an empty or torn one, left by a full disk, is set
+  aside as `summary.json.corrupt` and the run is resumed to write it again; a torn `handle.json` likewise);
 - `handle.json` exists and the run is still alive (a trainer in its own process group, or a Ray job on the
   cluster, both outlive the controller) → wait for it;
 - the run is gone without a summary → resubmit with `resume=True` (continues from its checkpoint);
@@ -25,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
-from harness.atomic import write_atomic
+from harness.atomic import read_json, write_atomic
 from harness.failures import Outcome
 from harness.manifest import HarnessError
 from trainer_backend.base import LOG_FILE, SUMMARY_FILE, Backend, Handle, RunRefused, RunResult, RunSpec, RunStatus
@@ -54,11 +55,16 @@ def ensure_run(
     """Run `spec` to completion exactly once across controller crashes and return its result."""
     backend = _backend(backend_name)
     handle_path = spec.out_dir / HANDLE_FILE
-    if (spec.out_dir / SUMMARY_FILE).exists():
-        return backend.collect(Handle(backend=backend_name, run_id=spec.run_id, out_dir=spec.out_dir))
+    summary = spec.out_dir / SUMMARY_FILE
+    if summary.exists():
+        if isinstance(read_json(summary), dict):
+            return backend.collect(Handle(backend=backend_name, run_id=spec.run_id, out_dir=spec.out_dir))
+        # empty or torn (a full disk): set aside, and the run is resumed to write it again
+        log.warning("%s is empty or malformed; moved to %s.corrupt and the run is read again", summary, summary.name)
+        summary.replace(summary.with_name(summary.name + ".corrupt"))
     try:
-        handle = Handle.model_validate_json(handle_path.read_text()) if handle_path.exists() else None
-        handle = handle or _submit(backend, spec, handle_path)
+        handle = _read_handle(handle_path)  # a torn handle is submitted again, as a resume
+        handle = handle or _submit(backend, spec.model_copy(update={"resume": handle_path.exists()}), handle_path)
     except (RunRefused, HarnessError) as exc:
         return _refused(spec, str(exc))
     resumes = 0
@@ -136,6 +142,14 @@ def _backend(name: str) -> Backend:
     from trainer_backend import BACKENDS
 
     return cast(Backend, BACKENDS[name])  # a backend module satisfies the protocol structurally
+
+
+def _read_handle(path: Path) -> Handle | None:
+    raw = read_json(path)
+    try:
+        return Handle.model_validate(raw) if isinstance(raw, dict) else None
+    except ValueError:  # pydantic's ValidationError
+        return None
 
 
 def _refused(spec: RunSpec, message: str) -> RunResult:

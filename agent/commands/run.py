@@ -92,7 +92,7 @@ def run(
         float | None, typer.Option(metavar="USD", help="USD per 1k LLM tokens (default: price table, else 0)")
     ] = None,
     llm_timeout: Annotated[
-        float, typer.Option("--llm-timeout", metavar="SECONDS", help="timeout of one model call")
+        float, typer.Option("--llm-timeout", metavar="SECONDS", help="most seconds one model call may take in all")
     ] = 120.0,
     llm_max_turns: Annotated[int, typer.Option(metavar="N", help="model calls per propose step")] = 30,
     escalate_after: Annotated[
@@ -282,6 +282,7 @@ def _drive(ctx: Any, session_id: str, graph_input: Any, start: dict[str, Any], q
     """Run the graph with the live display; print the gate, the failure or the summary at the end."""
     from rich.text import Text
 
+    from agent.adapters.session_lock import SessionBusyError
     from agent.commands.progress import SessionProgress, SessionView, choose_form
     from agent.launch.input_checks import SetupError
     from agent.session import run_graph
@@ -299,7 +300,7 @@ def _drive(ctx: Any, session_id: str, graph_input: Any, start: dict[str, Any], q
     )
     try:
         values = run_graph(ctx, session_id, graph_input, progress, start_input=start or None)
-    except SetupError as exc:
+    except (SetupError, SessionBusyError) as exc:
         progress.stop()
         fail(str(exc))
     except KeyboardInterrupt:

@@ -4,11 +4,12 @@ The heuristic policy applies skill patches between `open_candidate` and `finalis
 policy edits files through its tools in between. Either way the same checks decide — no symlink, gitlink
 or other non-regular file (`sandboxes.worktree_files.non_regular_changes`), the surface and the
 single-factor rule (`agent.decisions.factors.check_candidate`), and what runs is what is committed: no file git
-ignores (it would run unreviewed) and no ``.gitignore`` / ``.gitattributes`` / ``.gitmodules`` edit
-(`sandboxes.git_worktree.unreviewed_files`, issue 25 §4) — and the same store rows are written. A refused
-candidate's worktree goes back to its base commit. Idempotent: a re-run finds the branch, worktree and
-commit it made before, and drops the uncommitted edits a killed run left half made (it edits again from the
-base).
+ignores (it would run unreviewed), no ``.gitignore`` / ``.gitattributes`` / ``.gitmodules`` edit
+(`sandboxes.git_worktree.unreviewed_files`, issue 25 §4) and no compiled code, which runs without its source
+and shows in a diff only as a binary (`sandboxes.compiled_code`) — and the same store rows are
+written. A refused candidate's worktree goes back to its base commit. Idempotent: a re-run finds the branch,
+worktree and commit it made before, and drops the uncommitted edits a killed run left half made (it edits
+again from the base).
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ def finalise_candidate(ctx: Context, state: State, harness: Harness, cand: OpenC
     from agent.adapters.pilots import candidate_name
     from sandboxes import git_worktree as gw
     from sandboxes import worktree_files as wf
+    from sandboxes.compiled_code import COMPILED_RULE, compiled_code
 
     info, path = cand.info, Path(cand.info["worktree"])
     wf.drop_bytecode_caches(path)  # derived, and never reviewed: a stale one would run instead of its source
@@ -94,6 +96,10 @@ def finalise_candidate(ctx: Context, state: State, harness: Harness, cand: OpenC
         return refuse_candidate(ctx, state, info, f"refused: {'; '.join(links)}: {wf.LINK_RULE}")
     changed = wf.changed_files(path, cand.base_sha)  # stages every new file: it is committed and counted
     unreviewed = gw.unreviewed_files(path)
+    compiled = compiled_code(path, [*changed, *unreviewed])
+    if compiled:  # it would run in the backtest and pilot, yet the diff shows only "Binary files differ"
+        shown = ", ".join(compiled[:10]) + (f" and {len(compiled) - 10} more" if len(compiled) > 10 else "")
+        return refuse_candidate(ctx, state, info, f"refused: {shown}: {COMPILED_RULE}")
     if unreviewed:  # issue 25 §4: a file git leaves out of the commit would still run in the backtest and pilot
         shown = ", ".join(unreviewed[:10]) + (f" and {len(unreviewed) - 10} more" if len(unreviewed) > 10 else "")
         return refuse_candidate(

@@ -34,6 +34,10 @@ from harness.manifest import Harness
 from harness.paths import PathRuleError, normalise
 
 ANALYSIS_TIMEOUT_S = 120.0
+MAX_CANDIDATE_TEXT_CHARS = 300  # one failure reason, stderr tail or case summary of candidate code, as shown
+QUOTE_WINDOW = 16  # a run of this many characters shared with a protected file is a quote of it
+PROTECTED_READ_BYTES = 16 << 20  # of each protected file, compared with candidate text
+WITHHELD = "[withheld: this line quotes a protected file]"
 
 
 class ToolError(Exception):
@@ -85,6 +89,7 @@ class ToolboxBase:
     _lookups: list[_Lookup] = field(default_factory=list)
     _rollouts: dict[str, list[Any]] = field(default_factory=dict)
     _evidence: set[str] = field(default_factory=set)
+    _protected: str | None = None
 
     def __post_init__(self) -> None:
         self.max_backtests = self.max_backtests or 2 * self.ctx.max_candidates
@@ -158,6 +163,24 @@ class ToolboxBase:
             self._rollouts[split] = read.rollouts
         return self._rollouts[split]
 
+    def _candidate_text(self, text: str, limit: int = MAX_CANDIDATE_TEXT_CHARS) -> str:
+        """Candidate-made text (an exception, stderr, a case summary) as a tool may show it: capped, and with
+        every line that quotes a protected file (strict evaluator, held-out data) withheld."""
+        return withhold_quotes(cap_text(text, limit), self._protected_text())
+
+    def _protected_text(self) -> str:
+        if self._protected is None:
+            root = self.harness.root
+            texts = []
+            for path in sorted(root.rglob("*")):
+                rel = path.relative_to(root).as_posix()
+                if rel.startswith(".git/") or path.is_symlink() or not path.is_file():
+                    continue
+                if self.harness.is_protected(rel):
+                    texts.append(path.read_bytes()[:PROTECTED_READ_BYTES].decode(errors="replace"))
+            self._protected = "\n".join(texts)
+        return self._protected
+
     def _held_out_scores(self) -> list[dict[str, Any]]:
         """The incumbent's held-out rollouts (every step) as `held_out_scores` rows."""
         from diagnostics.schema import read_run_rollouts
@@ -190,6 +213,32 @@ class ToolboxBase:
                     record_use(
                         db, name, self.state["session_id"], info["id"], evidence(get_skill(db, name).spec, metrics)
                     )
+
+
+def withhold_quotes(text: str, protected: str) -> str:
+    """Return `text` with every line that shares a `QUOTE_WINDOW`-character run with `protected` replaced.
+
+    Windows are taken every half window along each line, so any verbatim copy of at least 1.5 windows is
+    found; a line short enough to be one window is withheld when it is a whole line of `protected`.
+    """
+    if not protected:
+        return text
+    whole_lines = {line.strip() for line in protected.splitlines() if len(line.strip()) >= 8}
+    step = QUOTE_WINDOW // 2
+    out = []
+    for line in text.splitlines():
+        core = line.strip()
+        windows = (core[i : i + QUOTE_WINDOW] for i in range(0, max(len(core) - QUOTE_WINDOW, 0) + 1, step))
+        if core in whole_lines or (len(core) >= QUOTE_WINDOW and any(w in protected for w in windows)):
+            out.append(WITHHELD)
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def cap_text(text: str, limit: int = MAX_CANDIDATE_TEXT_CHARS) -> str:
+    """Return `text` cut to `limit` characters, saying how much was cut."""
+    return text if len(text) <= limit else text[:limit] + f" [... {len(text) - limit} characters cut]"
 
 
 def open_db(url: str) -> Any:

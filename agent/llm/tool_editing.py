@@ -5,7 +5,9 @@ and backtest budgets bound how many are opened and backtested. A candidate goes 
 lifecycle and single-factor check as every policy's (`agent.decisions.candidates`): `submit_candidate` commits and
 records it, or records it as refused with the reason, which comes back to the model. Edits are written
 only on the editable surface and never through a link (`sandboxes.worktree_files`); a candidate committed
-by an earlier run is submitted as it is, never edited.
+by an earlier run is submitted as it is, never edited. `request_backtest` runs the candidate's edited code,
+so like the model's scripts it runs only under the docker sandbox; what candidate code said (a failure's
+text, stderr) reaches the model capped and with every quote of a protected file withheld.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import re
 from pathlib import Path
 
+from agent.adapters.held_out import model_code_refusal
 from agent.decisions.candidates import FACTORS, finalise_candidate, open_candidate, refuse_candidate
 from agent.llm.tool_args import (
     ApplyPatchArgs,
@@ -27,6 +30,8 @@ from agent.llm.tool_args import (
 )
 from agent.llm.tool_base import ToolboxBase, ToolError, open_db
 from harness.manifest import Harness
+
+MAX_REASONS = 10  # backtest reasons shown to the model
 
 
 class EditingTools(ToolboxBase):
@@ -100,22 +105,30 @@ class EditingTools(ToolboxBase):
         from sandboxes import git_worktree as gw
         from sandboxes import worktree_files as wf
         from sandboxes.backtest import run_backtest
+        from sandboxes.compiled_code import COMPILED_RULE, compiled_code
 
         cand = self._require_open()
-        self._spend("backtest", "_backtests", self.max_backtests)
         worktree = Path(cand.info["worktree"])
         wf.drop_bytecode_caches(worktree)
-        digest = hashlib.sha256(wf.diff(worktree, cand.base_sha).encode()).hexdigest()[:12]
         unreviewed = gw.unreviewed_files(worktree)
-        if unreviewed:  # issue 25 §4: it would run, yet never be committed or reviewed
+        compiled = compiled_code(worktree, [*wf.changed_files(worktree, cand.base_sha), *unreviewed])
+        if compiled:
+            raise ToolError(f"{', '.join(compiled[:10])}: {COMPILED_RULE}; the candidate will be refused at submit")
+        if unreviewed:  # it would run, yet never be committed or reviewed
             raise ToolError(f"{', '.join(unreviewed[:10])}: ignored by git, so never committed or reviewed; "
                             "the candidate will be refused at submit while they exist")  # fmt: skip
+        refusal = model_code_refusal(self.ctx.sandbox)
+        if refusal is not None:  # the edited reward would run as the controller's user, next to the held-out files
+            raise ToolError(f"{refusal}. Submit the candidate instead: after you finish the session backtests it")
+        self._spend("backtest", "_backtests", self.max_backtests)
+        digest = hashlib.sha256(wf.diff(worktree, cand.base_sha).encode()).hexdigest()[:12]
         out_dir = self._scratch("backtests") / cand.info["id"] / digest
         result = run_backtest(worktree, Path(self.state["version"]["run_dir"]), out_dir, mode=self.ctx.sandbox)
         metrics = result.to_json().get("metrics")
+        reasons = [self._candidate_text(r) for r in result.reasons[:MAX_REASONS]]
         return json.dumps(
-            {"verdict": result.verdict.value, "outcome": result.outcome.value, "reasons": list(result.reasons),
-             "metrics": metrics}, default=str, indent=1,
+            {"verdict": result.verdict.value, "outcome": result.outcome.value, "reasons": reasons,
+             "metrics": metrics}, default=str, indent=1, ensure_ascii=False,
         )  # fmt: skip
 
     def submit_candidate(self, a: SubmitArgs) -> str:
@@ -154,8 +167,9 @@ class EditingTools(ToolboxBase):
             raw = json.loads(result.files["out.json"])
             metrics = parse_analyzer_output(raw)
         except (KeyError, ValueError, AnalyzerOutputError) as exc:
-            why = f"{result.outcome.value}: {result.reason} {exc}".strip()
-            return f"wrote {rel}, but its run on the incumbent failed ({why}); stderr: {result.stderr_tail[-500:]}"
+            why = self._candidate_text(f"{result.outcome.value}: {result.reason} {exc}".strip())
+            stderr = self._candidate_text(result.stderr_tail[-500:], 500)
+            return f"wrote {rel}, but its run on the incumbent failed ({why}); stderr: {stderr}"
         return f"wrote {rel}; on the incumbent's rollouts it reports {metrics}"
 
     def finish(self, a: FinishArgs) -> str:

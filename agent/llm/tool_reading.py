@@ -107,9 +107,10 @@ class ReadingTools(ToolboxBase):
         result = self._run_script(script, all_steps=True)
         text = result.files.get("out.json", b"").decode(errors="replace")
         self._trace("run_analysis", a.script[:500], f"{result.outcome.value}: {text[:300]}", set())
-        lines = [f"outcome: {result.outcome.value}", f"out.json: {text[:2500]}"]
+        lines = [f"outcome: {result.outcome.value}", f"out.json: {text[:2500]}"]  # docker only: no protected file there
         if result.outcome.value != "ok":
-            lines.append(f"reason: {result.reason}\nstderr (tail): {result.stderr_tail[-800:]}")
+            reason, stderr = self._candidate_text(result.reason), self._candidate_text(result.stderr_tail[-800:], 800)
+            lines.append(f"reason: {reason}\nstderr (tail): {stderr}")
         return "\n".join(lines)
 
     # --- files ------------------------------------------------------------------------------------------
@@ -199,7 +200,8 @@ class ReadingTools(ToolboxBase):
         if not cases:
             return f"no case in domain {self.harness.manifest.domain!r} matches"
         return "\n".join(
-            f"- case:{i} [{kind}, {outcome or '-'}] {summary[:300]}" for i, kind, outcome, summary, _ in cases
+            f"- case:{i} [{kind}, {outcome or '-'}] {self._candidate_text(summary)}"
+            for i, kind, outcome, summary, _ in cases
         )
 
 

@@ -81,10 +81,10 @@ def _not_its_commit(candidate: CandidateInfo, out_dir: Path) -> Any:
     """
     from sandboxes import git_worktree as gw
     from sandboxes import worktree_files as wf
-    from sandboxes.backtest import REPORT_FILE
+    from sandboxes.backtest import read_report
 
     worktree = Path(candidate["worktree"])
-    if (out_dir / REPORT_FILE).exists() or not worktree.is_dir():
+    if read_report(out_dir) is not None or not worktree.is_dir():
         return None
     wf.drop_bytecode_caches(worktree)
     extra = gw.uncommitted_files(worktree)

@@ -148,6 +148,9 @@ def cached_report(
 ) -> HealthReport:
     """A run's health report: read `health_report.json` when a (re-run) node wrote it, else build and write it.
 
+    The file is written atomically; one that is empty or not a whole report (a full disk, a crash of an older
+    writer) is rebuilt from the run's artefacts, never trusted.
+
     `answer` is the session harness's declared answer protocol (its manifest is protected, so every
     candidate shares it): the report's format and answer metrics read it. `roles` (`session_roles`) classify
     an agentic harness's declared tools for the agentic metrics (by tool name when None).
@@ -156,10 +159,15 @@ def cached_report(
 
     from diagnostics.report import report_from_table
     from diagnostics.tool_roles import DEFAULT_ROLES
+    from harness.atomic import read_json, write_atomic
 
     path = run_dir / REPORT_FILE
-    if path.exists():
-        return HealthReport.from_json(orjson.loads(path.read_bytes()))
+    cached = read_json(path)
+    if isinstance(cached, dict):
+        try:
+            return HealthReport.from_json(cached)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            pass  # not a whole report: rebuilt below
     report = report_from_table(run_dir, run_table(run_dir, answer), parent=parent, roles=roles or DEFAULT_ROLES)
-    path.write_bytes(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    write_atomic(path, orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
     return report

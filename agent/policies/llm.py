@@ -10,7 +10,8 @@ calls are capped (`MAX_TOOL_CALLS_PER_REPLY`). What stays in the conversation is
 way to a placeholder naming their size, and lone surrogates are replaced on the way in. The loop stops
 when the model calls `finish` or answers without a tool call, after `ctx.llm_max_turns` calls, when the
 session's token or cost budget is spent (checked before every call, so an exhausted budget means no call
-at all), after `MAX_BAD_REPLIES` unreadable replies in a row, or when the endpoint fails. Every call's
+at all), after `MAX_BAD_REPLIES` unreadable replies in a row, or when the endpoint fails, a call that runs
+past `ctx.llm_timeout_s` in all (`invoke_within`: a reply trickled a byte at a time) included. Every call's
 tokens and cost are recorded for the `propose` node: the larger of the server's (clamped) report and a
 local count of what was sent and received.
 The rest of the graph (backtest, train, decide) is the same as for the heuristic policy: this returns the
@@ -48,6 +49,7 @@ class LLMOutcome:
 
 def make_chat_model(ctx: Context) -> Any:
     """`ChatOpenAI` for `ctx.llm_model` on `OPENAI_BASE_URL` (default: OpenAI) with `OPENAI_API_KEY`."""
+    import httpx
     from langchain_openai import ChatOpenAI
     from pydantic import SecretStr
 
@@ -59,9 +61,49 @@ def make_chat_model(ctx: Context) -> Any:
         api_key=SecretStr(os.environ["OPENAI_API_KEY"]),
         temperature=0,
         max_retries=0,
-        timeout=ctx.llm_timeout_s,
+        timeout=ctx.llm_timeout_s,  # per read; `invoke_within` bounds the whole call
+        http_client=httpx.Client(timeout=ctx.llm_timeout_s),  # ours, so a call past its deadline can be cut
         use_responses_api=False,
     )
+
+
+class LLMDeadlineError(TimeoutError):
+    """A model call that did not finish within its total deadline (`Context.llm_timeout_s`)."""
+
+
+def invoke_within(bound: Any, messages: list[Any], deadline_s: float, http_client: Any = None) -> Any:
+    """Return `bound.invoke(messages)`, or raise `LLMDeadlineError` once `deadline_s` seconds have passed.
+
+    The HTTP client's timeout applies to each read, so an endpoint that trickles its reply a byte at a time
+    would hold a call for as long as it likes. The call runs in a daemon thread and is waited for at most
+    `deadline_s`; at the deadline `http_client` (the model's own) is closed, which ends the stranded read at
+    its next byte, and the caller gets the error.
+    """
+    import contextvars
+    import threading
+
+    done = threading.Event()
+    box: dict[str, Any] = {}
+
+    def call() -> None:
+        try:
+            box["reply"] = bound.invoke(messages)
+        except BaseException as exc:  # handed to the caller, which classifies it
+            box["error"] = exc
+        finally:
+            done.set()
+
+    context = contextvars.copy_context()  # the graph's run config (callbacks, streaming) follows the call
+    threading.Thread(target=context.run, args=(call,), name="llm-call", daemon=True).start()
+    if not done.wait(deadline_s):
+        if http_client is not None:
+            http_client.close()
+        raise LLMDeadlineError(
+            f"the model call took longer than {deadline_s:g} s in all (--llm-timeout); the reply was abandoned"
+        )
+    if "error" in box:
+        raise box["error"]
+    return box["reply"]
 
 
 def propose_with_llm(ctx: Context, state: State, harness: Harness, model: Any = None) -> LLMOutcome:
@@ -85,7 +127,8 @@ def propose_with_llm(ctx: Context, state: State, harness: Harness, model: Any = 
     outcome.budget_stop = meter.budget_stop()
     if outcome.budget_stop:
         return outcome  # the budget is spent: no call at all
-    bound = (model if model is not None else make_chat_model(ctx)).bind_tools(tools)
+    chat = model if model is not None else make_chat_model(ctx)
+    bound = chat.bind_tools(tools)
     messages: list[Any] = [SystemMessage(prompts.SYSTEM_PROMPT), HumanMessage(_briefing(ctx, state, harness, box))]
     bad_replies = 0
     while not box.finished:
@@ -98,7 +141,7 @@ def propose_with_llm(ctx: Context, state: State, harness: Harness, model: Any = 
         sent = _bounded(messages)
         outcome.turns += 1
         try:
-            reply = bound.invoke(sent)
+            reply = invoke_within(bound, sent, ctx.llm_timeout_s, getattr(chat, "http_client", None))
         except Exception as exc:  # any client or parsing failure: recorded, never raised out of the node
             meter.record(sent, None)
             why = _clean(f"{type(exc).__name__}: {str(exc)[:600]}")  # it may quote the reply

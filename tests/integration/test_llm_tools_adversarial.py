@@ -41,7 +41,7 @@ EXPECTED = {
     "evidence": "rollouts match",
     "skills": "strict-answer-extraction",
     "open2": "opened candidate",
-    "bt": '"verdict": "pass"',
+    "bt": "request_backtest are off",  # the process sandbox runs no model-edited code in a tool
     "submit2": "submitted",
     "over_budget": "over budget: this iteration allows 1 candidate(s)",
 }
