@@ -7,7 +7,8 @@ needs a process no episode has touched yet). Episodes are replayed one after ano
 order, close), in the reverse of the run's order; each replay costs one worker start plus the calls.
 
 - `run_evidence`: the health-report evidence of a run (two replays in the same reversed order, compared with
-  the run and with each other), written once to the run folder's `ENV_REPLAY_FILE` and read back after;
+  the run and with each other), written once to the run folder's `ENV_REPLAY_FILE` and read back after (not
+  written when no sandbox could start: a later diagnosis tries again);
 - `isolation_backtest`: a candidate's environment, as it declares its isolation, replayed in reverse against
   environments built each in a fresh module (the repair's backtest).
 
@@ -101,6 +102,9 @@ def replay(
     return answers
 
 
+INFRA_PROBLEM = "the replay could not run: InfraError"
+
+
 def _problem(exc: Exception) -> str:
     message = exc.message if isinstance(exc, CandidateCodeError | InfraError) else str(exc)
     return f"the replay could not run: {type(exc).__name__}: {message[:300]}"
@@ -127,7 +131,10 @@ def run_evidence(harness: Harness, run_dir: Path, mode: str) -> LayerOutput:
         raw = orjson.loads(path.read_bytes())
         metrics = {k: math.nan if v is None else float(v) for k, v in raw["metrics"].items()}
         return LayerOutput(tuple(Finding.from_json(f) for f in raw["findings"]), metrics)
-    out = replay_findings(replay_run(harness, run_dir, mode))
+    verdict = replay_run(harness, run_dir, mode)
+    out = replay_findings(verdict)
+    if verdict.problem.startswith(INFRA_PROBLEM):
+        return out  # no sandbox this time: a later diagnosis tries again
     body = {"findings": [f.to_json() for f in out.findings], "metrics": dict(out.metrics)}
     write_atomic(path, orjson.dumps(body, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
     return out
