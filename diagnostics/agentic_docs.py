@@ -26,6 +26,11 @@ REWARD_PAYS_FEWER_TURNS = "agentic.reward_pays_fewer_turns"
 MISLEADING_RESULT = "agentic.tool_result_misleads"
 # The environment refuses well-formed calls it answers in other episodes (issue 28 §4): a limit of its code binds.
 REFUSED_KNOWN_CALLS = "agentic.tool_refuses_known_calls"
+# Replayed against fresh environments in another order, recorded calls get other answers (the environment
+# carries state across episodes), or two identical replays disagree (it is nondeterministic):
+# `diagnostics/env_replay.py`, evidence the sandbox replay adds to a session's report.
+ENV_CARRIES_STATE = "agentic.env_carries_state"
+ENV_NONDETERMINISTIC = "agentic.env_nondeterministic"
 AGENTIC_HACK_ALERT_IDS = frozenset({ONE_TURN_COLLAPSE, PAID_WITHOUT_SUCCESS, REWARD_PAYS_TOOL_CALLS,
                                     REWARD_PAYS_FEWER_TURNS})  # fmt: skip
 
@@ -119,6 +124,19 @@ def _doc(meaning: str, rule: str) -> str:
 # metric -> "meaning (rule: alert_id op warning[ / critical])": the documentation of every agentic metric and
 # the alert that grades it (the report's METRIC_DOCS includes it; a test checks it against the graded rules).
 AGENTIC_METRIC_DOCS = {k: _doc(meaning, rule) for k, (meaning, rule) in _AGENTIC_DOCS.items()}
+# The replay check's metrics (`diagnostics/env_replay.py`): evidence the diagnose step adds to an agentic run's
+# report by running the environment again in the sandbox, so the agentic layer itself never computes them.
+_REPLAY_DOCS: dict[str, tuple[str, str]] = {
+    "env_replay_changed_rate": ("replayed calls (fresh environments, another order, a fresh sandbox process) "
+                                "answered otherwise than the run recorded, where two identical replays agree",
+                                "agentic.env_carries_state > 0.01 / 0.05"),
+    "env_replay_changed_calls": ("replayed calls whose answer changed with the episodes before them",
+                                 "agentic.env_carries_state"),
+    "env_replay_nondeterministic_rate": ("replayed calls two identical replays answered differently",
+                                         "agentic.env_nondeterministic > 0.01 / 0.05"),
+    "env_replay_calls": ("calls replayed (a bounded sample of the run's episodes)", "agentic.env_carries_state"),
+}  # fmt: skip
+REPLAY_METRIC_DOCS = {k: _doc(meaning, rule) for k, (meaning, rule) in _REPLAY_DOCS.items()}
 # The few agentic metrics a session's HTML report shows per version (agent/reporting).
 HEADLINE_METRICS = (
     "turns_mean", "turns_p90", "tool_calls_mean", "tool_failure_rate", "abandon_rate", "echo_trap_rate",

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from diagnostics.agentic import diagnose_agentic
-from diagnostics.agentic_docs import AGENTIC_METRIC_DOCS
+from diagnostics.agentic_docs import AGENTIC_METRIC_DOCS, REPLAY_METRIC_DOCS
 from diagnostics.behaviour import NO_ANSWER_PROTOCOL, diagnose_behaviour
 from diagnostics.findings import Finding, HealthReport, LayerOutput, rule_metric
 from diagnostics.groups import diagnose_groups
@@ -125,6 +125,8 @@ METRIC_DOCS = {
     "distinct_answer_ratio": "mean over groups of distinct extracted answers / samples (latest 200 groups)",
     # Agentic episodes only (diagnostics/agentic.py): absent from single-turn reports.
     **AGENTIC_METRIC_DOCS,
+    # The episode-contract replay (diagnostics/env_replay.py), added by the diagnose step to agentic runs.
+    **REPLAY_METRIC_DOCS,
 }
 
 

@@ -41,6 +41,7 @@ CHECKPOINTS_DIR = "checkpoints"
 LAST_CHECKPOINT = Path(CHECKPOINTS_DIR) / "last.pt"  # the local trainer's final state (verl: global_step_<N>)
 START_CHECKPOINT = Path(CHECKPOINTS_DIR) / "start.pt"  # a root run's step-0 state (a rollback target)
 HEALTH_REPORT_FILE = "health_report.json"  # a diagnosed run's health report, written once next to its artefacts
+ENV_REPLAY_FILE = "env_replay.json"  # an agentic run's replay check (diagnostics/env_replay.py), written once
 
 
 class StopReason(enum.StrEnum):

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from harness.env import ISOLATION_NAME, ISOLATIONS, RESET_NAME, Isolation
 from harness.failures import CandidateCodeError, Outcome, shown
 from harness.files import inside
 from harness.manifest import DEFAULT_REWARD_BOUND, MAX_REWARD_MAGNITUDE, EntryPoint, Harness
@@ -52,8 +53,9 @@ class HarnessCalls(Protocol):
         self, group_rewards: list[list[float]], state: dict[str, Any]
     ) -> tuple[list[bool], dict[str, Any]]: ...
 
-    def open_episodes(self, rows: list[dict[str, Any]]) -> list[int]:
-        """Make one environment per data row (`make_env(row)`); return their episode ids."""
+    def open_episodes(self, rows: list[dict[str, Any]], isolation: Isolation | None = None) -> list[int]:
+        """Make one environment per data row (`make_env(row)`); return their episode ids. The env module's
+        isolation declaration holds (`harness.env`); `isolation` overrides it."""
         ...
 
     def env_calls(self, calls: list[tuple[int, str, dict[str, Any]]]) -> list[object]:
@@ -208,6 +210,29 @@ def load_function(root: Path, entry: EntryPoint) -> Callable[..., Any]:
     return func  # type: ignore[no-any-return]
 
 
+def env_declaration(make_env: Callable[..., Any], entry: str) -> tuple[Isolation, Callable[[], Any] | None]:
+    """The isolation and reset function the module of `make_env` declares (`harness.env`: `ISOLATION_NAME`,
+    `RESET_NAME`).
+
+    Raises:
+        CandidateCodeError: an isolation outside `ISOLATIONS`, or a reset that names no function of the module.
+    """
+    module = getattr(make_env, "__globals__", {})
+    path = entry.partition(":")[0]
+    isolation = module.get(ISOLATION_NAME, "shared")
+    if isolation not in ISOLATIONS:
+        message = f"{path}: {ISOLATION_NAME} = {isolation!r}; use one of {', '.join(ISOLATIONS)}"
+        raise CandidateCodeError(Outcome.CANDIDATE_ERROR, message, path)
+    name = module.get(RESET_NAME)
+    if name is None:
+        return isolation, None
+    reset = module.get(name) if isinstance(name, str) else None
+    if not callable(reset):
+        message = f"{path}: {RESET_NAME} = {name!r} must name a module-level function of the env module"
+        raise CandidateCodeError(Outcome.CANDIDATE_ERROR, message, path)
+    return isolation, reset
+
+
 def _keep_all(group_rewards: list[list[float]], state: dict[str, Any]) -> list[bool]:
     return [True] * len(group_rewards)
 
@@ -222,6 +247,7 @@ class InProcessCalls:
         self._reward = load_function(harness.root, self.reward_entry)
         self._filter = _keep_all if self.filter_entry is None else load_function(harness.root, self.filter_entry)
         self.env_entry = harness.env
+        self.root = harness.root
         self._make_env = None if self.env_entry is None else load_function(harness.root, self.env_entry)
         self._episodes: dict[int, Any] = {}
         self._next_episode = 0
@@ -257,14 +283,22 @@ class InProcessCalls:
         flags = validate_keep_flags(keep, len(group_rewards), entry)
         return flags, validate_filter_state(state, entry)
 
-    def open_episodes(self, rows: list[dict[str, Any]]) -> list[int]:
-        """Make one environment per row with the harness's `make_env` (candidate faults classified)."""
+    def open_episodes(self, rows: list[dict[str, Any]], isolation: Isolation | None = None) -> list[int]:
+        """Make one environment per row with the harness's `make_env` (candidate faults classified), honouring
+        the env module's isolation declaration (`harness.env`; `isolation` overrides it)."""
         if self._make_env is None or self.env_entry is None:
             raise ValueError("this harness declares no env: it has no episodes")
         ids = []
         for row in rows:
             try:
-                env = self._make_env(row)
+                make_env = self._make_env
+                declared, reset = env_declaration(make_env, str(self.env_entry))
+                if (isolation or declared) == "fresh_module":
+                    make_env = load_function(self.root, self.env_entry)
+                    reset = env_declaration(make_env, str(self.env_entry))[1]
+                if reset is not None:
+                    reset()
+                env = make_env(row)
             except _CANDIDATE_RAISES as exc:
                 raise CandidateCodeError(
                     Outcome.CANDIDATE_ERROR, f"{self.env_entry} raised {type(exc).__name__}: {exc}", self.env_entry.path

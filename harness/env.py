@@ -31,6 +31,29 @@ The environment object, written by the harness author::
             # the tool's result: text, or {"result": str, "success": bool, "done": bool}; a call the policy
             # got wrong is `success: False` (the episode goes on); raising is a bug of the candidate
 
+**The episode contract**: an episode's environment depends on its row (and the seed the row carries, if
+any) only. Whatever episodes ran before it in the same process (a module-level cache, a shared random
+stream, a list that grows, a file left behind) must not change what its tools answer. The health report
+checks this by replaying a sample of a run's recorded calls against fresh environments in a fresh sandbox
+process, in another order (`diagnostics/env_replay.py`, alert ``agentic.env_carries_state``).
+
+How episodes share the env module is declared in the env code itself (candidate code, on the editable
+surface; read by the sandbox worker and `harness.calls.InProcessCalls`)::
+
+    EVOTRAINER_ENV_ISOLATION = "fresh_module"  # default "shared": one import of the module for the run
+    EVOTRAINER_ENV_RESET = "reset_env"         # optional: a module-level function called before every make_env
+
+- ``shared`` (the default): the module is imported once per worker; `make_env` is called per episode. Right
+  for an environment whose module holds nothing an episode changes;
+- ``fresh_module``: every episode's `make_env` comes from a fresh execution of the module (a new module
+  object: its globals, caches and classes are the episode's own). It isolates module state at the price of
+  one import per episode (measured by ``benchmarks/bench_env_isolation.py``);
+- an expensive environment that must be reused (a loaded index, a started service) stays ``shared`` and
+  declares ``EVOTRAINER_ENV_RESET``: the function is called with no arguments before each episode's
+  `make_env` and must leave what `make_env` reads as a fresh import would. Episodes of a training step are
+  live at the same time, so what a live episode changes belongs on its env object, never in the module (the
+  replay calls the reset as the trainer does, so a reset that forgets something is found like any leak).
+
 `make_env` never gets the row's ``ground_truth``: the environment is candidate code that shapes what the
 policy reads, and on held-out rows the answer the judge compares with must not reach it.
 
@@ -47,10 +70,16 @@ import json
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+# The env module's isolation declaration (see the module docstring), defined once; the sandbox worker
+# (`sandboxes/_worker_main.py`, stdlib only) repeats the names and says so.
+ISOLATION_NAME = "EVOTRAINER_ENV_ISOLATION"
+RESET_NAME = "EVOTRAINER_ENV_RESET"
+Isolation = Literal["shared", "fresh_module"]
+ISOLATIONS: tuple[Isolation, ...] = ("shared", "fresh_module")
 MAX_RESULT_CHARS = 2000  # an observation longer than this is cut (and marked) before it enters the context
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
@@ -147,7 +176,12 @@ def parse_call(text: str, spec: EnvSpec) -> ToolCall | None:
     matches = list(spec.regex.finditer(text))
     if not matches:
         return None
-    name, raw = matches[-1].group(1).strip(), matches[-1].group(2)
+    return parse_arguments(matches[-1].group(1).strip(), matches[-1].group(2), spec)
+
+
+def parse_arguments(name: str, raw: str, spec: EnvSpec) -> ToolCall:
+    """Read the arguments text `raw` of a call to tool `name` (the rules of `parse_call`; a recorded turn's
+    ``tool`` and ``arguments`` are read back with it)."""
     tool = spec.tool(name)
     if tool is None:
         known = ", ".join(t.name for t in spec.tools)
@@ -211,3 +245,36 @@ def _cut(text: str) -> str:
 def render_observation(spec: EnvSpec, result: EnvResult) -> str:
     """The text appended to the context for a tool result."""
     return spec.observation.replace("{result}", result.result)
+
+
+_DECLARED_ISOLATION = re.compile(rf"^{ISOLATION_NAME}\s*(?::[^=\n]*)?=.*$", re.M)
+
+
+def declare_isolation(source: str, isolation: Isolation) -> tuple[str, str]:
+    """The env module `source` with its isolation declared `isolation` (the line replaced, or appended at the
+    end), and the isolation it declared before ("shared" when it declared none).
+
+    Raises:
+        ValueError: `isolation` is not one of `ISOLATIONS`, or `source` declares the name more than once.
+    """
+    if isolation not in ISOLATIONS:
+        raise ValueError(f"isolation {isolation!r}: use one of {', '.join(ISOLATIONS)}")
+    found = list(_DECLARED_ISOLATION.finditer(source))
+    if len(found) > 1:
+        raise ValueError(f"the env module assigns {ISOLATION_NAME} {len(found)} times; keep one")
+    line = f"{ISOLATION_NAME} = {json.dumps(isolation)}"
+    if found:
+        old = found[0].group(0).split("=", 1)[1].split("#", 1)[0].strip().strip("'\"")
+        return source[: found[0].start()] + line + source[found[0].end() :], old
+    why = "# Each episode's environment comes from a fresh import of this module (harness/env.py: isolation)."
+    return source.rstrip("\n") + f"\n\n\n{why}\n{line}\n", "shared"
+
+
+def declared_isolation(source: str) -> Isolation | None:
+    """The isolation an env module's text declares ("shared" when it declares none), read without running it;
+    None when the declaration is not one plain string of `ISOLATIONS` (its run refuses it, saying why)."""
+    found = list(_DECLARED_ISOLATION.finditer(source))
+    if not found:
+        return "shared"
+    value = found[-1].group(0).split("=", 1)[1].split("#", 1)[0].strip().strip("'\"")
+    return next((i for i in ISOLATIONS if i == value), None) if len(found) == 1 else None

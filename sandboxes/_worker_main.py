@@ -31,6 +31,11 @@ MAX_REQUEST_BYTES = 256 * 1024 * 1024
 # does in-process, and a flooding environment costs neither the channel nor the trainer's memory.
 MAX_RESULT_CHARS = 2000
 MAX_EPISODES = 100_000  # environments alive at once; more is a runaway caller, refused
+# The env module's isolation declaration (harness.env.ISOLATION_NAME, RESET_NAME, ISOLATIONS: repeated here
+# because the worker imports nothing from the trusted side).
+ISOLATION_NAME = "EVOTRAINER_ENV_ISOLATION"
+RESET_NAME = "EVOTRAINER_ENV_RESET"
+ISOLATIONS = ("shared", "fresh_module")
 
 
 def _read_exact(fd: int, n: int) -> bytes | None:
@@ -59,25 +64,51 @@ class Worker:
         self.functions: dict[str, tuple[Any, str]] = {}
         self.episodes: dict[int, Any] = {}
         self.next_episode = 0
+        self.env_module: Any = None
+        self.env_entry = ""
+        self.isolation = "shared"
+        self.reset: Any = None
 
     def load(self, role: str, entry: str) -> dict[str, str] | None:
+        try:
+            module, fn = self.import_entry(role, entry)
+            if role == "env":
+                self.env_module = module
+                self.isolation, self.reset = self.declared(module)
+        except BaseException as exc:  # candidate code may raise anything, even SystemExit
+            return self.error(exc, entry.partition(":")[0], "import")
+        self.functions[role] = (fn, entry.partition(":")[0])
+        return None
+
+    def import_entry(self, role: str, entry: str) -> tuple[Any, Any]:
+        """Execute the entry's file as a new module object; return it and the entry's function."""
         rel, _, name = entry.partition(":")
         path = os.path.join(self.root, rel)
-        try:
-            if self.root not in sys.path:
-                sys.path.insert(0, self.root)
-            spec = importlib.util.spec_from_file_location(f"evotrainer_harness_{role}", path)
-            if spec is None or spec.loader is None:
-                raise ImportError(f"cannot load {rel}")
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            fn = getattr(module, name)
-            if not callable(fn):
-                raise TypeError(f"{rel}:{name} is not callable")
-        except BaseException as exc:  # candidate code may raise anything, even SystemExit
-            return self.error(exc, rel, "import")
-        self.functions[role] = (fn, rel)
-        return None
+        if self.root not in sys.path:
+            sys.path.insert(0, self.root)
+        spec = importlib.util.spec_from_file_location(f"evotrainer_harness_{role}", path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {rel}")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        fn = getattr(module, name)
+        if not callable(fn):
+            raise TypeError(f"{rel}:{name} is not callable")
+        return module, fn
+
+    @staticmethod
+    def declared(module: Any) -> tuple[str, Any]:
+        """The env module's isolation and its reset function (None when it declares none)."""
+        isolation = getattr(module, ISOLATION_NAME, "shared")
+        if isolation not in ISOLATIONS:
+            raise ValueError(f"{ISOLATION_NAME} = {isolation!r}: use one of {', '.join(ISOLATIONS)}")
+        reset_name = getattr(module, RESET_NAME, None)
+        if reset_name is None:
+            return isolation, None
+        reset = getattr(module, str(reset_name), None) if isinstance(reset_name, str) else None
+        if not callable(reset):
+            raise ValueError(f"{RESET_NAME} = {reset_name!r} must name a module-level function of the env module")
+        return isolation, reset
 
     def error(self, exc: BaseException, default_path: str, kind: str) -> dict[str, str]:
         """Describe `exc` with the harness file it was raised in (the innermost frame inside the harness)."""
@@ -121,18 +152,30 @@ class Worker:
             return {"ok": False, "error": self.error(exc, rel, "call")}
         return {"ok": True, "keep": keep, "state": state, "_path": rel}
 
-    def open(self, rows: list[Any]) -> dict[str, Any]:
-        """Make one environment per row; answer their episode ids."""
+    def open(self, rows: list[Any], isolation: Any = None) -> dict[str, Any]:
+        """Make one environment per row; answer their episode ids.
+
+        Honours the env module's declaration: a fresh module per episode (``fresh_module``), its reset hook
+        before every `make_env` (``shared`` with a reset). `isolation` overrides the declared isolation (the
+        trusted side's replay builds its reference environments with ``fresh_module``)."""
         if "env" not in self.functions:
             return {"ok": False, "error": {"kind": "config", "type": "ValueError", "message": "no env loaded"}}
         if len(self.episodes) + len(rows) > MAX_EPISODES:
             message = f"more than {MAX_EPISODES} live episodes"
             return {"ok": False, "error": {"kind": "protocol", "type": "ValueError", "message": message}}
         fn, rel = self.functions["env"]
+        isolation = isolation if isolation in ISOLATIONS else self.isolation
         ids = []
         for row in rows:
             try:
-                env = fn(row)
+                if isolation == "fresh_module":
+                    module, make_env = self.import_entry("env", self.env_entry)
+                    _, reset = self.declared(module)
+                else:
+                    make_env, reset = fn, self.reset
+                if reset is not None:
+                    reset()
+                env = make_env(row)
             except BaseException as exc:
                 return {"ok": False, "error": self.error(exc, rel, "call")}
             self.next_episode += 1
@@ -199,6 +242,7 @@ def main() -> int:
     if error is None and init.get("filter"):
         error = worker.load("filter", init["filter"])
     if error is None and init.get("env"):
+        worker.env_entry = init["env"]
         error = worker.load("env", init["env"])
     send(token, {"ok": error is None, "error": error, "python": sys.version.split()[0]})
     while True:
@@ -217,7 +261,7 @@ def main() -> int:
         elif request["op"] == "filter":
             response = worker.filter(request["group_rewards"], request["state"])
         elif request["op"] == "open":
-            response = worker.open(request["rows"])
+            response = worker.open(request["rows"], request.get("isolation"))
         elif request["op"] == "env_calls":
             response = worker.env_calls(request["calls"])
         elif request["op"] == "close":

@@ -24,7 +24,8 @@ from typing import Any
 import orjson
 import yaml
 
-from diagnostics.backtest import BacktestResult, failed_backtest, grade_backtest, step_batches
+from diagnostics.agentic_docs import ENV_CARRIES_STATE
+from diagnostics.backtest import BacktestResult, Verdict, failed_backtest, grade_backtest, step_batches
 from diagnostics.hack_corpus import build_hack_corpus, corpus_batch, pick_problems, score_hack_corpus
 from diagnostics.schema import CONFIG_FILE, Rollout, Split, read_run_rollouts
 from diagnostics.signal import GroupKey
@@ -188,6 +189,9 @@ def run_backtest(
         must_fall=must_fall,
     )
     notes = [f"{len(rollouts)} cached {split} rollouts from {rollouts_run_dir} (sandbox: {mode})"]
+    if ENV_CARRIES_STATE in must_fall and harness.manifest.env is not None:
+        result, note = _isolation_check(result, harness, rollouts_run_dir, mode)
+        notes.append(note)
     if read.problems:
         notes.append(f"{len(read.problems)} unreadable rollout lines skipped, first: {read.problems[0]}")
     result = BacktestResult(
@@ -195,6 +199,26 @@ def run_backtest(
     )
     _write_report(out_dir, result)
     return result
+
+
+def _isolation_check(result: BacktestResult, harness: Harness, run_dir: Path, mode: str) -> tuple[BacktestResult, str]:
+    """A probe aimed at an environment that carries state across episodes: its environment, replayed in another
+    order, must answer the run's sampled calls as environments built each in a fresh module do."""
+    from dataclasses import replace
+
+    from sandboxes.env_replay import isolation_backtest
+
+    verdict = isolation_backtest(harness, run_dir, mode)
+    if verdict.problem:
+        return replace(result, verdict=Verdict.FAIL), f"episode isolation not shown: {verdict.problem}"
+    if verdict.changed:
+        shown = "; ".join(c.line() for c in verdict.changed[:3])
+        why = f"episode isolation fails: {len(verdict.changed)} of {verdict.calls} replayed calls differ from fresh "
+        return replace(result, verdict=Verdict.FAIL), why + f"environments ({shown})"
+    return (
+        result,
+        f"episode isolation holds: {verdict.calls} replayed calls in {verdict.episodes} episodes answer as fresh",
+    )
 
 
 def _changed(harness: Harness, rel: str, base_dir: Path | None) -> bool:

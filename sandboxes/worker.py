@@ -36,7 +36,7 @@ from types import TracebackType
 from typing import Any, Literal, NoReturn
 
 from harness.calls import validate_filter_state
-from harness.env import MAX_RESULT_CHARS
+from harness.env import MAX_RESULT_CHARS, Isolation
 from harness.failures import CandidateCodeError, InfraError, Outcome
 from sandboxes.docker import (
     SandboxConfig,
@@ -255,8 +255,11 @@ class SandboxCalls:
         }
         self._exchange(init, import_path, STARTUP_TIMEOUT_S + self.call_timeout_s, expect_id=None)
 
-    def open_episodes(self, rows: list[dict[str, Any]]) -> list[int]:
+    def open_episodes(self, rows: list[dict[str, Any]], isolation: Isolation | None = None) -> list[int]:
         """Make one environment per data row inside the sandbox (`make_env(row)`); return their episode ids.
+
+        The env module's declared isolation holds (`harness.env`); `isolation` overrides it (a replay's
+        reference environments are built with ``fresh_module``).
 
         Raises:
             ValueError: the harness declares no environment (a bug of the caller).
@@ -267,7 +270,10 @@ class SandboxCalls:
             return []
         if self._channel is None:
             self._episodes.clear()  # a fresh worker holds no environment
-        response = self._call({"op": "open", "rows": rows}, path)
+        request: dict[str, Any] = {"op": "open", "rows": rows}
+        if isolation is not None:
+            request["isolation"] = isolation
+        response = self._call(request, path)
         ids = response.get("episodes")
         if (
             not isinstance(ids, list)

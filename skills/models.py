@@ -35,6 +35,7 @@ TEMPLATE_OPS = frozenset(
         "score_from_component",
         "score_from_checks",
         "set_constant",
+        "set_env_isolation",
         "drop_gate",
         "read_reference",
         "guard",

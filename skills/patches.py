@@ -61,6 +61,8 @@ over ``current`` and the skill's ``params`` (overridable per call). Operations:
   harness code file (``"@reward"``, ``"@group_filter"``, ``"@env"``) in place, comments kept; ``V`` reads ``current``.
   Refused unless the file declares ``NAME`` a knob (``harness/code_knobs.py``: ``EVOTRAINER_KNOBS``), so a
   skill learned from a probe moves only constants another harness also declares;
+- ``{"op": "set_env_isolation", "file": "@env", "value": ISOLATION}``: declare how episodes share the env
+  module (``harness.env.declare_isolation``: ``EVOTRAINER_ENV_ISOLATION``, e.g. ``fresh_module``);
 - ``{"op": "drop_gate", "file": "@reward", "gate": ID}``: delete the gate ``ID`` (``if COND: return 0`` in the
   manifest's reward function, ``harness/code_gates.py``); refused where the reward has no such gate;
 - ``{"op": "read_reference", "file": "@reward", "function": FN, "key": K}``: in ``FN``, a function the reward
@@ -94,6 +96,7 @@ from diagnostics.tool_roles import ToolRoles
 from harness.code_gates import GateError, drop_gate
 from harness.code_knobs import KNOBS_NAME, CodeKnobError, read_code_knobs, set_constant
 from harness.code_reference import CodeReferenceError, substitute_reference
+from harness.env import ISOLATIONS, declare_isolation
 from harness.manifest import BackendName, Harness
 from sandboxes import worktree_files
 from skills.context import AGENTIC_CONTEXT
@@ -378,6 +381,19 @@ def _plan(
         except CodeKnobError as exc:
             raise TemplateError(str(exc)) from None
         return rel, content, f"{rel}: {name} {old:g} -> {new:g}"
+    if kind == "set_env_isolation":
+        _only(op, {"op", "file", "value"})
+        source = writes.get(rel) or current
+        if source is None:
+            raise TemplateError(f"{rel} does not exist in the worktree")
+        value = str(op["value"])
+        if value not in ISOLATIONS:
+            raise TemplateError(f"set_env_isolation: {value!r} is not one of {', '.join(ISOLATIONS)}")
+        try:
+            content, old = declare_isolation(source, value)
+        except ValueError as exc:
+            raise TemplateError(f"{rel}: {exc}") from None
+        return rel, content, f"{rel}: episodes' isolation {old} -> {value}"
     if kind == "drop_gate":
         _only(op, {"op", "file", "gate"})
         source = _reward_source(rel, writes.get(rel) or current, harness)

@@ -33,6 +33,7 @@ from agent.decisions.reward_alignment import Alignment, fit_alignment
 from agent.decisions.reward_gates import GateEvidence, gate_evidence
 from harness.code_knobs import CodeKnob, CodeKnobError, knob_files, read_code_knobs, set_constant
 from harness.code_reference import CodeReferenceError, ReferenceUse, reference_use
+from harness.env import declared_isolation
 from harness.manifest import BackendName, Harness
 from trainer_backend import plugin_of
 from trainer_backend.knobs import KnobSpec
@@ -94,6 +95,7 @@ class HarnessKnobs:
     gates: tuple[GateEvidence, ...] = ()  # early exits of the reward's entry function (harness/code_gates.py)
     reference: ReferenceUse | None = None  # whether the reward reads ground_truth (harness/code_reference.py)
     reward_strict_corr: float = math.nan  # the whole reward's correlation with the strict score (training rows)
+    env_isolation: str = ""  # how episodes share the env module (harness/env.py); "" single-turn or unreadable
 
     def variables(self) -> dict[str, float]:
         """Trigger variables for the current settings and declared code constants (``setting/<key>``), so a
@@ -173,7 +175,14 @@ def harness_knobs(harness: Harness, backend: BackendName, train_rows: pl.DataFra
         gates=gate_evidence(harness, _text(harness, harness.reward.path), train_rows),
         reference=_reference_use(harness),
         reward_strict_corr=reward_agreement(train_rows) if train_rows is not None else math.nan,
+        env_isolation=_env_isolation(harness),
     )
+
+
+def _env_isolation(harness: Harness) -> str:
+    """The isolation the env module's text declares (`harness.env.declared_isolation`); "" without an env."""
+    text = _text(harness, harness.env.path) if harness.env is not None else None
+    return (declared_isolation(text) or "") if text is not None else ""
 
 
 def _reference_use(harness: Harness) -> ReferenceUse | None:

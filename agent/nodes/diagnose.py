@@ -1,6 +1,7 @@
 """diagnose: write the incumbent's health report (four layers), flag a diagnostic gap, and say whether the
 incumbent's own run damaged its policy, so candidates restart from before it (agent/decisions/rollback.py).
 
+An agentic run's report also carries the replay check of the episode contract (`sandboxes/env_replay.py`).
 The report also carries the reward evidence of the last iteration's arms that trained the incumbent's reward
 code (`diagnostics/shared_reward.py`): a reward exploit one of them learned is latent in the incumbent."""
 
@@ -16,8 +17,11 @@ from agent.context import Context
 from agent.decisions.rollback import REWARD_HACKING, rollback_point
 from agent.nodes.common import REPORT_FILE, cached_report, run_table, session_answer, session_roles
 from agent.state import CandidateInfo, PilotInfo, State
+from diagnostics.env_replay import with_replay_evidence
 from diagnostics.findings import HealthReport, Severity
 from diagnostics.shared_reward import with_shared_reward_evidence
+from harness.manifest import load_harness
+from sandboxes.env_replay import run_evidence
 
 
 def diagnose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -30,6 +34,9 @@ def diagnose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     report = cached_report(run_dir, parent, answer, roles)
     arms = [cached_report(Path(p["run_dir"]), None, answer, roles) for p in shared_reward_arms(state)]
     report = with_shared_reward_evidence(report, arms)
+    if runtime.context.mode == "evotrainer":  # the episode contract, replayed in the sandbox (agentic harnesses)
+        replayed = run_evidence(load_harness(Path(state["harness_dir"])), run_dir, runtime.context.sandbox)
+        report = with_replay_evidence(report, replayed)
     with ledger.db(ledger.store_url(runtime.context)) as db:
         ledger.ensure_health_report(
             db,

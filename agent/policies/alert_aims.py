@@ -60,6 +60,8 @@ NO_PROBE: Mapping[str, str] = {
     "is answered on its own",
     "version.strict_regression": "it compares this version with its parent: a rollback (the decision's move), "
     "not a probe, answers it",
+    "agentic.env_nondeterministic": "no isolation of episodes makes a random stream or a clock repeat itself: "
+    "seed what the environment draws from its row (an `env` candidate may edit that code)",
     "agentic.tool_result_misleads": "no declared knob says which answer of the environment's code is wrong: check "
     "the tool's answers to the call its evidence episodes made (an `env` candidate may edit that code)",
 }

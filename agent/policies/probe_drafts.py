@@ -283,8 +283,34 @@ def _data_drop(knobs: HarnessKnobs, metrics: Metrics) -> list[Draft]:
     ]
 
 
+# The repair of an environment that carries state across episodes: every episode's environment from a fresh
+# import of the env module (`harness/env.py`: isolation). Its backtest replays the run's calls
+# (`sandboxes/env_replay.py: isolation_backtest`).
+FRESH_MODULE = "fresh_module"
+
+
+def _env(knobs: HarnessKnobs) -> list[Draft]:
+    if knobs.env_isolation != "shared":
+        return []  # no env, an unreadable declaration, or every episode isolated already
+    return [
+        Draft(
+            probe_id=f"env:isolation:{FRESH_MODULE}",
+            knob="@env:isolation",
+            factor="env",
+            slug="env-fresh-module",
+            ops=[{"op": "set_env_isolation", "file": "@env", "value": FRESH_MODULE}],
+            params={},
+            effects=("env_isolate",),
+            what="build every episode's environment from a fresh import of the env module "
+            f"(EVOTRAINER_ENV_ISOLATION = {FRESH_MODULE!r})",
+            why="an episode's environment must depend on its row only; state the module keeps (a cache, a shared "
+            "random stream, a list that grows) reaches the next episode, and a fresh module per episode keeps none",
+        )
+    ]
+
+
 def draft_probes(knobs: HarnessKnobs, metrics: Metrics) -> list[Draft]:
     """Every probe the harness's knobs allow, in declaration order (trainer settings, filter, data, reward):
     the order breaks score ties when probes are ranked."""
-    drafts = [*_trainer(knobs.trainer), *_code(knobs.code), *_filter(knobs), *_data(knobs, metrics)]
+    drafts = [*_trainer(knobs.trainer), *_code(knobs.code), *_env(knobs), *_filter(knobs), *_data(knobs, metrics)]
     return reward_drafts(knobs, metrics, drafts)

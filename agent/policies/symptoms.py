@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from agent.decisions.knobs import ComponentEvidence
 from agent.policies.heuristic import Metrics, Proposal
+from diagnostics.env_replay import CHANGED_WARNING
 from diagnostics.groups import BIASED_REWARD_GAP
 from diagnostics.score import MISRANKED_GROUP_CRITICAL, REWARDED_WRONG_CRITICAL, UNREWARDED_CORRECT_CRITICAL
 from diagnostics.sources import MIX_GAP_WARNING
@@ -111,6 +112,9 @@ SYMPTOMS: tuple[Symptom, ...] = (
             "the hard ones"),
     Symptom("heldout_uncovered", f"source_mix_gap > {MIX_GAP_WARNING}", 3.0, ("data_cover",), (),
             "training practises another mix of data sources than the held-out set measures"),
+    Symptom("env_carries_state", f"env_replay_changed_rate > {CHANGED_WARNING}", 3.0, ("env_isolate",), (),
+            "replayed in another order against fresh environments, the environment answers recorded calls "
+            "otherwise: state leaks from one episode into the next"),
     Symptom("env_refuses_calls", f"refused_known_call_rate > {REFUSED_WARNING}", 3.0, ("env_allows_more",), (),
             "the environment refuses well-formed calls it answers in other episodes (a limit of its code binds)"),
 )  # fmt: skip
@@ -121,7 +125,8 @@ SYMPTOM_NAMES = frozenset(s.name for s in SYMPTOMS)
 # (`UNPROMPTED`). On greedy-filter seed 1 the temperature and group-size probes (no diversity, low spread, dead
 # groups: 4.0) outranked the std-filter probe (filter_biased: 3.0) and the filter was never changed.
 PINPOINTING = frozenset({"filter_drops_signal", "filter_keeps_dead", "filter_biased", "heldout_uncovered",
-                         "component_dominates", "format_never_written", "env_refuses_calls"})  # fmt: skip
+                         "component_dominates", "format_never_written", "env_refuses_calls",
+                         "env_carries_state"})  # fmt: skip
 # Symptoms under which no other change can show an effect (no response is well-formed, so every group is flat
 # whatever the reward, filter, data or step size): the probes that address them take the first candidate
 # slots, ahead of the skills that match (agent/nodes/propose.py).
@@ -153,7 +158,7 @@ PROVEN_REPAIRS = frozenset({GATE_FAILS_RIGHT, REFERENCE_UNREAD})
 # while the refusals named the env's declared limit), and, for a constant of the harness's code (never a trainer
 # setting, whose documented range is the backend's, not the harness's), its value outside its declared range.
 # The best such probe takes a slot before the matching skills (`agent/nodes/propose.py`).
-NAMED = frozenset({*PROVEN_REPAIRS, "env_refuses_calls"})
+NAMED = frozenset({*PROVEN_REPAIRS, "env_refuses_calls", "env_carries_state"})
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,9 @@ Every scenario is the fixed agentic harness (`examples/lookup-agent-oracle`) wit
 defect injected into one editable file; its `oracle/` folder is that fixed harness. Two defects are taken
 from the defective example (`examples/lookup-agent`: its efficiency reward and its `max_turns`), so a change
 to the example flows into the scenarios on the next generation; two are written here (a per-turn token
-budget too small for the longer answer turns, a reward that pays tool calls), and one in the environment's own
-code (a lookup limit below what a level-3 episode needs, issue 28 §4). Defective files carry neutral
+budget too small for the longer answer turns, a reward that pays tool calls), and two in the environment's own
+code (a lookup limit below what a level-3 episode needs; a module-level cache that carries answers from one
+episode into the next). Defective files carry neutral
 comments: the controller must find each defect from evidence (turn counts, stop reasons, tool-call rates),
 not from a note.
 
@@ -113,6 +114,24 @@ def env_lookup_limit(root: Path) -> None:
     env.write_text(_sub_once(r"^MAX_LOOKUPS = \d+$", f"MAX_LOOKUPS = {ENV_LOOKUP_LIMIT}", env.read_text(), str(env)))
 
 
+def env_episode_leak(root: Path) -> None:
+    """An environment whose module-level cache answers a key with the value an earlier episode's table held."""
+    env = root / "harness" / "env.py"
+    text = _sub_once(
+        r"^MAX_LOOKUPS = \d+$",
+        "\\g<0>\n_ANSWERED: dict[str, int] = {}  # values already looked up, by key (saves a table read)",
+        env.read_text(),
+        str(env),
+    )
+    text = _sub_once(
+        r"^            return str\(self\.table\[key\]\)$",
+        "            return str(_ANSWERED.setdefault(key, self.table[key]))",
+        text,
+        str(env),
+    )
+    env.write_text(text)
+
+
 def tool_spam(root: Path) -> None:
     """A reward that pays every tool call: calling until the turn cap outearns answering right."""
     (root / "harness" / "reward.py").write_text(TOOL_SPAM_REWARD)
@@ -178,6 +197,22 @@ SCENARIOS: tuple[tuple[Scenario, Callable[[Path], None]], ...] = (
             None,  # no seed skill names the environment's code
         ),
         env_lookup_limit,
+    ),
+    (
+        Scenario(
+            "env-episode-leak", "env",
+            "the environment keeps a module-level cache of looked-up values by key: a lookup answers the value "
+            "of the first episode (in the sandbox worker's life) that looked the key up, not the value in this "
+            "episode's own table",
+            "lookups succeed but their values are stale, so sums are wrong and accuracy stays near chance; the "
+            "rollouts look like a policy that cannot add. Replayed in another order against fresh environments, "
+            "the recorded lookups get other answers (agentic.env_carries_state)",
+            "build every episode's environment from a fresh import of the env module "
+            "(EVOTRAINER_ENV_ISOLATION = 'fresh_module'), or drop the cache "
+            "(examples/lookup-agent-oracle/harness/env.py)",
+            None,  # no seed skill names the environment's code
+        ),
+        env_episode_leak,
     ),
 )  # fmt: skip
 

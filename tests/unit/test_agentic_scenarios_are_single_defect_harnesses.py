@@ -20,7 +20,7 @@ from trainer_backend.local.config import load_trainer_config
 from trainer_backend.local.vocab import tokenizer_for
 
 ROOT = Path(__file__).resolve().parents[2]
-NAMES = ["env-lookup-limit", "one-turn-collapse", "tool-spam", "turn-budget", "turn-token-cap"]
+NAMES = ["env-episode-leak", "env-lookup-limit", "one-turn-collapse", "tool-spam", "turn-budget", "turn-token-cap"]
 FACTOR_FILE = {"reward": "harness/reward.py", "trainer": "harness/trainer.yaml", "env": "harness/env.py"}
 
 # Trajectories of the level-2 prompt `c+f=>` (table c=3, f=5; ground truth 8), as the local backend writes them.

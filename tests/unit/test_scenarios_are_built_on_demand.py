@@ -30,6 +30,7 @@ GENERATORS = ROOT / "benchmarks" / "scenarios"
 COMMITTED = {
     "cold-sampling": "00cfc1ecc83851c970e5f5d5b8389e8ed2c73fad61741ee04c87093a1e7f032a",
     "dead-groups": "c5557c137308024ea9e31110b9e3c77822f559c9d2d9281906f2f4f8571ae043",
+    "env-episode-leak": "efbf927a531a4f015e1b53237b493bc6ac1a30e6af3e129064245555991ced6d",  # added, not measured
     "env-lookup-limit": "e971fb84087bd78751a5247c08b3731d500b8220c50fcfbe43815f11102318d1",  # issue 28 §4, added
     "format-gate": "ac80a57104e5409d1522672579b6f21ae90f4a60fa1a47b7d0675e97ad2da58a",
     "greedy-filter": "21a6247f4decf28a31e9ed0756ba1e7ab80a41c19bdb5e3056a88dc9a427e790",
