@@ -63,6 +63,7 @@ from trainer_backend.local.step import (
     update_size,
     validate,
 )
+from trainer_backend.local.tracking import Tracker
 from trainer_backend.local.vocab import VocabularyError
 from trainer_backend.local.warmstart import Evidence, WarmStart, format_probe, warm_start
 
@@ -375,10 +376,17 @@ class Loop:
     rng: random.Random  # prompt-selection stream
     state: dict[str, Any]  # {filter, filter_key, step, summary, elapsed_s}: saved with every checkpoint
     identity: dict[str, Any]  # what the policy is, stored with its weights
+    tracker: Tracker | None = None  # TensorBoard (and W&B) views of the metrics, opened once the step is known
 
     def snapshot(self) -> dict[str, Any]:
         """Everything a resume or an exact continuation needs (`training_state`)."""
         return training_state(self.ctx.policy, self.opt, self.gen, self.rng, self.state, self.identity, self.ref_state)
+
+    def record(self, step: int, metrics: dict[str, float]) -> None:
+        """Append the step's metrics to ``metrics.jsonl`` (the record) and to the live views."""
+        append_metrics(self.ctx.spec.out_dir / METRICS_FILE, step, metrics)
+        if self.tracker is not None:
+            self.tracker.write(step, metrics)
 
 
 def new_loop(ctx: RunContext, ident: dict[str, Any], start: Start) -> Loop:
@@ -420,7 +428,7 @@ def validate_start(loop: Loop, loaded: Loaded, initial: Initial) -> None:
     """Step 0 of a fresh run: validate the starting policy, report the warm start, keep the policy for rollbacks."""
     ctx, summary = loop.ctx, loop.state["summary"]
     metrics = validate(ctx, loaded.val_rows, 0, ctx.policy.sample_device)
-    append_metrics(ctx.spec.out_dir / METRICS_FILE, 0, metrics)
+    loop.record(0, metrics)
     summary["strict_acc_before"] = metrics[STRICT_METRIC]
     summary["strict_acc_avg4_before"] = metrics["val/strict_acc_avg4"]
     log(
@@ -454,7 +462,7 @@ def train_steps(loop: Loop, loaded: Loaded, t_start: float) -> tuple[Path, float
             metrics.update(validate(ctx, loaded.val_rows, step, policy.sample_device))
             summary["strict_acc_after"] = metrics[STRICT_METRIC]
             summary["strict_acc_avg4_after"] = metrics["val/strict_acc_avg4"]
-        append_metrics(spec.out_dir / METRICS_FILE, step, metrics)
+        loop.record(step, metrics)
         track_signal(metrics, loop.state, step)
         log(
             f"step {step} | reward {metrics['critic/score/mean']:.3f} | strict {metrics['rollout/strict_acc']:.3f}"
@@ -482,10 +490,12 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
     initial = initial_weights(spec, loaded, policy, ident, start)
     policy.updated()
     calls = open_calls(loaded.harness, spec.sandbox)
+    tracker = None
     try:
         ctx = RunContext(spec, loaded.harness, loaded.cfg, calls, strict, policy, episodes)
         loop = new_loop(ctx, ident, start)
         restore(loop, start)
+        loop.tracker = tracker = Tracker(spec.out_dir, spec.run_id, loop.state["step"] + (start.own is not None), log)
         summary: dict[str, Any] = loop.state["summary"]
         summary.setdefault("warmstart_cache_hit", float(initial.cache_hit))
         if policy.kind != "tiny":
@@ -497,6 +507,8 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
             seal(ctx, loaded.sealed_rows, loop.state["step"])
     finally:
         calls.close()
+        if tracker is not None:
+            tracker.close()
     summary.update(
         steps_done=loop.state["step"],
         cap_hit_share=cap_hit_share(spec.out_dir / METRICS_FILE),
