@@ -31,6 +31,8 @@ from typing import Any
 
 import torch
 
+from diagnostics.model_card import SUMMARY_KEY as CARD_KEY
+from diagnostics.model_card import ModelCard
 from diagnostics.schema import (
     STRICT_METRIC,
     TRAIN_REWARD_METRIC,
@@ -44,7 +46,7 @@ from harness.rows import RowError
 from harness.splits import SEALED_SPLIT, heldout_splits
 from sandboxes.calls import open_calls
 from trainer_backend.base import CONFIG_FILE, LOG_FILE, METRICS_FILE, RunSpec
-from trainer_backend.local import LOCK_FILE, hold_folder_lock
+from trainer_backend.local import LOCK_FILE, hold_folder_lock, model_card
 from trainer_backend.local import artifacts as art
 from trainer_backend.local import episodes as ep
 from trainer_backend.local.config import LocalTrainerConfig, load_data_weights, load_trainer_config
@@ -308,6 +310,18 @@ def setup_policy(loaded: Loaded, start: Start, seed: int) -> tuple[Policy, dict[
     return policy, ident, episodes
 
 
+def card_of(spec: RunSpec, loaded: Loaded, start: Start, policy: Policy, ident: dict[str, Any]) -> ModelCard:
+    """The model card of the policy as built (`model_card`), kept in every checkpoint; refuse a lineage's
+    checkpoint that was trained on another model than the one now under the same ``model:`` path."""
+    card = model_card.describe(policy, loaded.cfg.model)
+    try:
+        model_card.check_same_model(card, start.continued, resume_source(spec, start))
+    except model_card.ModelMismatchError as exc:
+        raise CandidateCodeError(Outcome.CANDIDATE_ERROR, str(exc), loaded.harness.manifest.trainer.config) from exc
+    ident["checkpoint"][model_card.CHECKPOINT_KEY] = card.as_json()
+    return card
+
+
 def write_config(spec: RunSpec, loaded: Loaded, policy: Policy, ident: dict[str, Any]) -> None:
     """Write the run's resolved settings (`config.json`): the spec, trainer settings, data mix and policy."""
     harness, cfg = loaded.harness, loaded.cfg
@@ -485,6 +499,7 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
     start = starting_points(spec, resume)
     loaded = load_run(spec)
     policy, ident, episodes = setup_policy(loaded, start, spec.seed)
+    card = card_of(spec, loaded, start, policy, ident)
     strict = load_function(loaded.harness.root, loaded.harness.strict_eval)  # protected evaluator: trusted
     write_config(spec, loaded, policy, ident)
     initial = initial_weights(spec, loaded, policy, ident, start)
@@ -498,6 +513,9 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
         loop.tracker = tracker = Tracker(spec.out_dir, spec.run_id, loop.state["step"] + (start.own is not None), log)
         summary: dict[str, Any] = loop.state["summary"]
         summary.setdefault("warmstart_cache_hit", float(initial.cache_hit))
+        if start.own is None:  # a resume keeps the card its first start recorded (saved with the loop state)
+            summary[CARD_KEY] = model_card.with_start(card, policy).as_json()
+        summary.setdefault(CARD_KEY, card.as_json())
         if policy.kind != "tiny":
             summary.update(policy_summary(policy))
         if start.own is None:
