@@ -87,10 +87,10 @@ def test_tiny_run_records_its_model_in_summary_status_and_report(
     assert card.start_weights_sha256 == weights_digest(start)  # step 1 trained from the warm-started weights
     assert card.weights_sha256 != card.start_weights_sha256  # the seeded init, before the warm start
 
+    from seeded_store import seeded_store
+
     from store import repository as repo
     from store.engine import make_engine, session_scope
-
-    from seeded_store import seeded_store
 
     url = seeded_store(tmp_path, "s0", seeded=False)
     engine = make_engine(url)
