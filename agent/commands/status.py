@@ -18,6 +18,7 @@ from agent.commands.output import console, fail, no_session
 
 if TYPE_CHECKING:
     from rich.table import Table
+    from rich.text import Text
     from sqlalchemy.orm import Session
 
 NO_SESSIONS = "no sessions yet; run `evotrainer run`"
@@ -120,6 +121,7 @@ def _ledger_tables(db: Session, session_id: str, url: str) -> list[Table]:
             Text(_excerpt(note)),
         )
     tables: list[Any] = [ledger, candidates] if candidates.row_count else [ledger]
+    tables += _model_lines(db, session_id)
     answers = _alert_table(db, session_id)
     if answers is not None:
         tables.append(answers)
@@ -150,6 +152,19 @@ def _live_table(session_id: str) -> Table | None:
     for r in alive:
         table.add_row(Text(r.run_id), Text(r.where), Text(str(r.out_dir)))
     return table
+
+
+def _model_lines(db: Session, session_id: str) -> list[Text]:
+    """What model the session's runs trained, from their summary.json (one line per distinct model)."""
+    from rich.text import Text
+
+    from agent.reporting.artefacts import models_trained
+    from store.repository import session_runs
+
+    found = models_trained([(r.id, r.artefact_dir) for r in session_runs(db, session_id)])
+    if len(found) == 1:
+        return [Text(f"model: {found[0].card.line()}")]
+    return [Text(f"model: {m.card.line()} — runs {', '.join(m.run_ids)}") for m in found]
 
 
 def _alert_table(db: Session, session_id: str) -> Table | None:

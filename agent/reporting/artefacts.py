@@ -18,6 +18,7 @@ from agent.decisions.evidence import final_strict_scores, paired
 from diagnostics.agentic import per_step
 from diagnostics.behaviour import stop_shares_per_step
 from diagnostics.findings import HealthReport
+from diagnostics.model_card import ModelCard, read_card
 from diagnostics.report import build_report
 from diagnostics.schema import (
     HEALTH_REPORT_FILE,
@@ -263,3 +264,23 @@ def compare_pilot(control_dir: str, pilot_dir: str) -> tuple[PairedComparison | 
     if not a:
         return None, "no paired strict validation scores in the control and pilot rollouts"
     return paired_bootstrap(a, b), ""
+
+
+@dataclass(frozen=True)
+class ModelTrained:
+    """A model some of a session's runs trained (from their ``summary.json``), and which runs."""
+
+    card: ModelCard
+    run_ids: tuple[str, ...]
+
+
+def models_trained(runs: Sequence[tuple[str, str]]) -> list[ModelTrained]:
+    """The distinct models `runs` (run id, artefact folder) recorded, in run order; runs without a card (not
+    finished, another backend, or from before runs recorded one) are left out. A session trains one model: more
+    than one here means the folder under its ``model:`` path changed between runs."""
+    found: dict[tuple[object, ...], list[tuple[ModelCard, str]]] = {}
+    for run_id, folder in runs:
+        card = read_card(Path(folder))
+        if card is not None:
+            found.setdefault((*card.identity(), card.path, card.dtype, card.device), []).append((card, run_id))
+    return [ModelTrained(entries[0][0], tuple(rid for _, rid in entries)) for entries in found.values()]

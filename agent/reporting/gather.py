@@ -31,6 +31,7 @@ from agent.reporting.artefacts import (
     RunCurves,
     RunHealth,
     compare_pilot,
+    models_trained,
     read_curves,
     read_health,
     read_samples,
@@ -484,4 +485,5 @@ def gather_session(db: Session, session_id: str) -> SessionReport:
         summary=session_summary(db, session_id),
         final_checkpoint=checkpoint,
         alert_answers=alert_answers(db, session_id),
+        models=models_trained([(run.id, run.artefact_dir) for run in runs.values()]),
     )

@@ -79,6 +79,7 @@ def _summary_section(r: SessionReport) -> str:
         ("session repository", r.repo_path),
         ("budget", f"{r.steps_used}/{r.max_train_steps} training steps; {r.max_iterations} iterations"),
         ("final checkpoint", r.final_checkpoint or "—"),
+        *_model_rows(r),
     ]
     table = html_table("summary-table", ("field", "value"), ((esc(k), esc(v)) for k, v in rows))
     verdict = ""
@@ -87,6 +88,13 @@ def _summary_section(r: SessionReport) -> str:
         verdict = f'<div class="verdict" id="verdict">{lines}</div>'
     body = f"<h1>EvoTrainer session {esc(r.session_id)}</h1>{table}{verdict}{note_divs(r.notes)}"
     return f'<section id="summary">{body}</section>'
+
+
+def _model_rows(r: SessionReport) -> list[tuple[str, str]]:
+    """The model the runs trained (one row; one per model, naming its runs, if the folder changed under them)."""
+    if len(r.models) == 1:
+        return [("model trained", r.models[0].card.line())]
+    return [("model trained", f"{m.card.line()} — runs {', '.join(m.run_ids)}") for m in r.models]
 
 
 def _legend(r: SessionReport) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from agent.reporting.artefacts import RunCurves, RunRollouts
+from agent.reporting.artefacts import ModelTrained, RunCurves, RunRollouts
 from agent.reporting.summary import SessionSummary
 from diagnostics.stats import PairedComparison
 
@@ -179,3 +179,4 @@ class SessionReport:
     summary: SessionSummary | None = None  # which version to use and why (agent/reporting/summary.py)
     final_checkpoint: str = ""
     alert_answers: list[AlertAnswerEntry] = field(default_factory=list)  # agent/policies/alert_aims.py
+    models: list[ModelTrained] = field(default_factory=list)  # what the runs trained (their summary.json cards)

@@ -101,6 +101,11 @@ def _ray_entrypoint(cmd: list[str], out: Path) -> str:
     return f"exec {shlex.join([*cmd, '--lock'])} >> {shlex.quote(str(out / LOG_FILE))} 2>&1"
 
 
+# What a Ray job's trainer inherits besides EVOTRAINER_*: the Docker engine, and how W&B is asked for (never
+# WANDB_API_KEY: a job's environment shows in the cluster's dashboard; log the cluster in to W&B instead).
+FORWARDED_ENV = ("DOCKER_HOST", "WANDB_MODE", "WANDB_PROJECT", "WANDB_ENTITY", "WANDB_SILENT")
+
+
 def _submit_ray(spec: RunSpec) -> Handle:
     """Submit the trainer as a Ray job, or adopt the job the folder's record names (see ray_jobs.py)."""
     assert spec.ray_address
@@ -116,7 +121,7 @@ def _submit_ray(spec: RunSpec) -> Handle:
     interrupt.clear_marker(out)
     spec_path = out / SPEC_FILE
     spec_path.write_text(spec.model_copy(update={"out_dir": out}).model_dump_json(indent=2))
-    env = {k: v for k, v in os.environ.items() if k.startswith("EVOTRAINER_") or k == "DOCKER_HOST"}
+    env = {k: v for k, v in os.environ.items() if k.startswith("EVOTRAINER_") or k in FORWARDED_ENV}
     env.update(PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT))
     # a stopped job's trainer finishes its step and saves before exiting (interrupt.py): Ray waits this long
     # between its SIGTERM and SIGKILL (the job supervisor reads it from the job's environment; default 3 s)

@@ -31,6 +31,8 @@ from typing import Any
 
 import torch
 
+from diagnostics.model_card import SUMMARY_KEY as CARD_KEY
+from diagnostics.model_card import ModelCard
 from diagnostics.schema import (
     STRICT_METRIC,
     TRAIN_REWARD_METRIC,
@@ -44,7 +46,7 @@ from harness.rows import RowError
 from harness.splits import SEALED_SPLIT, heldout_splits
 from sandboxes.calls import open_calls
 from trainer_backend.base import CONFIG_FILE, LOG_FILE, METRICS_FILE, RunSpec
-from trainer_backend.local import LOCK_FILE, hold_folder_lock, interrupt
+from trainer_backend.local import LOCK_FILE, hold_folder_lock, interrupt, model_card
 from trainer_backend.local import artifacts as art
 from trainer_backend.local import episodes as ep
 from trainer_backend.local.config import LocalTrainerConfig, load_data_weights, load_trainer_config
@@ -63,6 +65,7 @@ from trainer_backend.local.step import (
     update_size,
     validate,
 )
+from trainer_backend.local.tracking import Tracker
 from trainer_backend.local.vocab import VocabularyError
 from trainer_backend.local.warmstart import Evidence, WarmStart, format_probe, warm_start
 
@@ -307,6 +310,18 @@ def setup_policy(loaded: Loaded, start: Start, seed: int) -> tuple[Policy, dict[
     return policy, ident, episodes
 
 
+def card_of(spec: RunSpec, loaded: Loaded, start: Start, policy: Policy, ident: dict[str, Any]) -> ModelCard:
+    """The model card of the policy as built (`model_card`), kept in every checkpoint; refuse a lineage's
+    checkpoint that was trained on another model than the one now under the same ``model:`` path."""
+    card = model_card.describe(policy, loaded.cfg.model)
+    try:
+        model_card.check_same_model(card, start.continued, resume_source(spec, start))
+    except model_card.ModelMismatchError as exc:
+        raise CandidateCodeError(Outcome.CANDIDATE_ERROR, str(exc), loaded.harness.manifest.trainer.config) from exc
+    ident["checkpoint"][model_card.CHECKPOINT_KEY] = card.as_json()
+    return card
+
+
 def write_config(spec: RunSpec, loaded: Loaded, policy: Policy, ident: dict[str, Any]) -> None:
     """Write the run's resolved settings (`config.json`): the spec, trainer settings, data mix and policy."""
     harness, cfg = loaded.harness, loaded.cfg
@@ -375,10 +390,17 @@ class Loop:
     rng: random.Random  # prompt-selection stream
     state: dict[str, Any]  # {filter, filter_key, step, summary, elapsed_s}: saved with every checkpoint
     identity: dict[str, Any]  # what the policy is, stored with its weights
+    tracker: Tracker | None = None  # TensorBoard (and W&B) views of the metrics, opened once the step is known
 
     def snapshot(self) -> dict[str, Any]:
         """Everything a resume or an exact continuation needs (`training_state`)."""
         return training_state(self.ctx.policy, self.opt, self.gen, self.rng, self.state, self.identity, self.ref_state)
+
+    def record(self, step: int, metrics: dict[str, float]) -> None:
+        """Append the step's metrics to ``metrics.jsonl`` (the record) and to the live views."""
+        append_metrics(self.ctx.spec.out_dir / METRICS_FILE, step, metrics)
+        if self.tracker is not None:
+            self.tracker.write(step, metrics)
 
 
 def new_loop(ctx: RunContext, ident: dict[str, Any], start: Start) -> Loop:
@@ -420,7 +442,7 @@ def validate_start(loop: Loop, loaded: Loaded, initial: Initial) -> None:
     """Step 0 of a fresh run: validate the starting policy, report the warm start, keep the policy for rollbacks."""
     ctx, summary = loop.ctx, loop.state["summary"]
     metrics = validate(ctx, loaded.val_rows, 0, ctx.policy.sample_device)
-    append_metrics(ctx.spec.out_dir / METRICS_FILE, 0, metrics)
+    loop.record(0, metrics)
     summary["strict_acc_before"] = metrics[STRICT_METRIC]
     summary["strict_acc_avg4_before"] = metrics["val/strict_acc_avg4"]
     log(
@@ -456,7 +478,7 @@ def train_steps(loop: Loop, loaded: Loaded, t_start: float) -> tuple[Path, float
             metrics.update(validate(ctx, loaded.val_rows, step, policy.sample_device))
             summary["strict_acc_after"] = metrics[STRICT_METRIC]
             summary["strict_acc_avg4_after"] = metrics["val/strict_acc_avg4"]
-        append_metrics(spec.out_dir / METRICS_FILE, step, metrics)
+        loop.record(step, metrics)
         track_signal(metrics, loop.state, step)
         log(
             f"step {step} | reward {metrics['critic/score/mean']:.3f} | strict {metrics['rollout/strict_acc']:.3f}"
@@ -488,17 +510,23 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
     start = starting_points(spec, resume)
     loaded = load_run(spec)
     policy, ident, episodes = setup_policy(loaded, start, spec.seed)
+    card = card_of(spec, loaded, start, policy, ident)
     strict = load_function(loaded.harness.root, loaded.harness.strict_eval)  # protected evaluator: trusted
     write_config(spec, loaded, policy, ident)
     initial = initial_weights(spec, loaded, policy, ident, start)
     policy.updated()
     calls = open_calls(loaded.harness, spec.sandbox)
+    tracker = None
     try:
         ctx = RunContext(spec, loaded.harness, loaded.cfg, calls, strict, policy, episodes)
         loop = new_loop(ctx, ident, start)
         restore(loop, start)
+        loop.tracker = tracker = Tracker(spec.out_dir, spec.run_id, loop.state["step"] + (start.own is not None), log)
         summary: dict[str, Any] = loop.state["summary"]
         summary.setdefault("warmstart_cache_hit", float(initial.cache_hit))
+        if start.own is None:  # a resume keeps the card its first start recorded (saved with the loop state)
+            summary[CARD_KEY] = model_card.with_start(card, policy).as_json()
+        summary.setdefault(CARD_KEY, card.as_json())
         if policy.kind != "tiny":
             summary.update(policy_summary(policy))
         if start.own is None:
@@ -508,6 +536,8 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
             seal(ctx, loaded.sealed_rows, loop.state["step"])
     finally:
         calls.close()
+        if tracker is not None:
+            tracker.close()
     summary.update(
         steps_done=loop.state["step"],
         cap_hit_share=cap_hit_share(spec.out_dir / METRICS_FILE),
