@@ -77,7 +77,7 @@ def refusal(scope: Scope, headers: Headers, shared: bool) -> tuple[int, str] | N
         media = headers.get("content-type", "").split(";")[0].strip().lower()
         if media != JSON_TYPE:
             return 415, f"send the request body as {JSON_TYPE}, not {media or 'an untyped body'!r}"
-    if shared and scope["path"] == "/metrics":
+    if shared and scope["path"].rstrip("/") == "/metrics":
         try:
             caller_of(headers.get("authorization"))
         except CallerRefused as exc:
