@@ -27,10 +27,13 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def dev_server(tmp_path: Path, reload: bool = False, config: str = "langgraph.json", **env: str) -> Iterator[str]:
+def dev_server(
+    tmp_path: Path, reload: bool = False, config: str = "langgraph.json", n_jobs: int | None = None, **env: str
+) -> Iterator[str]:
     """Serve `config` (default `langgraph.json`) with the durable dev checkpointer in `tmp_path`; yield the base URL.
 
     `reload`: serve as docs/studio.md's command does, watching the repository for changed Python files.
+    `n_jobs`: runs the server executes at once (`--n-jobs-per-worker`; the CLI's default is 1).
     """
     if not LANGGRAPH.exists():
         pytest.skip("langgraph-cli[inmem] is not installed (the dev extra)")
@@ -41,7 +44,7 @@ def dev_server(tmp_path: Path, reload: bool = False, config: str = "langgraph.js
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             [str(LANGGRAPH), "dev", "--no-browser", *([] if reload else ["--no-reload"]), "--port", str(port),
-             "--config", config],
+             "--config", config, *([] if n_jobs is None else ["--n-jobs-per-worker", str(n_jobs)])],
             cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         url = f"http://127.0.0.1:{port}"

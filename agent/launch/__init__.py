@@ -3,6 +3,8 @@
 Input checks before anything is created (`input_checks.py`), the backend preflight and dry run
 (`preflight.py`), which repository a session works in (`repos.py`), creating a session idempotently
 (`bootstrap.py`), the durable checkpointer of `langgraph dev` (`persistence.py`), what a LangGraph-server
-client may choose (`server_context.py`) and, on a shared server (`langgraph.shared.json`), who may call and
-whose threads each caller sees (`server_auth.py`). Compiling and running the graph is `agent/session.py`.
+client may choose within the owner's caps (`server_context.py`), what reaches either server at all (host
+names, JSON bodies: `server_http.py`) and, on a shared server (`langgraph.shared.json`), who may call, whose
+threads each caller sees and that no caller writes graph state (`server_auth.py`). Compiling and running the
+graph is `agent/session.py`.
 """

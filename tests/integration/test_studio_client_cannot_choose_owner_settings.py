@@ -3,9 +3,10 @@
 Against a real `langgraph dev` (offline, free port) driven by the official `langgraph-sdk`, with the owner's
 settings in the server's environment (workdir, sandbox, harness roots):
 
-- a run whose context sets `sandbox: none`, a `ray_address`, `workdir`, `db_url`, `backend` or an unknown
-  key fails, with an error naming the field (and, for the owner's fields, the variable the owner sets); the
-  same through `config.configurable` and through an assistant's stored context;
+- a run whose context sets `sandbox: none`, a `ray_address`, `workdir`, `db_url`, `backend`, a price, a
+  budget above the owner's cap or an unknown key fails, with an error naming the field (and, for the owner's
+  fields and caps, the variable the owner sets); the same through `config.configurable` and through an
+  assistant's stored context;
 - the Ray address a client named is never contacted, and nothing is created at the paths it named;
 - a harness outside the owner's roots, or a `repo` of the client's choosing, is refused;
 - the context schema the server publishes lists only the fields a client may set.
@@ -74,6 +75,8 @@ def test_a_client_context_cannot_choose_where_code_runs_or_data_goes(tmp_path: P
         ({"db_url": f"sqlite:///{elsewhere / 'stolen.db'}"}, "EVOTRAINER_SERVER_DB_URL"),
         ({"backend": "verl"}, "EVOTRAINER_SERVER_BACKEND"),
         ({"gatee": "launch"}, "unknown context field 'gatee'"),
+        ({"max_train_steps": 10**5}, "cap 2400: ask for at most 2400 (the server's owner sets EVOTRAINER_SERVER_MAX_T"),
+        ({"price_per_1k": 0}, "EVOTRAINER_SERVER_PRICE_PER_1K"),
     ]
     owner = {"EVOTRAINER_SERVER_WORKDIR": str(work), "EVOTRAINER_SERVER_SANDBOX": "process",
              HARNESS_ROOTS_ENV: str(roots), "EVOTRAINER_CACHE": str(tmp_path / "cache")}  # fmt: skip

@@ -122,3 +122,42 @@ def test_a_server_without_harness_roots_accepts_no_harness(owner: Path, monkeypa
     monkeypatch.delenv(HARNESS_ROOTS_ENV)
     with pytest.raises(SetupError, match=f"accepts no harness from a client.*{HARNESS_ROOTS_ENV}"):
         _run({"harness": str(owner / "roots" / "h")}, {})
+
+
+@pytest.mark.parametrize(
+    ("context", "named"),
+    [
+        ({"max_train_steps": 10_000}, "'max_train_steps' = 10000 is above this server's cap 2400"),
+        ({"pilot_steps": 5000}, "'pilot_steps' = 5000 is above this server's cap 2400"),
+        ({"max_iterations": 1000}, "'max_iterations' = 1000 is above this server's cap 8"),
+        ({"max_candidates": 50}, "'max_candidates' = 50 is above this server's cap 6"),
+        ({"llm_max_turns": 10**6}, "'llm_max_turns' = 1000000 is above this server's cap 60"),
+        ({"max_wall_s": 10**7}, "'max_wall_s' = 10000000 is above this server's cap 14400"),
+        ({"max_llm_tokens": 0}, "'max_llm_tokens' = 0 asks for no budget, and this server caps it at 2000000"),
+        ({"price_per_1k": 0}, "'price_per_1k' is decided by the server's owner"),
+    ],
+)
+def test_a_client_budget_stays_within_the_owners_caps(owner: Path, context: dict[str, Any], named: str) -> None:
+    with pytest.raises(ClientContextError) as err:
+        ServerContext(**context)
+    assert named in str(err.value)
+    [field] = context
+    assert field in str(err.value) and ("EVOTRAINER_SERVER_" in str(err.value))
+
+
+def test_the_owner_sets_the_caps_and_the_price(owner: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVOTRAINER_SERVER_MAX_TRAIN_STEPS", "50")
+    monkeypatch.setenv("EVOTRAINER_SERVER_MAX_LLM_TOKENS", "1000")
+    monkeypatch.setenv("EVOTRAINER_SERVER_MAX_COST_USD", "2.5")
+    monkeypatch.setenv("EVOTRAINER_SERVER_PRICE_PER_1K", "0.01")
+    ctx = ServerContext()  # left out: the default, lowered to the cap; "no budget" becomes the cap
+    assert (ctx.base_steps, ctx.pilot_steps, ctx.max_train_steps) == (50, 50, 50)
+    assert (ctx.max_llm_tokens, ctx.max_cost_usd, ctx.price_per_1k) == (1000, 2.5, 0.01)
+    assert ServerContext(max_train_steps=40, base_steps=20, max_llm_tokens=900).max_llm_tokens == 900
+    with pytest.raises(ClientContextError, match=r"'max_train_steps' = 60 .*cap 50.*EVOTRAINER_SERVER_MAX_TRAIN_STEPS"):
+        ServerContext(max_train_steps=60)
+    with pytest.raises(ClientContextError, match=r"'max_cost_usd' = 0 asks for no budget.*caps it at 2.5"):
+        ServerContext(max_cost_usd=0)
+    monkeypatch.setenv("EVOTRAINER_SERVER_MAX_ITERATIONS", "many")
+    with pytest.raises(ValueError, match="EVOTRAINER_SERVER_MAX_ITERATIONS='many' is not a positive number"):
+        ServerContext()
