@@ -41,6 +41,10 @@ CHECKPOINTS_DIR = "checkpoints"
 LAST_CHECKPOINT = Path(CHECKPOINTS_DIR) / "last.pt"  # the local trainer's final state (verl: global_step_<N>)
 START_CHECKPOINT = Path(CHECKPOINTS_DIR) / "start.pt"  # a root run's step-0 state (a rollback target)
 HEALTH_REPORT_FILE = "health_report.json"  # a diagnosed run's health report, written once next to its artefacts
+# summary.json's memory fields (trainer_backend/local/memory.py writes them, the session's memory gate and the
+# reports read them): the trainer process's peak resident memory, and its peak GPU allocation on a GPU.
+PEAK_RSS_GB = "peak_rss_gb"
+PEAK_GPU_MEMORY_GB = "peak_gpu_memory_gb"
 
 
 class StopReason(enum.StrEnum):
