@@ -3,9 +3,10 @@
 A session's fan-out (a control and its candidates, replicates, backtests) may start several local trainers
 at once; three SmolLM2 trainers of several GB each fill a small machine and the kernel kills one. Every
 local run therefore takes a slot of the process-wide `GATE` before it starts. A run's peak is estimated
-from the largest peak a finished run of this session measured (summary.json's ``peak_rss_gb``, written by
-the trainer), with a margin; a run whose peak is not yet known starts only when no other run is running
-(the session's first run, the base run, always measures one). Runs that do not fit wait for a running one
+from the largest peak a finished run of this controller process measured (summary.json's ``peak_rss_gb``,
+written by the trainer), with a margin: conservative when one process drives sessions of different models
+(a LangGraph server). A run whose peak is not yet known starts only when no other run is running (a
+session's first run, the base run, always measures one). Runs that do not fit wait for a running one
 to finish, and the session says so once. The memory on offer is measured whenever no run is running:
 MemAvailable of /proc/meminfo, capped by the cgroup's limit; ``EVOTRAINER_MEMORY_GB`` overrides it (a
 machine shared with other jobs, or a test). Runs on a Ray cluster skip the gate: the cluster places them.
