@@ -122,6 +122,7 @@ COMMAND_MODULES = (
     "run",
     "status",
     "report",
+    "export",
     "train",
     "diagnose",
     "backtest",
