@@ -18,7 +18,7 @@ def _on_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _hours(line: str) -> float:
-    amount, unit = line.split("takes about ")[1].split(" (")[0].split()
+    amount, unit = line.split("takes about ")[1].split()[:2]
     return float(amount) / {"s": 3600, "min": 60, "h": 1}[unit]
 
 

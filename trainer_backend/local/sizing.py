@@ -6,7 +6,8 @@ on a 2-core CPU, and a run says nothing but "warm start" meanwhile. `cpu_line` g
 warm start or its steps are sized for a GPU, the CPU profile to use instead (a sibling ``<harness>-cpu`` folder, as
 ``examples/arithmetic-smollm2-cpu`` is for ``examples/arithmetic-smollm2``). The figures are first-order:
 per-example and per-token costs measured on this project's 2-core machine for SmolLM2-135M-Instruct (one
-torch thread per run, other jobs running), scaled by the model's parameter count. Nothing here imports
+torch thread per run), scaled by the model's parameter count; a machine busy with other jobs is slower (a
+2-step run of the CPU profile measured 22 min at load 9 to 13 against the 3 min estimated). Nothing here imports
 torch unless the device is ``auto`` (then it asks torch whether CUDA is there).
 """
 
@@ -100,7 +101,8 @@ def cpu_line(harness_root: Path, cfg: LocalTrainerConfig, steps: int, val_rows: 
         f"then about {duration(cost.step_s)} a step"
     )
     if cost.warmstart_s <= GPU_SIZED_WARMSTART_S and cost.step_s <= GPU_SIZED_STEP_S:
-        return f"CPU-sized settings on the cpu: a run of {steps} steps takes about {duration(total)} ({shape})"
+        about = f"a run of {steps} steps takes about {duration(total)} on a free core"
+        return f"CPU-sized settings on the cpu: {about} ({shape})"
     sibling = harness_root.parent / (harness_root.name + CPU_PROFILE_SUFFIX)
     instead = (
         f"use the CPU profile instead: --harness {sibling}"
@@ -109,6 +111,6 @@ def cpu_line(harness_root: Path, cfg: LocalTrainerConfig, steps: int, val_rows: 
         "harness/trainer.yaml (examples/arithmetic-smollm2-cpu is a 2-core profile)"
     )
     return (
-        f"these settings are sized for a GPU: on this CPU a run of {steps} steps takes about {duration(total)} "
-        f"({shape}); {instead}"
+        f"these settings are sized for a GPU: on this CPU a run of {steps} steps takes about {duration(total)} on a "
+        f"free core ({shape}); {instead}"
     )
