@@ -123,6 +123,7 @@ COMMAND_MODULES = (
     "stop",
     "status",
     "report",
+    "export",
     "train",
     "diagnose",
     "backtest",

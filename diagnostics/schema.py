@@ -42,6 +42,10 @@ LAST_CHECKPOINT = Path(CHECKPOINTS_DIR) / "last.pt"  # the local trainer's final
 START_CHECKPOINT = Path(CHECKPOINTS_DIR) / "start.pt"  # a root run's step-0 state (a rollback target)
 HEALTH_REPORT_FILE = "health_report.json"  # a diagnosed run's health report, written once next to its artefacts
 ENV_REPLAY_FILE = "env_replay.json"  # an agentic run's replay check (diagnostics/env_replay.py), written once
+# summary.json's memory fields (trainer_backend/local/memory.py writes them, the session's memory gate and the
+# reports read them): the trainer process's peak resident memory, and its peak GPU allocation on a GPU.
+PEAK_RSS_GB = "peak_rss_gb"
+PEAK_GPU_MEMORY_GB = "peak_gpu_memory_gb"
 
 
 class StopReason(enum.StrEnum):

@@ -70,6 +70,12 @@ class BackendPlugin:
     check_settings: Callable[[Path, Harness], None] | None = None  # raises ValueError naming the file and fix
     check_candidate: Callable[[RunSpec, Path], list[str]] | None = None  # problems of a candidate's pilot
     dry_run: Callable[[RunSpec], str] | None = None
+    # (harness, steps) -> one line on what a run costs on this machine, printed before any work by `train` and
+    # `run` (the local backend: a pretrained model on a CPU, and the CPU profile when it is sized for a GPU)
+    cost_line: Callable[[Harness, int], str | None] | None = None
+    # (run folder, out folder, model card text) -> the run's trained policy written as a Hugging Face folder;
+    # raises ValueError naming why a run cannot be exported (`evotrainer export`)
+    export: Callable[[Path, Path, str], Path] | None = None
     # settings keys a run reads only when it starts from the backend's starting model (the local warm start):
     # a candidate that changes one has its pilot restart from there instead of continuing the incumbent
     start_settings: frozenset[str] = frozenset()

@@ -20,12 +20,15 @@ every job once the cluster answers again.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
+from agent.adapters.memory import GATE
+from diagnostics.schema import PEAK_RSS_GB
 from harness.atomic import read_json, write_atomic
 from harness.failures import Outcome
 from harness.manifest import HarnessError
@@ -52,16 +55,32 @@ class RunStopped(RuntimeError):
 def ensure_run(
     spec: RunSpec, backend_name: str, on_poll: Callable[[Path], None] | None = None, poll_s: float = 0.5
 ) -> RunResult:
-    """Run `spec` to completion exactly once across controller crashes and return its result."""
+    """Run `spec` to completion exactly once across controller crashes and return its result.
+
+    A local run first takes a slot of the memory gate (`agent.adapters.memory`): it waits while the runs
+    already running leave too little memory for it; a run adopted from an earlier controller is running
+    already and takes its slot without waiting.
+    """
     backend = _backend(backend_name)
-    handle_path = spec.out_dir / HANDLE_FILE
     summary = spec.out_dir / SUMMARY_FILE
-    if summary.exists():
-        if isinstance(read_json(summary), dict):
-            return backend.collect(Handle(backend=backend_name, run_id=spec.run_id, out_dir=spec.out_dir))
+    if summary.exists() and not isinstance(read_json(summary), dict):
         # empty or torn (a full disk): set aside, and the run is resumed to write it again
         log.warning("%s is empty or malformed; moved to %s.corrupt and the run is read again", summary, summary.name)
         summary.replace(summary.with_name(summary.name + ".corrupt"))
+    if summary.exists():
+        result = backend.collect(Handle(backend=backend_name, run_id=spec.run_id, out_dir=spec.out_dir))
+    else:
+        adopted = (spec.out_dir / HANDLE_FILE).exists()
+        slot = contextlib.nullcontext() if spec.ray_address else GATE.slot(spec.run_id, wait=not adopted)
+        with slot:
+            result = _run_to_end(spec, backend, on_poll, poll_s)
+    GATE.measured(result.summary.get(PEAK_RSS_GB))
+    return result
+
+
+def _run_to_end(spec: RunSpec, backend: Backend, on_poll: Callable[[Path], None] | None, poll_s: float) -> RunResult:
+    """Submit `spec` (or adopt its recorded handle), poll it to the end and collect it; resubmit a lost run."""
+    handle_path = spec.out_dir / HANDLE_FILE
     try:
         handle = _read_handle(handle_path)  # a torn handle is submitted again, as a resume
         handle = handle or _submit(backend, spec.model_copy(update={"resume": handle_path.exists()}), handle_path)

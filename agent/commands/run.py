@@ -132,6 +132,7 @@ def run(
     progress_every: ProgressEvery = 10.0,
 ) -> None:
     """Run an autonomous session; with no arguments, the demo on the bundled defective harness."""
+    from agent.commands.cost import print_cost_line
     from agent.context import Context
     from agent.launch import preflight
     from agent.launch.bootstrap import ensure_session, new_session_id
@@ -140,7 +141,8 @@ def run(
 
     # Every check before anything is created, each one line and exit 2 (a `BadInput`: agent/cli.py).
     source = (harness or DEMO_HARNESS).resolve()
-    manifest = check_harness(source).manifest  # the harness first: its manifest names the default backend
+    checked = check_harness(source)  # the harness first: its manifest names the default backend
+    manifest = checked.manifest
     try:
         ctx = Context(
             workdir=".",
@@ -180,6 +182,7 @@ def run(
     from agent.adapters import ledger
 
     out = console()
+    print_cost_line(out, checked, ctx.backend, base_steps)  # before any work: a GPU-sized run on a CPU takes hours
     workdir = Path(ctx.workdir).resolve()
     url = ledger.store_url(ctx)
     check_store(url)

@@ -18,7 +18,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from agent.commands.run import ProgressEvery
-from diagnostics.schema import METRICS_FILE, STRICT_METRIC, TRAIN_REWARD_METRIC
+from diagnostics.schema import METRICS_FILE, PEAK_GPU_MEMORY_GB, PEAK_RSS_GB, STRICT_METRIC, TRAIN_REWARD_METRIC
 from harness.atomic import write_atomic
 from harness.manifest import BackendName
 from sandboxes.modes import SandboxMode
@@ -69,13 +69,15 @@ def train(
 
     import trainer_backend
     from agent.adapters.runs import HANDLE_FILE
+    from agent.commands.cost import print_cost_line
     from agent.commands.output import EXIT_FAILED, console, fail
     from agent.launch import preflight
     from agent.launch.input_checks import check_harness
     from trainer_backend.base import RunSpec, RunStatus
 
     screen = console()
-    manifest = check_harness(harness).manifest  # bad input: one line, exit 2 (agent/cli.py)
+    checked = check_harness(harness)  # bad input: one line, exit 2 (agent/cli.py)
+    manifest = checked.manifest
     backend = backend or manifest.trainer.backend
     try:
         preflight.check_backend(backend, harness)
@@ -101,6 +103,7 @@ def train(
         # a refused config raises RunRefused: one line, exit 2 (agent/cli.py)
         screen.print(plugin.dry_run(spec), markup=False, highlight=False, soft_wrap=True)  # a command to copy as is
         return
+    print_cost_line(screen, checked, backend, steps)  # before any work: a GPU-sized run on a CPU takes hours
     handle = module.submit(spec)  # a refused config raises RunRefused: one line, exit 2
     write_atomic(out_dir / HANDLE_FILE, handle.model_dump_json())  # `evotrainer stop --run DIR` reads it
     screen.print(Text.assemble("run ", (spec.run_id, "bold"), f" on {backend} -> {out_dir}"), soft_wrap=True)
@@ -216,6 +219,9 @@ def _print_summary(console, result) -> None:  # type: ignore[no-untyped-def]
     table.add_row("steps", str(result.steps_done))
     if "wall_time_s" in s:
         table.add_row("wall time", f"{s['wall_time_s']:.1f} s")
+    if PEAK_RSS_GB in s:
+        gpu = f", GPU {s[PEAK_GPU_MEMORY_GB]:.2f} GB" if PEAK_GPU_MEMORY_GB in s else ""
+        table.add_row("peak memory", f"{s[PEAK_RSS_GB]:.2f} GB resident{gpu}")
     if "train_reward_first" in s:
         table.add_row(
             "train reward", f"{s['train_reward_first']:.3f} -> {s.get('train_reward_last', float('nan')):.3f}"

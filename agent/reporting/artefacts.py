@@ -7,6 +7,7 @@ it is cut to `MAX_TEXT_CHARS` here and escaped where it is rendered (`agent/repo
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,8 +23,10 @@ from diagnostics.model_card import ModelCard, read_card
 from diagnostics.report import build_report
 from diagnostics.schema import (
     HEALTH_REPORT_FILE,
+    PEAK_RSS_GB,
     ROLLOUTS_DIR,
     STRICT_METRIC,
+    SUMMARY_FILE,
     TRAIN_REWARD_METRIC,
     ReadProblem,
     ReadResult,
@@ -91,6 +94,7 @@ class RunCurves:
     train_reward: float | None
     wall_time_s: float | None
     artefact_dir: str
+    peak_rss_gb: float | None = None  # summary.json's measured peak resident memory of the trainer
     series: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
     note: str = ""
     replicate: int = 0
@@ -149,6 +153,7 @@ def read_curves(
     `summary` carries the run row's columns (kind, steps, outcome, strict_acc, train_reward, wall_time_s).
     """
     base = {"run_id": run_id, "label": label, "step_offset": step_offset, "artefact_dir": artefact_dir, **summary}
+    base["peak_rss_gb"] = _peak_rss_gb(Path(artefact_dir))
     path = Path(artefact_dir) / METRICS_FILE
     if not path.is_file():
         why = "run folder missing" if not Path(artefact_dir).exists() else f"no {METRICS_FILE}"
@@ -168,6 +173,15 @@ def read_curves(
     if not rows:
         note = f"{path} holds no metric rows"
     return RunCurves(**base, series=series, note=note, replicate=replicate)  # type: ignore[arg-type]
+
+
+def _peak_rss_gb(run_dir: Path) -> float | None:
+    """The trainer's measured peak resident memory from summary.json (None: not measured or unreadable)."""
+    try:
+        value = json.loads((run_dir / SUMMARY_FILE).read_text()).get(PEAK_RSS_GB)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _cut(text: str) -> str:

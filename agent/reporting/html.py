@@ -152,7 +152,7 @@ def _runnotes(runs: Sequence[RunCurves]) -> str:
 def _runtable(table_id: str, runs: Sequence[RunCurves]) -> str:
     return html_table(
         table_id,
-        ("run", "label", "kind", "steps", "outcome", "strict", "train reward", "wall time (s)"),
+        ("run", "label", "kind", "steps", "outcome", "strict", "train reward", "wall time (s)", "peak memory (GB)"),
         (
             (
                 f"<code>{esc(x.run_id)}</code>",
@@ -163,6 +163,7 @@ def _runtable(table_id: str, runs: Sequence[RunCurves]) -> str:
                 num(x.strict_acc),
                 num(x.train_reward),
                 num(x.wall_time_s, 1),
+                num(x.peak_rss_gb, 2),
             )
             for x in runs
         ),

@@ -163,6 +163,29 @@ def plan_runs(runs: list[tuple[RunSpec, bool]], harness: Harness, scratch: Path)
     return plans
 
 
+def cost_line(harness: Harness, steps: int) -> str | None:
+    """One line on a pretrained model's run of `steps` steps on a CPU (`trainer_backend.local.sizing`)."""
+    from harness.rows import read_rows
+    from harness.splits import heldout_splits
+    from trainer_backend.local.config import load_trainer_config
+    from trainer_backend.local.sizing import cpu_line
+
+    settings = harness.manifest.trainer.settings("local")
+    if settings is None:
+        return None
+    cfg = load_trainer_config(harness.path(settings), harness.root)
+    if cfg.kind == "tiny":
+        return None
+    selection, _ = heldout_splits(harness.manifest.data, lambda relative: read_rows(harness.path(relative)))
+    return cpu_line(harness.root, cfg, steps, len(selection))
+
+
+def _export(run_dir: Path, out: Path, card: str) -> Path:
+    from trainer_backend.local.export import export_run  # torch and transformers: only when exporting
+
+    return export_run(run_dir, out, card)
+
+
 def _future_checkpoint(spec: RunSpec) -> Path:
     return spec.out_dir.resolve() / local.FINAL_CHECKPOINT
 
@@ -183,5 +206,7 @@ PLUGIN = BackendPlugin(
     plan_runs=plan_runs,
     future_checkpoint=_future_checkpoint,
     check_settings=check_settings,
+    cost_line=cost_line,
+    export=_export,
     start_settings=START_SETTINGS,
 )

@@ -34,6 +34,7 @@ import torch
 from diagnostics.model_card import SUMMARY_KEY as CARD_KEY
 from diagnostics.model_card import ModelCard
 from diagnostics.schema import (
+    PEAK_RSS_GB,
     STRICT_METRIC,
     TRAIN_REWARD_METRIC,
     append_metrics,
@@ -51,6 +52,7 @@ from trainer_backend.local import artifacts as art
 from trainer_backend.local import episodes as ep
 from trainer_backend.local.config import LocalTrainerConfig, load_data_weights, load_trainer_config
 from trainer_backend.local.hf import context_length
+from trainer_backend.local.memory import peak_memory, peak_rss_gb
 from trainer_backend.local.policy import Policy, fast_sampler
 from trainer_backend.local.setup import POLICY_KEY, PolicyError, build_policy, check_continuation, check_lengths
 from trainer_backend.local.step import (
@@ -546,8 +548,7 @@ def run(spec: RunSpec, resume: bool, t_start: float) -> dict[str, Any]:
         sealed_n=len(loaded.sealed_rows),
         wall_time_s=loop.state.get("elapsed_s", 0.0) + time.time() - t_start,
     )
-    if policy.device.type == "cuda":
-        summary["peak_memory_gb"] = torch.cuda.max_memory_allocated(policy.device) / 2**30
+    summary.update(peak_memory(policy.device))
     return summary
 
 
@@ -581,6 +582,7 @@ def main(argv: list[str] | None = None) -> int:
         art.write_summary(spec.out_dir, summary)
         raise
     summary.setdefault("wall_time_s", time.time() - t_start)
+    summary.setdefault(PEAK_RSS_GB, peak_rss_gb())  # a failed run's peak too
     art.write_summary(spec.out_dir, summary)
     log("--- summary ---")
     for key in sorted(summary):
