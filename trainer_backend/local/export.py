@@ -114,19 +114,19 @@ def export_folder(checkpoint: Path, out: Path, stop_ids: list[int], card: str) -
         bos_token_id=config.bos_token_id, eos_token_id=list(stop_ids), pad_token_id=pad
     )
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
     try:
-        model.save_pretrained(tmp, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)
+        model.save_pretrained(staging, safe_serialization=True)
+        tokenizer.save_pretrained(staging)
         template = base / "chat_template.jinja"
-        if template.is_file() and not (tmp / template.name).is_file():
-            shutil.copyfile(template, tmp / template.name)
-        (tmp / "README.md").write_text(card)
-        (tmp / "evotrainer-export.json").write_text(
+        if template.is_file() and not (staging / template.name).is_file():
+            shutil.copyfile(template, staging / template.name)
+        (staging / "README.md").write_text(card)
+        (staging / "evotrainer-export.json").write_text(
             json.dumps({"checkpoint": str(checkpoint), "base": facts, "stop_ids": list(stop_ids)}, indent=2) + "\n"
         )
-        os.replace(tmp, out)
+        os.replace(staging, out)
     finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
     return out
