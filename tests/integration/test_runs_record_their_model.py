@@ -78,7 +78,7 @@ def test_tiny_run_records_its_model_in_summary_status_and_report(
     assert summary["outcome"] == "ok", summary
     card = read_card(out)
     assert card is not None
-    start = torch.load(out / "checkpoints" / "start.pt", weights_only=False)["model"]
+    start = torch.load(out / "checkpoints" / "start.pt", weights_only=True)["model"]
     assert (card.path, card.architecture, card.model_type) == ("tiny", "LlamaForCausalLM", "llama")
     shared = {t.data_ptr(): t for t in start.values()}  # the output layer shares the embedding's weights
     assert card.parameters == sum(t.numel() for t in shared.values()) < sum(t.numel() for t in start.values())

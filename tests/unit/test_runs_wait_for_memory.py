@@ -57,8 +57,11 @@ def test_a_run_whose_peak_is_unknown_runs_alone() -> None:
 
 def test_an_adopted_run_takes_its_slot_without_waiting() -> None:
     gate = MemoryGate(available=lambda: 1.0)
-    with gate.slot("first"), gate.slot("adopted", wait=False):
-        pass  # returns at once: a run an earlier controller started is already running
+    entered = []
+    with gate.slot("first"), gate.slot("adopted", wait=False):  # would wait forever if it queued
+        entered.append("adopted")  # a run an earlier controller started is already running: it takes a slot
+    assert entered == ["adopted"]
+    assert gate._running == {}  # both slots were released on leaving
 
 
 def test_the_offered_memory_can_be_set_and_a_bad_value_names_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:

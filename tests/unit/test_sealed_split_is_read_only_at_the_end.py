@@ -23,6 +23,8 @@ ALLOWED = {
     "trainer_backend/verl/data.py": "leaves the sealed rows out of verl's validation data",
     "agent/reporting/summary.py": "reads it once the session has ended",
     "agent/commands/status.py": "shows it for a finished session",
+    "agent/commands/export.py": "the exported model card shows it, as status does, after the session",
+    "trainer_backend/local/plugin.py": "`cost_line` counts the selection rows a run validates on (not the sealed)",
 }
 NAMES = re.compile(r"SEALED_SPLIT|sealed_rows|sealed_score|sealed_lines|heldout_splits|split_heldout|sealed_fraction")
 

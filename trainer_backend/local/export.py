@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from diagnostics.schema import CONFIG_FILE, LAST_CHECKPOINT
+from trainer_backend.local import artifacts as art
 from trainer_backend.local.hf import fingerprint
 from trainer_backend.local.setup import POLICY_KEY
 
@@ -73,7 +74,10 @@ def policy_of(checkpoint: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]
     Raises:
         ExportRefused: the checkpoint trained the built-in tiny model, or is not a local trainer checkpoint.
     """
-    state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    try:
+        state = art.read_checkpoint(checkpoint, "the exported run's checkpoint")
+    except art.CheckpointError as exc:
+        raise ExportRefused(str(exc)) from None
     if not isinstance(state, dict) or "model" not in state:
         raise ExportRefused(f"{checkpoint} is not a local trainer checkpoint (no 'model' weights)")
     facts = state.get(POLICY_KEY)

@@ -3,8 +3,8 @@
 A harness sized for a GPU (a warm start of 200 x 64 worked solutions, groups of 8 on 8 prompts) takes hours
 on a 2-core CPU, and a run says nothing but "warm start" meanwhile. `cpu_line` gives `evotrainer train` and
 `evotrainer run` one line to print before any work: the estimated time of one run on this CPU and, when its
-warm start or its steps are sized for a GPU, the CPU profile to use instead (a sibling ``<harness>-cpu`` folder, as
-``examples/arithmetic-smollm2-cpu`` is for ``examples/arithmetic-smollm2``). The figures are first-order:
+warm start or its steps are sized for a GPU, the CPU profile to use instead (a sibling ``<harness>-cpu``
+folder, as the bundled SmolLM2 example has; docs/models.md). The figures are first-order:
 per-example and per-token costs measured on this project's 2-core machine for SmolLM2-135M-Instruct (one
 torch thread per run), scaled by the model's parameter count; a machine busy with other jobs is slower (a
 2-step run of the CPU profile measured 22 min at load 9 to 13 against the 3 min estimated). Nothing here imports
@@ -108,7 +108,7 @@ def cpu_line(harness_root: Path, cfg: LocalTrainerConfig, steps: int, val_rows: 
         f"use the CPU profile instead: --harness {sibling}"
         if (sibling / "evotrainer.yaml").is_file()
         else "to use the CPU, lower warmstart_steps, group_size, prompts_per_step and max_new_tokens in "
-        "harness/trainer.yaml (examples/arithmetic-smollm2-cpu is a 2-core profile)"
+        "harness/trainer.yaml (docs/models.md: a CPU profile)"
     )
     return (
         f"these settings are sized for a GPU: on this CPU a run of {steps} steps takes about {duration(total)} on a "
