@@ -40,7 +40,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sandboxes.git_worktree import BASE_CONFIG_KEY, GitWorktreeError, _check_session, _git
+from sandboxes.git_worktree import BASE_CONFIG_KEY, GitWorktreeError, _check_session, _git, _rev
 
 STALE_AFTER_S = 10.0
 INITIALIZING = "initializing"  # what `git worktree add` writes into `locked` until its checkout is done
@@ -161,7 +161,7 @@ def restore_to_base(worktree: Path, branch: str) -> str:
     """
     if not worktree.is_dir():
         return ""
-    base = _git(worktree, "config", "--get", f"branch.{branch}.{BASE_CONFIG_KEY}")
+    base = _rev(worktree, _git(worktree, "config", "--get", f"branch.{branch}.{BASE_CONFIG_KEY}"))
     _reset_hard(worktree, base)
     return base
 
@@ -176,7 +176,7 @@ def discard_uncommitted(worktree: Path) -> None:
 
 
 def _reset_hard(worktree: Path, rev: str) -> None:
-    _git(worktree, "reset", "--quiet", "--hard", rev)
+    _git(worktree, "reset", "--quiet", "--hard", _rev(worktree, rev), "--")
     _git(worktree, "clean", "-q", "-ffdx")
     for folder, dirs, files in os.walk(worktree):  # git sees no FIFO, socket or device: remove them too
         dirs[:] = [d for d in dirs if d != ".git"]

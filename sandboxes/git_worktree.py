@@ -146,7 +146,10 @@ def _root(repo: Repo) -> Path:
 
 
 def _rev(cwd: Path | str, rev: str) -> str:
-    return _git(cwd, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    """The commit id `rev` names (verified: never read as an option); raises `GitWorktreeError` otherwise."""
+    if not rev or rev.startswith("-"):
+        raise GitWorktreeError(f"{rev!r:.80} is not a revision of {cwd}", "")
+    return _git(cwd, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}")
 
 
 def _branch_exists(cwd: Path | str, branch: str) -> bool:
@@ -229,6 +232,11 @@ def create_session_branch(repo: Repo, session_id: str) -> str:
     if not _branch_exists(root, branch):
         _git(root, "branch", branch, "HEAD")
     return branch
+
+
+def check_out_session_main(repo: Repo, session_id: str) -> None:
+    """Check out the session's main line in the repository's own work tree."""
+    _git(_root(repo), "checkout", "--quiet", session_main_branch(session_id), "--")
 
 
 # --- candidates -------------------------------------------------------------------------------------
@@ -364,7 +372,8 @@ def git_control_files(paths: Sequence[str]) -> list[str]:
 
 def commit_message(repo: Repo, rev: str) -> str:
     """Return the full message of commit ``rev``."""
-    return _git(_root(repo), "log", "-1", "--format=%B", rev)
+    root = _root(repo)
+    return _git(root, "log", "-1", "--format=%B", _rev(root, rev), "--")
 
 
 # --- decisions and merges -----------------------------------------------------------------------------
@@ -503,4 +512,7 @@ def branches(repo: Repo, session_id: str) -> list[str]:
 
 def log_graph(repo: Repo, revs: Sequence[str] = ("--all",)) -> str:
     """Return ``git log --graph --oneline`` over ``revs`` (for reports and the CLI)."""
-    return _git(_root(repo), "log", "--graph", "--oneline", "--decorate", *revs)
+    root = _root(repo)
+    return _git(
+        root, "log", "--graph", "--oneline", "--decorate", *(r if r == "--all" else _rev(root, r) for r in revs)
+    )

@@ -50,8 +50,9 @@ def create_session(
     mode: SessionMode = "evotrainer",
     policy: PolicyKind = "heuristic",
     llm_model: str | None = None,
+    owner: str | None = None,
 ) -> EvoSession:
-    """Insert a new running session with its budget."""
+    """Insert a new running session with its budget (`owner`: its caller on a shared server)."""
     if policy == "llm" and not llm_model:
         raise ValueError("policy 'llm' needs llm_model (pass --llm MODEL)")
     return add(
@@ -63,6 +64,7 @@ def create_session(
             mode=mode,
             policy=policy,
             llm_model=llm_model,
+            owner=owner,
             max_iterations=max_iterations,
             max_train_steps=max_train_steps,
             main_branch=main_branch,
@@ -108,6 +110,12 @@ def find_session(db: Session, session_id: str) -> EvoSession | None:
 def session_repo_path(db: Session, session_id: str) -> str | None:
     """The repository of a session (two columns only: readable on a store that still needs a migration)."""
     return db.execute(select(EvoSession.repo_path).where(EvoSession.id == session_id)).scalar()
+
+
+def session_access(db: Session, session_id: str) -> tuple[str, str | None] | None:
+    """(repository, owner) of a session, or None: what decides who may act on it and where."""
+    row = db.execute(select(EvoSession.repo_path, EvoSession.owner).where(EvoSession.id == session_id)).first()
+    return None if row is None else (row[0], row[1])
 
 
 def set_session_progress(db: Session, session_id: str, *, steps_used: int, wall_time_s: float) -> None:

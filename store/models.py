@@ -91,6 +91,8 @@ class EvoSession(Base):
     steps_used: Mapped[int] = mapped_column(Integer, default=0)
     wall_time_s: Mapped[float] = mapped_column(Float, default=0.0)
     main_branch: Mapped[str] = mapped_column(NAME)
+    # the caller who created it on a shared LangGraph server (None: the owner's own process, the CLI)
+    owner: Mapped[str | None] = mapped_column(NAME)
 
 
 class Version(Base):

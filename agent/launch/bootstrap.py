@@ -14,6 +14,7 @@ from typing import Any
 
 from agent.adapters import ledger
 from agent.context import Context
+from agent.launch.session_guard import caller, may_use, missing_session
 from sandboxes.git_worktree import is_repo_root
 
 
@@ -30,6 +31,9 @@ def ensure_session(ctx: Context, session_id: str, harness: Path | None, repo: Pa
     staging folder named after the session and renamed into place only once committed. Every input is
     checked (`agent.launch.input_checks`, `agent.launch.repos.check_repo`) before anything is created.
 
+    On a LangGraph server the session row records its caller (`agent.launch.session_guard.caller`), and a
+    session id another caller created is refused with the message of a missing one.
+
     Returns:
         The root of the session's repository (the graph's `harness_dir`).
 
@@ -43,7 +47,7 @@ def ensure_session(ctx: Context, session_id: str, harness: Path | None, repo: Pa
     from agent.launch.repos import check_repo, choose_repo
     from sandboxes import git_worktree as gw
     from store.engine import upgrade
-    from store.repository import create_session, find_session
+    from store.repository import create_session, find_session, session_access
 
     url = ledger.store_url(ctx)
     try:
@@ -51,14 +55,20 @@ def ensure_session(ctx: Context, session_id: str, harness: Path | None, repo: Pa
     except gw.BranchNameError as exc:
         raise SetupError(f"{exc}; pass another session id") from None
     check_store(url)
-    recorded = recorded_repo(url, session_id)
+    who = caller(ctx)
+    if who is None:
+        recorded = recorded_repo(url, session_id)
+    else:  # a server's caller: the session must be theirs, and another's is refused like a missing one
+        upgrade(url)
+        with ledger.db(url) as db:
+            found = session_access(db, session_id)
+        if found is not None and not may_use(who, found[1]):
+            raise SetupError(missing_session(session_id))
+        recorded = None if found is None else Path(found[0])
     if recorded is not None:
         return recorded
     if harness is None:
-        raise SetupError(
-            f"no session {session_id} in the store, and no harness to create it from: pass 'harness', the path "
-            'of a harness folder holding evotrainer.yaml (e.g. {"harness": "examples/skeleton"})'
-        )
+        raise SetupError(missing_session(session_id))
     workdir = Path(ctx.workdir).resolve()
     harness = (workdir / harness).resolve()
     manifest = check_harness(harness).manifest
@@ -72,7 +82,7 @@ def ensure_session(ctx: Context, session_id: str, harness: Path | None, repo: Pa
         _build_repo(harness, root, session_id)
     git_repo = Repo(root)
     branch = gw.create_session_branch(git_repo, session_id)
-    git_repo.git.checkout(branch)
+    gw.check_out_session_main(git_repo, session_id)
     upgrade(url)
     with ledger.db(url) as db:
         _seed_skills(db)
@@ -88,6 +98,7 @@ def ensure_session(ctx: Context, session_id: str, harness: Path | None, repo: Pa
                 mode=ctx.mode,
                 policy=ctx.policy,
                 llm_model=ctx.llm_model or None,
+                owner=who or None,
             )
     return root
 

@@ -17,6 +17,7 @@ from langgraph.runtime import Runtime
 
 from agent.adapters import ledger
 from agent.context import Context
+from agent.launch.session_guard import trusted_session
 from agent.state import BacktestInfo, CandidateInfo
 from diagnostics.backtest import failed_backtest
 from harness.failures import Outcome
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 
 def backtest(payload: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
     """Backtest `payload["candidate"]`; idempotent through the backtest's `report.json`."""
+    trusted_session(runtime.context, payload)  # the caller's own session; its paths and revisions checked
     from agent.launch.preflight import candidate_refusal
     from sandboxes.backtest import run_backtest
 

@@ -118,13 +118,11 @@ def session_roles(state: State) -> ToolRoles:
 
 def session_main_commit(repo_dir: Path, session_id: str) -> tuple[str, str]:
     """The session's main-line branch and its head commit."""
-    from git import Repo
-
+    from sandboxes.git_revisions import session_branch_commit
     from sandboxes.git_worktree import session_main_branch
 
     branch = session_main_branch(session_id)
-    repo = Repo(repo_dir)
-    return branch, repo.commit(branch).hexsha
+    return branch, session_branch_commit(repo_dir, session_id, branch, "the session's main line")
 
 
 _TABLES: list[RunTableCache] = []  # the process's one table cache, made on first use (polars loads lazily)

@@ -9,6 +9,7 @@ from langgraph.runtime import Runtime
 
 from agent.context import Context
 from agent.decisions.evidence import Replication, apply_replication, final_strict_scores, replicate_check
+from agent.launch.session_guard import trusted_session
 from agent.nodes.common import cached_report, run_table, session_answer, session_roles
 from agent.routing import CONTROL_ID, current
 from agent.state import PilotInfo, State
@@ -18,6 +19,7 @@ from harness.answers import AnswerProtocol
 
 def confirm(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Turn the merge into a prune unless the improvement holds on the fresh seeds (agent/decisions/evidence.py)."""
+    trusted_session(runtime.context, state)  # the caller's own session; its paths and revisions checked
     rep = state["replication"]
     cid = rep["candidate_id"]
     pilots = current(state.get("pilots"), state["iteration"])

@@ -17,12 +17,14 @@ from agent.adapters.runs import continuation
 from agent.context import Context
 from agent.decisions.evidence import Evaluation
 from agent.decisions.evidence import decide as decide_rule
+from agent.launch.session_guard import trusted_session
 from agent.routing import CONTROL_ID, current
 from agent.state import DecisionInfo, PilotInfo, ReplicationInfo, State
 
 
 def decide(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Apply the decision rule of the session's mode to this iteration's evaluations."""
+    trusted_session(runtime.context, state)  # the caller's own session; its paths and revisions checked
     ctx, it = runtime.context, state["iteration"]
     evaluations = [Evaluation.from_state(e) for e in current(state.get("evaluations"), it)]
     decisions = decide_rule(evaluations, ctx.mode)

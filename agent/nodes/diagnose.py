@@ -15,6 +15,7 @@ from langgraph.runtime import Runtime
 from agent.adapters import ledger
 from agent.context import Context
 from agent.decisions.rollback import REWARD_HACKING, rollback_point
+from agent.launch.session_guard import trusted_session
 from agent.nodes.common import REPORT_FILE, cached_report, run_table, session_answer, session_roles
 from agent.state import CandidateInfo, PilotInfo, State
 from diagnostics.env_replay import with_replay_evidence
@@ -26,6 +27,7 @@ from sandboxes.env_replay import run_evidence
 
 def diagnose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Build (or re-read) the incumbent run's health report, store it, and flag a diagnostic gap."""
+    trusted_session(runtime.context, state)  # the caller's own session; its paths and revisions checked
     version = state["version"]
     run_dir = Path(version["run_dir"])
     parent = HealthReport.from_json(state["report"]) if state.get("report") else None

@@ -9,6 +9,7 @@ from langgraph.runtime import Runtime
 
 from agent.context import Context
 from agent.decisions.evidence import Evaluation, classify_outcome, classify_restoration, final_strict_scores, paired
+from agent.launch.session_guard import trusted_session
 from agent.nodes.common import cached_report, run_table, session_answer, session_roles
 from agent.routing import CONTROL_ID, current
 from agent.state import PilotInfo, State
@@ -20,6 +21,7 @@ from harness.answers import AnswerProtocol
 
 def evaluate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Evaluate the current iteration's pilots against the control run (pure reads of their artefacts)."""
+    trusted_session(runtime.context, state)  # the caller's own session; its paths and revisions checked
     pilots = [p for p in current(state.get("pilots"), state["iteration"]) if not p.get("replicate")]
     control = next((p for p in pilots if p["candidate_id"] == CONTROL_ID), None)
     assert control is not None, "every pilot fan-out includes the control run"

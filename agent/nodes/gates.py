@@ -14,6 +14,7 @@ from langgraph.types import interrupt
 
 from agent.adapters import ledger
 from agent.context import Context
+from agent.launch.session_guard import TrustedSession, trusted_session
 from agent.routing import current, passing_candidates
 from agent.state import State
 
@@ -34,6 +35,7 @@ def launch_gate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Ask a human before pilots are trained: diff, backtest verdict, diagnostic delta, predicted cost."""
     candidates = passing_candidates(state)
     ctx = runtime.context
+    trusted = trusted_session(ctx, state)  # the caller's own session; every path and revision checked
     if effective_gate(ctx, state) not in GATES_FOR["launch"] or not candidates:
         return {}
     verdicts = {b["candidate_id"]: b for b in current(state.get("backtests"), state["iteration"])}
@@ -49,10 +51,10 @@ def launch_gate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                 "factor": c["factor"],
                 "hypothesis": c["hypothesis"],
                 "success_criterion": c["success_criterion"],
-                "diff": _diff(state, c),
+                "diff": _diff(trusted, state, c),
                 "backtest": verdicts.get(c["id"], {}).get("verdict", "none"),
                 "backtest_reasons": verdicts.get(c["id"], {}).get("reasons", [])[:5],
-                "diagnostic_delta": _diagnostic_delta(verdicts.get(c["id"], {}).get("report_path", "")),
+                "diagnostic_delta": _diagnostic_delta(trusted, verdicts.get(c["id"], {}).get("report_path", "")),
                 "predicted_steps": ctx.pilot_steps,
             }
             for c in candidates
@@ -80,6 +82,7 @@ def launch_gate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 
 def promote_gate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Ask a human before the best candidate is merged into the session main line."""
+    trusted = trusted_session(runtime.context, state)
     merge = [d for d in state.get("decisions", []) if d["decision"] == "merge"]
     if effective_gate(runtime.context, state) not in GATES_FOR["promote"] or not merge:
         return {}
@@ -89,7 +92,7 @@ def promote_gate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "iteration": state["iteration"],
         "escalated": _escalation(runtime.context, state),
         "decision": merge[0],
-        "diff": _diff(state, cand) if cand else "",
+        "diff": _diff(trusted, state, cand) if cand else "",
     }
     answer = _ask(runtime.context, state, "promote", pack)
     return {
@@ -143,20 +146,23 @@ def _prune_rejected(ctx: Context, state: State, rejected: set[str], note: str) -
     return candidates
 
 
-def _diff(state: State, cand: Any, max_chars: int = 6000) -> str:
-    """The candidate's diff against the incumbent commit (truncated)."""
-    from git import Repo
+def _diff(trusted: TrustedSession, state: State, cand: Any, max_chars: int = 6000) -> str:
+    """The candidate's diff against the incumbent commit (truncated), both verified in the session repository."""
+    from sandboxes.git_revisions import diff_text
 
-    text: str = Repo(state["harness_dir"]).git.diff(state["version"]["commit"], cand["branch"])
+    base = trusted.commit(state["version"]["commit"], "version.commit")
+    head = trusted.branch_commit(cand["branch"], "candidates[].branch")
+    text = diff_text(trusted.repo, base, head)
     return text if len(text) <= max_chars else text[:max_chars] + f"\n[... {len(text) - max_chars} more characters]"
 
 
-def _diagnostic_delta(report_path: str) -> dict[str, Any]:
-    """Before/after numbers of the backtest: dead groups, rank violations, reward, kept samples, hack score."""
-    import json
-    from pathlib import Path
+def _diagnostic_delta(trusted: TrustedSession, report_path: str) -> dict[str, Any]:
+    """Before/after numbers of the backtest: dead groups, rank violations, reward, kept samples, hack score.
 
-    path = Path(report_path) if report_path else None
+    The report is read only from the session's own backtest folder."""
+    import json
+
+    path = trusted.inside(report_path, "backtests", "backtests[].report_path") if report_path else None
     if path is None or not path.is_file():
         return {}
     metrics = json.loads(path.read_text()).get("metrics") or {}

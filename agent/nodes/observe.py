@@ -16,6 +16,7 @@ from langgraph.runtime import Runtime
 from agent.adapters import ledger
 from agent.context import Context
 from agent.decisions.rollback import own_start
+from agent.launch.session_guard import trusted_session
 from agent.nodes.common import pilot_from_result, run_training, session_main_commit
 from agent.state import State, VersionInfo
 from trainer_backend.base import LOG_FILE
@@ -23,10 +24,11 @@ from trainer_backend.base import LOG_FILE
 
 def observe(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Train v0 when the session has no incumbent yet; later iterations already hold a trained version."""
+    trusted = trusted_session(runtime.context, state)  # the caller's own session; paths and revisions checked
     if state.get("version"):
         return {}
     ctx = runtime.context
-    session_id, harness_dir = state["session_id"], state["harness_dir"]
+    session_id, harness_dir = trusted.session_id, str(trusted.repo)
     run_id = f"{session_id}-v0"
     branch, commit = session_main_commit(Path(harness_dir), session_id)
     result = run_training(

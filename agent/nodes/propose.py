@@ -24,6 +24,7 @@ from agent.context import Context
 from agent.decisions.candidates import finalise_candidate, open_candidate, refuse_candidate
 from agent.decisions.knobs import HarnessKnobs
 from agent.decisions.triggers import record_unevaluated_triggers, trigger_metrics
+from agent.launch.session_guard import trusted_session
 from agent.policies.heuristic import Proposal, propose_from_skills, propose_score_only
 from agent.state import CandidateInfo, State
 from harness.manifest import Harness, load_harness
@@ -44,6 +45,7 @@ MAX_TRIES = 2
 
 def propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Propose this iteration's candidates (idempotent: existing branches and commits are reused)."""
+    trusted_session(runtime.context, state)  # the caller's own session; its paths and revisions checked
     ctx, iteration = runtime.context, state["iteration"]
     if any(c["iteration"] == iteration for c in state.get("candidates", [])):
         return {}

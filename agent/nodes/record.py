@@ -19,6 +19,7 @@ from agent.adapters import ledger
 from agent.adapters.pilots import candidate_name
 from agent.context import Context
 from agent.decisions.rollback import own_start
+from agent.launch.session_guard import trusted_session
 from agent.nodes.common import session_main_commit
 from agent.routing import CONTROL_ID, current
 from agent.state import CandidateInfo, DecisionInfo, State, VersionInfo
@@ -28,6 +29,7 @@ STATUS_OF = {"merge": "merged", "keep": "kept", "prune": "pruned", "revert": "re
 
 def record(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Record decisions, merge the winner (or continue the incumbent), and decide whether to go on."""
+    trusted_session(runtime.context, state)  # the caller's own session; its paths and revisions checked
     ctx, it = runtime.context, state["iteration"]
     candidates = [CandidateInfo(**c) for c in state.get("candidates", [])]
     mine = {c["id"]: c for c in candidates if c["iteration"] == it}
@@ -232,16 +234,11 @@ def _store_budget(ctx: Context, state: State, steps_used: int) -> None:
 
 
 def _diff_stat(repo_dir: str, a: str, b: str) -> tuple[int, int, int]:
-    """(files changed, insertions, deletions) between two commits."""
-    from git import Repo
+    """(files changed, insertions, deletions) between two commits of the session repository (verified)."""
+    from sandboxes import git_revisions as gr
 
-    files = ins = dels = 0
-    for line in Repo(repo_dir).git.diff("--numstat", a, b).splitlines():
-        added, deleted, _ = line.split("\t", 2)
-        files += 1
-        ins += int(added) if added.isdigit() else 0
-        dels += int(deleted) if deleted.isdigit() else 0
-    return files, ins, dels
+    old, new = gr.verified_commit(repo_dir, a, "version.commit"), gr.verified_commit(repo_dir, b, "version.commit")
+    return gr.diff_numstat(repo_dir, old, new)
 
 
 def _domain(state: State) -> str:
@@ -292,6 +289,7 @@ def finish(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """
     from store.repository import set_session_status
 
+    trusted_session(runtime.context, state)  # the caller's own session; its paths and revisions checked
     update: dict[str, Any] = {"status": "finished"}
     version = state.get("version")
     if version:

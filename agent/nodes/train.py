@@ -28,6 +28,7 @@ from langgraph.runtime import Runtime
 
 from agent.adapters.pilots import plan_pilot
 from agent.context import Context
+from agent.launch.session_guard import trusted_session
 from agent.nodes.common import pilot_from_result, run_training
 from harness.failures import Outcome
 from trainer_backend.base import RunResult
@@ -38,17 +39,20 @@ log = logging.getLogger(__name__)
 
 def train(payload: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
     """Train `payload["candidate"]` (or the control when it is None) for `pilot_steps` steps."""
+    trusted = trusted_session(runtime.context, payload)  # the caller's own session; paths and revisions checked
     ctx = runtime.context
     plan = plan_pilot(ctx, payload)
     candidate = payload.get("candidate")
+    # the starting policy is loaded by the trainer: only a checkpoint of this session's own runs
+    init = str(trusted.inside(plan.init_checkpoint, "runs", "init_checkpoint")) if plan.init_checkpoint else None
     try:
         result = run_training(
             ctx,
-            payload["session_id"],
+            trusted.session_id,
             plan.run_id,
             plan.harness_dir,
             ctx.pilot_steps,
-            init_checkpoint=plan.init_checkpoint or None,
+            init_checkpoint=init,
             kind="pilot",
             seed=plan.seed,
             candidate_id=candidate["id"] if candidate else None,

@@ -17,6 +17,7 @@ from langgraph.runtime import Runtime
 
 from agent.adapters import ledger
 from agent.context import Context
+from agent.launch.session_guard import trusted_session
 from agent.nodes.common import cached_report, session_answer
 from agent.state import State
 
@@ -25,6 +26,7 @@ KEPT, REJECTED = ("merged", "kept"), ("pruned", "reverted")
 
 def upgrade_diagnostics(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Run the harness and built-in analyzers and merge their validated metrics into the report's metrics."""
+    trusted_session(runtime.context, state)  # the caller's own session; its paths and revisions checked
     from agent.adapters.analyzers import run_builtin_analyzers, run_harness_analyzers
     from store.repository import add_case, add_diagnostic_metric
 

@@ -105,21 +105,11 @@ def _refs(harness: Any) -> dict[str, str]:
 
 def _changes(repo_dir: str, base: str, head: str) -> list[Any]:
     """The files `head` changed against `base`, with their text on both sides (git adapter)."""
-    from git import Repo
-    from git.exc import GitCommandError
-
+    from sandboxes import git_revisions as gr
     from skills.learned import FileChange
 
-    repo = Repo(repo_dir)
-
-    def text(sha: str, path: str) -> str | None:
-        try:
-            return str(repo.git.show(f"{sha}:{path}", strip_newline_in_stdout=False))
-        except GitCommandError:
-            return None
-
-    names = [n for n in repo.git.diff("--name-only", "--no-renames", base, head).splitlines() if n]
-    return [FileChange(n, text(base, n), text(head, n)) for n in names]
+    old, new = gr.verified_commit(repo_dir, base, "base commit"), gr.verified_commit(repo_dir, head, "head commit")
+    return [FileChange(name, before, after) for name, before, after in gr.changed_files(repo_dir, old, new)]
 
 
 def _not_learned(db: Session, state: State, cand: CandidateInfo, why: str) -> None:

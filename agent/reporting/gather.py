@@ -16,8 +16,7 @@ the decision used whenever the artefacts are still there.
 
 from __future__ import annotations
 
-import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -71,33 +70,35 @@ if TYPE_CHECKING:
 
 __all__ = ["CURVE_METRICS", "OPTIM_METRICS", "CandidateEntry", "RunCurves", "SessionReport", "gather_session"]
 MAX_DIFF_CHARS = 20_000
-GIT_TIMEOUT_S = 30
 
 
 # --- artefacts and git ------------------------------------------------------------------------------------
 
 
-def _git(repo: str, *args: str) -> tuple[str, str]:
-    """Run git in `repo`; return (stdout, error note)."""
+def _git_read(repo: str, read: Callable[[str], str]) -> tuple[str, str]:
+    """`read(repo)` through the git adapter; return (text, error note)."""
+    from sandboxes.git_revisions import RevisionError
+    from sandboxes.git_worktree import GitWorktreeError
+
     if not Path(repo).is_dir():
         return "", f"session repository missing: {repo}"
     try:
-        done = subprocess.run(
-            ["git", "-C", repo, *args], capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return "", f"git {' '.join(args)} failed: {exc}"
-    if done.returncode != 0:
-        return "", f"git {' '.join(args)} failed: {done.stderr.strip().splitlines()[-1:] or done.returncode}"
-    return done.stdout, ""
+        return read(repo), ""
+    except (RevisionError, GitWorktreeError, OSError) as exc:
+        return "", f"git failed: {str(exc).splitlines()[-1:] or exc}"
 
 
 def candidate_diff(repo: str, parent_commit: str | None, branch: str) -> tuple[str, str]:
     """Return (`git diff <parent commit> <branch tip>`, note); falls back to `git show` of the tip."""
-    if parent_commit:
-        out, note = _git(repo, "diff", parent_commit, branch, "--")
-    else:
-        out, note = _git(repo, "show", "--format=", branch)
+    from sandboxes import git_revisions as gr
+
+    def read(root: str) -> str:
+        tip = gr.verified_commit(root, f"refs/heads/{branch}", "branch")
+        if parent_commit:
+            return gr.diff_text(root, gr.verified_commit(root, parent_commit, "parent commit"), tip)
+        return gr.show_patch(root, tip)
+
+    out, note = _git_read(repo, read)
     if note:
         return "", note
     if len(out) > MAX_DIFF_CHARS:
@@ -107,7 +108,11 @@ def candidate_diff(repo: str, parent_commit: str | None, branch: str) -> tuple[s
 
 def decision_note(repo: str, branch: str) -> str:
     """Return the message of the branch tip when it is the controller's decision commit, else ''."""
-    out, note = _git(repo, "log", "-1", "--format=%B", branch)
+    from sandboxes import git_revisions as gr
+
+    out, note = _git_read(
+        repo, lambda root: gr.tip_message(root, gr.verified_commit(root, f"refs/heads/{branch}", "branch"))
+    )
     return out.strip() if not note and out.startswith("decision:") else ""
 
 

@@ -180,13 +180,16 @@ def test_a_resumed_session_finds_its_old_named_run_folder(demo: Demo, tmp_path: 
     from agent.context import Context
     from agent.nodes.train import train
 
-    _, candidates, runs = _ledger(demo)
+    versions, candidates, runs = _ledger(demo)
     run = next(r for r in runs if r.candidate_id is not None and not r.id.endswith("-r1"))
     cand = next(c for c in candidates if c.id == run.candidate_id)
     sid, name = demo.session_id, cand.id.removeprefix(f"{demo.session_id}-")
     legacy = f"{sid}-i{cand.iteration}-k{name[1:]}"
     runs_dir = tmp_path / ".evotrainer" / "sessions" / sid / "runs"
     shutil.copytree(run.artefact_dir, runs_dir / legacy)
+    # the train node acts only on the session's own folders: the candidate's worktree moves with the store
+    worktree = runs_dir.parent / "worktrees" / Path(cand.worktree_path).name
+    shutil.copytree(cand.worktree_path, worktree, symlinks=True)
     # SQLite's backup API, not a file copy: the store runs in WAL mode, so recent commits may live in `-wal` only.
     with (
         closing(sqlite3.connect(demo.cwd / ".evotrainer" / "evotrainer.db")) as src,
@@ -196,8 +199,8 @@ def test_a_resumed_session_finds_its_old_named_run_folder(demo: Demo, tmp_path: 
     url = f"sqlite:///{tmp_path / '.evotrainer' / 'evotrainer.db'}"
     ctx = Context(workdir=str(tmp_path), db_url=url, sandbox="none")
     payload = {
-        "candidate": {"id": cand.id, "worktree": cand.worktree_path},
-        "version": {"checkpoint": "", "steps": 12},
+        "candidate": {"id": cand.id, "worktree": str(worktree)},
+        "version": {"checkpoint": "", "steps": 12, "commit": versions[0].commit_sha},
         "iteration": cand.iteration,
         "session_id": sid,
         "harness_dir": str(demo.repo),

@@ -82,7 +82,7 @@ def test_env_is_refused_before_the_revision_and_stored_after_it(url: str) -> Non
 
 
 def test_downgrade_refuses_while_a_row_records_env_and_loses_nothing(url: str) -> None:
-    store_engine.upgrade(url)
+    store_engine.upgrade(url, ENV_REVISION)  # later revisions are downgraded on their own
     _insert(url, "env-skill", "env")
     with pytest.raises(Exception, match=r"skills: 1 row\(s\) record the factor 'env'"):
         store_engine.downgrade(url, BEFORE)

@@ -64,6 +64,8 @@ def test_builtin_metrics_are_used_only_when_they_separate_kept_from_rejected(tmp
 
 
 def test_the_upgrade_node_stores_every_validation_and_merges_what_separates(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
     from types import SimpleNamespace
     from typing import Any
 
@@ -78,16 +80,22 @@ def test_the_upgrade_node_stores_every_validation_and_merges_what_separates(tmp_
 
     url = f"sqlite:///{tmp_path / 'store.db'}"
     store_engine.upgrade(url)
+    harness = tmp_path / "harness"  # the session's repository: the nodes act only on the store's record of it
+    shutil.copytree(Path(__file__).resolve().parents[2] / "examples" / "arithmetic-oracle", harness)
+    for cmd in (["init", "-q"], ["add", "-A"], ["-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qm", "v0"]):
+        subprocess.run(["git", "-C", str(harness), *cmd], check=True, capture_output=True)
+    head = subprocess.run(["git", "-C", str(harness), "rev-parse", "HEAD"], check=True, capture_output=True, text=True)
     with ledger.db(url) as db:
-        repo.create_session(db, session_id="s", harness_path="/h", repo_path="/r", max_iterations=1,
+        repo.create_session(db, session_id="s", harness_path="/h", repo_path=str(harness), max_iterations=1,
                             max_train_steps=1, main_branch="main")  # fmt: skip
+    runs_dir = Context(workdir=str(tmp_path)).session_dir("s") / "runs"  # run folders lie in the session's own
     runs = {"k1": 4, "k2": 3, "r1": 1, "r2": 1}
-    pilots = [{"run_dir": _run(tmp_path / n, v), "candidate_id": n, "outcome": "ok"} for n, v in runs.items()]
+    pilots = [{"run_dir": _run(runs_dir / n, v), "candidate_id": n, "outcome": "ok"} for n, v in runs.items()]
     candidates = [{"id": n, "status": "merged" if n.startswith("k") else "reverted"} for n in runs]
     state: Any = {
         "session_id": "s",
-        "harness_dir": str(Path(__file__).resolve().parents[2] / "examples" / "arithmetic-oracle"),
-        "version": {"run_dir": _run(tmp_path / "now", 2)},
+        "harness_dir": str(harness),
+        "version": {"run_dir": _run(runs_dir / "now", 2), "commit": head.stdout.strip()},
         "report": {"metrics": {"strict_acc": 0.5}},
         "candidates": candidates,
         "pilots": pilots,
