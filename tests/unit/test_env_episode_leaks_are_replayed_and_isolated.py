@@ -216,21 +216,25 @@ def test_the_diagnose_step_carries_the_replay_into_the_sessions_report(leak: Har
     from agent.context import Context
     from agent.nodes.diagnose import diagnose
     from diagnostics.findings import HealthReport
+    from sandboxes.git_revisions import verified_commit
+    from sandboxes.git_worktree import init_session_repo
     from store import engine as store_engine
     from store import repository as repo
 
     url = f"sqlite:///{tmp_path / 'store.db'}"
     store_engine.upgrade(url)
-
+    ctx = Context(workdir=str(tmp_path), db_url=url, sandbox="process", mode="evotrainer")
+    root = tmp_path / "repo"  # the session's repository, as the store records it (nodes check state against it)
+    init_session_repo(leak.root, root)
     with ledger.db(url) as db:
-        repo.create_session(db, session_id="s", harness_path="/h", repo_path="/r", max_iterations=1,
+        repo.create_session(db, session_id="s", harness_path=str(leak.root), repo_path=str(root), max_iterations=1,
                             max_train_steps=1, main_branch="main")  # fmt: skip
         repo.add_run(db, run_id="rec", session_id="s", backend="local", kind="pilot", steps=2, artefact_dir="/a")
-    run = tmp_path / "run"
+    run = ctx.session_dir("s") / "runs" / "rec"
     write_run(leak, run)
-    state: Any = {"session_id": "s", "harness_dir": str(leak.root), "iteration": 0,
-                  "version": {"run_id": "rec", "run_dir": str(run)}}  # fmt: skip
-    ctx = Context(workdir=str(tmp_path), db_url=url, sandbox="process", mode="evotrainer")
+    commit = verified_commit(root, "HEAD", "version.commit")
+    state: Any = {"session_id": "s", "harness_dir": str(root), "iteration": 0,
+                  "version": {"index": 0, "commit": commit, "run_id": "rec", "run_dir": str(run)}}  # fmt: skip
     out = diagnose(state, SimpleNamespace(context=ctx))  # type: ignore[arg-type]
     report = HealthReport.from_json(out["report"])
     found = report.finding(ENV_CARRIES_STATE)
