@@ -333,7 +333,8 @@ def change_key(worktree: Path, base_sha: str, rev: str = "HEAD") -> str:
     """
     import hashlib
 
-    raw = _git(worktree, "diff", "--raw", "--no-renames", "--full-index", "-z", base_sha, rev, strip=False)
+    base, tip = _rev(worktree, base_sha), _rev(worktree, rev)
+    raw = _git(worktree, "diff", "--raw", "--no-renames", "--full-index", "-z", base, tip, "--", strip=False)
     fields = raw.split("\0")
     entries = sorted(
         f"{path}\0{meta.split()[1]}\0{meta.split()[3]}"  # ":old_mode new_mode old_blob new_blob status", path
