@@ -3,12 +3,12 @@
 Each command lives in a module under `agent/commands/` that imports its heavy dependencies inside
 the command function, so `evotrainer --help` stays fast and never imports torch or verl.
 
-Help conventions (issue #18), applied to every command by `EvoGroup`: a flag shows no value placeholder
+Help conventions, applied to every command by `EvoGroup`: a flag shows no value placeholder
 (`--json`, not `--json <bool>`); a positional reads `SESSION` in the usage line (not `{session}`);
 options that take a value name it (`--db URL`, `--harness DIR`) and closed choices list them
 (`--sandbox <docker|process|none>`, via `Literal` types).
 
-One error path (issue 26, `agent.commands.output`): bad input that escapes any command (a
+One error path (`agent.commands.output`): bad input that escapes any command (a
 `harness.failures.BadInput`: harness, store URL, session checks, a backend's refusal) and a usage error
 (an unknown option, a value outside its choices) print one `error: ...` line on stderr and exit 2.
 """
@@ -31,7 +31,7 @@ from harness.failures import BadInput
 
 # A session leaves a few hundred thousand objects that the interpreter's teardown walks with repeated
 # garbage collections: 3.0 s between a tiny session's last line and the exit on an idle 2-core box, 10-14 s
-# on a busy one (issue 26). Nothing left at exit needs a cycle collected, so the exit skips that work
+# on a busy one. Nothing left at exit needs a cycle collected, so the exit skips that work
 # (registered first, this runs after every other exit handler).
 atexit.register(gc.freeze)
 

@@ -67,7 +67,7 @@ def checkpointer(url: str) -> Iterator[Any]:
 
     with PostgresSaver.from_conn_string(url.replace("postgresql+psycopg://", "postgresql://")) as pg_saver:
         # setup() creates tables, then inserts its migration rows: not safe against a second process doing
-        # the same (issue 25 §7: UniqueViolation on checkpoint_migrations_pkey), so it runs under the store's lock.
+        # the same (UniqueViolation on checkpoint_migrations_pkey), so it runs under the store's lock.
         with migration_lock(url):
             pg_saver.setup()
         yield pg_saver

@@ -2,7 +2,7 @@
 
 Usage: python benchmarks/bench_agentic_report.py [--rows 200000 1000000] [--repeats 1] [--dir DIR] [--keep]
 
-Issue 15 asks the agentic health metrics to run on the single-turn report's streaming path (issue #16). For
+The agentic health metrics must run on the single-turn report's streaming path. For
 each size it writes a run folder of multi-turn episodes in the project's own rollout format
 (`Rollout.to_json()` lines with `turns`: search / edit / test calls with arguments, results and token counts;
 groups of 8, 4,096 episodes per step, 1-12 turns, ~10% loops on one call until the 12-turn cap, ~8% one-turn

@@ -1,4 +1,4 @@
-"""GPU benchmark (issues 30 and 32): the local backend's own GRPO runs against TRL, and SmolLM2 learning.
+"""GPU benchmark: the local backend's own GRPO runs against TRL, and SmolLM2 learning.
 
 Every local figure comes from the product's command path: `trainer_backend.local.run(spec)` launches the
 trainer subprocess on a real Hugging Face folder exactly as `evotrainer train` does, and the figures are read

@@ -1,4 +1,4 @@
-"""Benchmark (not a timed test): `evotrainer diagnose` on big run folders against a plain polars scan (issue #16).
+"""Benchmark (not a timed test): `evotrainer diagnose` on big run folders against a plain polars scan.
 
 Usage: python benchmarks/bench_health_report.py [--rows 1000000 3000000 10000000] [--repeats 1] [--dir DIR] [--keep]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU check (issues 30 and 32), one command on an offline GPU machine: the local backend's own GRPO runs against
+# GPU check, one command on an offline GPU machine: the local backend's own GRPO runs against
 # TRL's GRPOTrainer on the same GPU, the fast sampler's numerics, and SmolLM2-135M-Instruct learning.
 #
 # Usage: bash benchmarks/gpu_check.sh [WHEEL_DIR] [GGUF_FILE] [BUDGET_S]

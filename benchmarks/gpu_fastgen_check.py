@@ -1,4 +1,4 @@
-"""GPU self-check of the static sampler (issue #30): graphs equal eager, bf16 fidelity, ms per decode step.
+"""GPU self-check of the static sampler: graphs equal eager, bf16 fidelity, ms per decode step.
 
 For a random-init Qwen2 of Qwen2.5-0.5B's shape with a 32,000-token vocabulary (0.39 B parameters, tied head)
 and a small untied GQA Llama, both with fp32 master weights and a bf16 decode copy:

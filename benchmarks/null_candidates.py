@@ -1,4 +1,4 @@
-"""How often does the decision rule accept a null candidate (a change that does nothing)? (issue #5)
+"""How often does the decision rule accept a null candidate (a change that does nothing)?
 
 Inside a session the control and every candidate continue the incumbent's run exactly (its AdamW moments,
 KL reference, filter state and random streams), so a true no-op candidate trains bit-for-bit like the

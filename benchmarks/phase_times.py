@@ -1,4 +1,4 @@
-"""Where a session's wall time goes, phase by phase, from its LangGraph checkpoint history (issue #8).
+"""Where a session's wall time goes, phase by phase, from its LangGraph checkpoint history.
 
 Each super-step of the campaign graph writes a checkpoint with a timestamp, and each checkpoint names the
 nodes that run next. A phase's duration is the time from the checkpoint whose `next` is that phase's node

@@ -1,4 +1,4 @@
-"""Defect-scenario benchmark (issue #8): static vs score-only vs evotrainer vs oracle on equal budgets.
+"""Defect-scenario benchmark: static vs score-only vs evotrainer vs oracle on equal budgets.
 
 For each scenario of `benchmarks/scenarios/` (see its README; each is built on demand by
 `scenario_cache.scenario_dir`) and each seed:
@@ -265,7 +265,7 @@ def _read_session(db: Any, row: Row, wall: float) -> None:
         if bts:
             start = max(c.created_at for c in mine).timestamp()
             bt_phases.append((start, max(start, max(b.created_at for b in bts).timestamp())))
-        prefixes = (f"{session.id}-v{it}.", f"{session.id}-i{it}-")  # pilot run ids now, and before issue #18
+        prefixes = (f"{session.id}-v{it}.", f"{session.id}-i{it}-")  # pilot run ids now, and in older sessions
         pilots = [r for r in runs.values() if r.kind == "pilot" and r.id.startswith(prefixes)]
         done = [r.finished_at for r in pilots if r.finished_at is not None]
         if pilots and done:

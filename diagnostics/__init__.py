@@ -1,6 +1,6 @@
 """Diagnostics: the rollout schema, the run table, the four-layer health report, statistics, backtests.
 
-How a report is made (issue #16): `report.build_report(run_dir, parent, siblings, answer)` reads the run's
+How a report is made: `report.build_report(run_dir, parent, siblings, answer)` reads the run's
 rollout files once, column-wise, into a `table.RunTable` (polars; compact columns, no text), and each layer
 module (`score`, `signal`, `behaviour`, `sources`, `updates`, `version`) turns table rows and metric rows
 into `findings.LayerOutput`s: flat metrics plus one `Finding` per rule. Runs with agentic episodes also get

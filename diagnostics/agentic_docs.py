@@ -22,9 +22,9 @@ ONE_TURN_COLLAPSE = "agentic.one_turn_collapse"
 PAID_WITHOUT_SUCCESS = "agentic.paid_without_success"
 REWARD_PAYS_TOOL_CALLS = "agentic.reward_pays_tool_calls"
 REWARD_PAYS_FEWER_TURNS = "agentic.reward_pays_fewer_turns"
-# The environment's answers to one call mislead the episodes that get them (issue 28 §4): not a reward hack.
+# The environment's answers to one call mislead the episodes that get them: not a reward hack.
 MISLEADING_RESULT = "agentic.tool_result_misleads"
-# The environment refuses well-formed calls it answers in other episodes (issue 28 §4): a limit of its code binds.
+# The environment refuses well-formed calls it answers in other episodes: a limit of its code binds.
 REFUSED_KNOWN_CALLS = "agentic.tool_refuses_known_calls"
 # Replayed against fresh environments in another order, recorded calls get other answers (the environment
 # carries state across episodes), or two identical replays disagree (it is nondeterministic):

@@ -3,14 +3,14 @@
 An analyzer is a Python script in the harness's diagnostics folder (manifest `diagnostics:`). It runs in the
 sandbox (`sandboxes.worker.run_script`), reads the rollout JSONL files mounted read-only under
 `$EVOTRAINER_INPUTS_DIR` (`/inputs` in Docker: ``train.jsonl``, and ``val_scores.jsonl`` holding the held-out
-rollouts' scores only, never their text or answers; issue 25 §3), and writes `{"metrics": {name: number}}` to
+rollouts' scores only, never their text or answers), and writes `{"metrics": {name: number}}` to
 `$EVOTRAINER_RESULTS_DIR/out.json` (`/results/out.json`). Only that file is read; anything the script prints
 is ignored (a forged metric line cannot leak in).
 
 A new metric may gate a decision only after `validate_metric_retrospectively` shows it separates the versions
 that were kept from those that were rejected (paper §6.4).
 
-Built-in analyzers (issue 17) are the offline counterpart when the harness has none: diagnostics too costly
+Built-in analyzers are the offline counterpart when the harness has none: diagnostics too costly
 for every health report because they compare response texts, run by the upgrade step over the latest
 `MAX_GROUPS` training groups of a run and validated the same way:
 
@@ -114,7 +114,7 @@ SHINGLE = 3  # characters per shingle of the text distance
 MAX_GROUPS = 200  # latest training groups a built-in analyzer reads per run
 BUILTIN_METRICS = ("group_text_distance", "distinct_answer_ratio")
 # Report metrics (diagnostics/report.METRIC_DOCS) that explain a stall; validated on past versions by the
-# upgrade step (issue 17).
+# upgrade step.
 EXPLANATORY_METRICS = (
     "misranked_group_rate", "reward_rank_agreement", "rewarded_wrong_rate", "unrewarded_correct_rate",
     "kept_group_ratio", "kept_live_ratio", "filter_spread_gap", "reward_spread_after_filter",

@@ -6,7 +6,7 @@ rescued, rank-order violations against strict correctness, agreement with the pr
 successful responses a shorter length budget would cut, kept-sample ratio after the group filter, and the
 hack-corpus score.
 
-Agreement with the strict evaluator (issue #14): over the cached rollouts that carry a strict score, a
+Agreement with the strict evaluator: over the cached rollouts that carry a strict score, a
 reward *pays* a response when it rewards it above the midpoint of its range on these rollouts (from
 min(0, lowest reward) to the highest; a reward that never varies above 0 pays nothing). The report gives
 the share of strict-wrong responses the reward pays and of strict-right ones it fails, for the candidate
@@ -42,7 +42,7 @@ from harness.failures import Outcome, recorded
 MIN_GROUPS = 8
 KEPT_RATIO_MIN = KEPT_LIVE_WARNING  # one bar for the backtest and the report's signal.filter_drops_signal
 AGREEMENT_SLACK = 0.01  # share of strict-scored responses a candidate may disagree on beyond the incumbent
-# The disagreement a probe aimed at one of these alerts must reduce on the cached rollouts (issue 28 §2): the
+# The disagreement a probe aimed at one of these alerts must reduce on the cached rollouts: the
 # strict-wrong responses the reward pays, or the strict-right ones it fails.
 PAID_WRONG, FAILED_RIGHT = "paid_wrong", "failed_right"
 MUST_FALL = {

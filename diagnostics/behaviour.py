@@ -55,14 +55,14 @@ LENGTH_GROWTH_WARNING = 3.0
 DEGENERATE_WARNING = 0.10
 # Paper §6.1 (Coding): FmtFail > 30% = misconfigured format gate.
 FORMAT_FAILURE_WARNING = 0.30
-# No response writes the declared answer format at all (issue 32: an instruct model trained as it ships never
+# No response writes the declared answer format at all (an instruct model trained as it ships never
 # writes its answer tag; every group is flat and GRPO learns nothing): CRITICAL, graded from this many
 # single-turn responses up (fewer cannot show "never"), of which START_MIN ended before the token cap.
 NEVER_WRITTEN_MIN = 16
 NEVER_WRITTEN_CRITICAL = 0.01  # answer_written_rate below this
 START_MIN = 8  # responses that ended on their own, for answer_written_rate_first_steps (the starting policy)
 # Responses that write an answer and still run to the token cap: the policy does not stop at its end of turn
-# (issue 32's wrong-stop: warm-start targets that end without the token generation stops on). EvoTrainer's
+# (the wrong stop: warm-start targets that end without the token generation stops on). EvoTrainer's
 # thresholds, like truncation's.
 RUNS_PAST_ANSWER_WARNING = 0.15
 RUNS_PAST_ANSWER_CRITICAL = 0.50

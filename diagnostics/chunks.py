@@ -6,7 +6,7 @@ hold (`chunk`). Each is parsed against `READ_SCHEMA` straight into the table's c
 value rule a row breaks is noted, the text features (`diagnostics/features.py`) are computed while the line
 is parsed, and the text is dropped before the chunk is returned.
 
-Bad input stays a warning with file and line (issue #4): a chunk polars refuses is re-read line by line in
+Bad input stays a warning with file and line: a chunk polars refuses is re-read line by line in
 blocks, so a corrupt or half-written line becomes a `ReadProblem` and every other line is still read;
 messages name the field (`schema.rollout_from_row` words them). String fields take the JSON text of a
 non-string scalar (polars' reader does that); numbers, booleans, lists and enumerations are checked strictly.

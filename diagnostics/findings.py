@@ -7,7 +7,7 @@ assembles them.
 Every rule that was evaluated yields one `Finding`, `Severity.OK` when it did not fire, so a report shows
 what was checked as well as what is wrong. `HealthReport.alerts()` returns only the ones that fired.
 
-Applicability (issue 26 §7): a rule declares when it cannot mean anything for the run it reads, e.g. tool
+Applicability: a rule declares when it cannot mean anything for the run it reads, e.g. tool
 diversity on a harness with one tool, or length gaming where length only follows tool use. `graded(...,
 inconclusive=why)` then returns an inconclusive finding: it never fires, its value is NaN (the value it
 would have graded stays in `numbers`), its message and `inconclusive` say why, and the report reads the

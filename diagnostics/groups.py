@@ -1,6 +1,6 @@
 """Group-level explanations (signal layer): what the group filter kept and dropped, and within-group diversity.
 
-Pure functions over run-table rows (`diagnostics/table.py`), issue 17: metrics an exploration probe needs to
+Pure functions over run-table rows (`diagnostics/table.py`), Metrics an exploration probe needs to
 say *why* a run stalls, each with a rule here.
 
 **Before and after the filter.** The local trainer records on every training rollout whether the filter let

@@ -4,7 +4,7 @@ Exemplars are *built*, not stored: `diagnostics/hack_corpus/<family>.jsonl` hold
 (protected: never mounted writable into a candidate sandbox), and `build_hack_corpus` writes each one for a
 few problems of the harness (prompts and ground truths taken from the cached rollouts the backtest
 replays) with the answer protocol the manifest declares (`harness/answers.py`). Nothing here assumes a
-tag or a number format (issue #14).
+tag or a number format.
 
 Template files: `answers.jsonl` (any domain: answer spam, many candidates in one or several answers,
 hedged wrong answers, format-only, empty output, prompt echo, forged "PASS"/"reward: 1.0" lines, attempts

@@ -1,7 +1,7 @@
 """Where the lines of rollout files are: byte pieces of big files, line numbers of parsed rows, bad-line messages.
 
 The run table's reader (`diagnostics/table.py`) parses rows; this module answers "which file and line is row
-i" and "why can this line not be read", so a bad line is reported as `path:line` (issue #4). A span is
+i" and "why can this line not be read", so a bad line is reported as `path:line`. A span is
 `(path, first_line, n_bytes)`: whole lines of one file inside a chunk of bytes, ending with a newline.
 """
 

@@ -1,6 +1,6 @@
 """Where a run-table row came from, so the few evidence ids a report shows are read back from the files.
 
-Training rows do not carry their `prompt_id` strings (issue #16: at 10 M rollouts the ids' dictionaries alone
+Training rows do not carry their `prompt_id` strings (at 10 M rollouts the ids' dictionaries alone
 were ~300 MB, kept by polars for the life of the process). Each row instead carries `origin` (UInt64): the
 source it was read from (a registered file, or the texts of `table.table_from_rollouts`) in the high 32 bits
 and its place there in the low 32, either its line number or, for files polars scanned whole, its index among

@@ -3,7 +3,7 @@ one-row aggregates, and per-group aggregations batch by batch of whole steps.
 
 A run table can hold ten million rows: `where` keeps only the columns it names, `refs_where` only the first
 matching rows, and `per_group` / `group_batches` bound an aggregation's scratch memory by a batch of about
-`GROUP_BATCH_ROWS` rows instead of the table (issue #16).
+`GROUP_BATCH_ROWS` rows instead of the table.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def group_batches(rows: pl.DataFrame) -> Iterator[tuple[int, pl.DataFrame]]:
 
     A group never spans two steps, so aggregating each batch per group gives every group of the table, with
     the aggregation's scratch memory (hash tables, group lists: ~50 bytes a row) sized by one batch instead
-    of the whole table (issue #16). Rows not sorted by step come as one batch.
+    of the whole table. Rows not sorted by step come as one batch.
     """
     n = rows.height
     steps = rows["step"]

@@ -13,7 +13,7 @@ data selection. The agentic layer (`diagnostics/agentic.py`) reads the same rows
 adds nothing to a run without agentic episodes. The format and answer rules read the harness's declared
 answer protocol; without one they are not evaluated and the report's `notes` say so.
 
-No silent blind spots (issue 17): every rule that could not be evaluated (its value is NaN: no rollouts, no
+No silent blind spots: every rule that could not be evaluated (its value is NaN: no rollouts, no
 strict scores, a metric the trainer does not log, too few groups) is listed in `notes` with the reason, the
 layer's own where it knows one (`LayerOutput.notes`), else which input had no data. A rule that declared
 itself inconclusive for the run (`diagnostics.findings`, "Applicability") is listed with its reason too, and
@@ -76,7 +76,7 @@ METRIC_DOCS = {
     "to the token cap (behaviour.runs_past_answer: > 0.15 warning, > 0.5 critical: the policy is not stopped at its "
     "end of turn)",
     "vs_parent/<metric>": "current - parent for the compared metrics",
-    # Reward against the protected evaluator on the training rollouts (diagnostics/score.py, issue 17).
+    # Reward against the protected evaluator on the training rollouts (diagnostics/score.py).
     "unrewarded_correct_rate": "share of strict-correct training rollouts paid below half the top reward "
     "(score.unrewarded_correct: > 0.05 warning, > 0.20 critical)",
     "mixed_groups": "training groups holding both strict-right and strict-wrong samples (every sample scored)",

@@ -4,7 +4,7 @@ This module owns the typed records that cross package boundaries: `Rollout` (one
 `MetricRow` (one step of metrics, verl's FileLogger line format). It also owns reading
 and writing them as JSONL. It must not import torch, docker, git, SQL or LangGraph.
 
-Readers are tolerant by design (issue #4): a corrupt or half-written line becomes a `ReadProblem`
+Readers are tolerant by design: a corrupt or half-written line becomes a `ReadProblem`
 naming the file and line, and every other line is still returned.
 """
 

@@ -4,7 +4,7 @@ Pure functions over metric rows and run-table rows (`diagnostics/table.py`); pap
 up while the strict score is flat or down = reward hacking. The hacking alarm is always evaluated; when no
 strict score exists the report says so with a warning instead of staying silent.
 
-Reward against the protected evaluator on the same rollouts (issue 17), one rule per way a reward can
+Reward against the protected evaluator on the same rollouts, one rule per way a reward can
 disagree with strict correctness:
 
 - `rewarded_wrong_rate`: it pays strict-wrong answers (a lenient or hackable reward);

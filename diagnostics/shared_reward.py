@@ -1,4 +1,4 @@
-"""Reward evidence from arms that train the same reward code (issue 17: a reward defect that stays latent).
+"""Reward evidence from arms that train the same reward code (a reward defect that stays latent).
 
 A reward can pay an exploit that the incumbent's policy has not found yet: its own rollouts show no
 disagreement with the strict evaluator, while an arm of the last iteration that changed another factor only

@@ -1,11 +1,11 @@
 """The run table: a run's rollout files read once, column by column, into compact polars tables.
 
-This is the health report's only way into rollouts (issue #16). `read_run_table(run_dir, answer)` hands
+This is the health report's only way into rollouts. `read_run_table(run_dir, answer)` hands
 polars whole step files (grouped up to `CHUNK_BYTES`, scanned by path; a bigger file in byte pieces split at
 line ends). Each chunk is parsed by `diagnostics/chunks.py` against `READ_SCHEMA` straight into the compact
 columns below, the text features (`diagnostics/features.py`) are computed while the line is parsed, and the
 text is dropped before the table grows: memory follows the numbers kept per row. Bad input stays a warning
-with file and line (issue #4): a corrupt or half-written line becomes a `ReadProblem` and every other line is
+with file and line: a corrupt or half-written line becomes a `ReadProblem` and every other line is
 still read.
 
 Columns, one row per rollout, in file order (training and validation rows in `RunTable.train` / `.val`):
@@ -13,7 +13,7 @@ Columns, one row per rollout, in file order (training and validation rows in `Ru
 - `run_id`, `data_source` (one-byte Enum when the run has at most 255 of them, else Categorical;
   `data_source` "" when absent);
 - `group_key` (UInt64): a 64-bit hash of the row's `group_id`, the GRPO group with `step` (the strings are
-  not kept: at 10 M rollouts their dictionaries alone were ~300 MB, issue #16; two group ids of one step
+  not kept: at 10 M rollouts their dictionaries alone were ~300 MB; two group ids of one step
   share a key with probability ~2^-64 per pair);
 - `prompt_id` (Categorical) on validation rows, whose ids the paired evaluation compares prompt by prompt;
   null on training rows (Null-typed in a chunk without validation rows): `query.refs` reads a training row's id

@@ -1,4 +1,4 @@
-"""Agentic layer: does the environment misbehave? (issue 28 §4)
+"""Agentic layer: does the environment misbehave?
 
 Two ways an environment's code misbehaves can be seen from the rollouts alone (a call is a tool and its
 arguments: the `call` hash of `diagnostics/trajectories.py`):

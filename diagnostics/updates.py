@@ -6,7 +6,7 @@ learning rate far too high, or a clip range that never binds, makes single updat
 more) and the policy collapses: the training reward falls to zero within a few steps and every group
 dies. Pure functions over `MetricRow`s (verl names: `actor/ppo_kl`, `actor/entropy`, `critic/score/mean`).
 
-The update the trainer applied (issue 17), from the local trainer's `actor/update_norm` (L2 norm of the
+The update the trainer applied, from the local trainer's `actor/update_norm` (L2 norm of the
 step's parameter change), `actor/ref_param_distance` (L2 distance from the lineage's reference policy) and
 `actor/kl_loss` (KL to that reference): `update_norm_mean`, `update_norm_max`, `ref_distance`, `kl_to_ref`,
 and `no_update_share`, the share of steps that changed no parameter (the filter kept no group), graded by

@@ -1,4 +1,4 @@
-"""Generate the arithmetic demo task's data files, deterministically (issue #3).
+"""Generate the arithmetic demo task's data files, deterministically.
 
 Writes, for `examples/arithmetic`, `examples/arithmetic-oracle` and `examples/arithmetic-smollm2` (identical
 data; the harnesses differ only in `harness/` and, for the pretrained model, the manifest's tokens):

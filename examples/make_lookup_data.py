@@ -1,4 +1,4 @@
-"""Generate the lookup-agent task's data files, deterministically (issue 15).
+"""Generate the lookup-agent task's data files, deterministically.
 
 Task: every row has its own random table (keys ``a``-``h``, values 0-9, in the row's ``table`` field, never in
 the prompt). The prompt names keys (``c+f=>``); the answer is the sum of their values. Only the ``lookup``

@@ -1,4 +1,4 @@
-"""Generate the program-synthesis task's data files, deterministically (issue #14).
+"""Generate the program-synthesis task's data files, deterministically.
 
 Writes, for both `examples/synth-fn` and `examples/synth-fn-oracle` (identical data; the harnesses differ
 only in `harness/`):

@@ -1,4 +1,4 @@
-"""Gates in a reward's code (issue 28 §2, §6): early exits that pay nothing before the reward's own checks run.
+"""Gates in a reward's code: early exits that pay nothing before the reward's own checks run.
 
 A reward often refuses some responses before it judges them: a character or format check, a length cap, a
 forbidden word. When the strict evaluator passes many of the responses such a gate stops, the gate is the

@@ -1,4 +1,4 @@
-"""Knobs declared in a harness's own code (issue 28 §1, §4): tunable constants of its reward, group filter and env.
+"""Knobs declared in a harness's own code: tunable constants of its reward, group filter and env.
 
 A reward's decisive parts (a step or time limit, how many tests run, a gate's threshold, partial credit) are
 constants in its code. A harness makes one a knob by declaring it in the same file, next to the constants,

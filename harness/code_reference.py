@@ -1,4 +1,4 @@
-"""Whether a reward reads its reference answer, and the candidates that make it (issue 28 §2, §6).
+"""Whether a reward reads its reference answer, and the candidates that make it.
 
 A verl reward is called as ``compute_score(data_source, solution_str, ground_truth, extra_info)``. A reward
 that pays strict-wrong responses like right ones (`score.rewarded_wrong`, reward hacking) while its code

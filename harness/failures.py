@@ -3,7 +3,7 @@
 A `CandidateCodeError` is the harness's fault (it raised, hung, ran out of memory, returned garbage or
 tried to forge the channel); its `outcome` says which class (`candidate_error`, `timeout`,
 `spoof_detected`). An `InfraError` is ours (no engine, image missing, Docker API failure) and must never be
-counted against a candidate (style principle 7).
+counted against a candidate.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The path rule on disk: what a harness-relative path may name under the harness root (issue 25 §2).
+"""The path rule on disk: what a harness-relative path may name under the harness root.
 
 `harness.paths` says how a path is written (pure); this module adds what it may reach on disk: no symlink
 anywhere along the path, and a file that exists is a regular, singly linked file (or a folder), never a
@@ -94,7 +94,7 @@ def copy_folder(src: Path, dst: Path, skip: tuple[str, ...] = ()) -> None:
 
     The one copy every place uses that copies a user's folder (session set-up, skill plans). The
     whole tree is checked first and nothing is written when any entry is a symlink, a FIFO, a socket, a
-    device or a hard link (issue 25 §5: a `data/train.jsonl` linked to a 0600 host file was committed into a
+    device or a hard link (a `data/train.jsonl` linked to a 0600 host file was committed into a
     session repository). `skip` holds glob patterns of names left out, with everything below them
     (``.git``, ``__pycache__``, ``*.pyc``); skipped entries are not looked at.
 

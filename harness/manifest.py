@@ -233,7 +233,7 @@ class Manifest(BaseModel):
         return value
 
     # Rewards outside [low, high] are the candidate's fault (harness.calls.validate_reward); finite and
-    # within +-MAX_REWARD_MAGNITUDE, so a float32 trainer never sees inf (issue 13 §3).
+    # within +-MAX_REWARD_MAGNITUDE, so a float32 trainer never sees inf.
     reward_range: tuple[float, float] = (-DEFAULT_REWARD_BOUND, DEFAULT_REWARD_BOUND)
 
     @field_validator("reward")

@@ -3,9 +3,9 @@
 Every place that takes a path inside a harness from untrusted hands — the LLM tools (`agent/llm/tools.py`),
 the patch applier (`sandboxes/worktree_files.py`), the surface (`harness.manifest.Harness.is_editable` /
 `is_protected`) and the single-factor classifier (`agent/decisions/factors.py`) — goes through `normalise`, so they
-cannot disagree about what a path names (issue 13 §2); so does every path a harness file names (manifest
+cannot disagree about what a path names; so does every path a harness file names (manifest
 fields, trainer settings of every backend), through `harness.files` (`HarnessPath`, `inside`), which adds
-the on-disk half: no link anywhere along the path (issue 25 §2). The rule, on the path as given (no stripping):
+the on-disk half: no link anywhere along the path. The rule, on the path as given (no stripping):
 
 - a non-empty string of ``/``-separated components, relative (no leading ``/``);
 - no NUL, no backslash, no control character (they mean different things to git, the shell and the OS);

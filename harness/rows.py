@@ -1,4 +1,4 @@
-"""What a valid data row is: one definition, read by the trainers and by the session's preflight (issue 26).
+"""What a valid data row is: one definition, read by the trainers and by the session's preflight.
 
 A harness's data files are JSONL, one object per line (blank lines skipped; docs/harness.md "Data rows"):
 

@@ -1,4 +1,4 @@
-"""The two held-out splits (issue 29): *selection*, which every decision reads, and the *sealed test* split.
+"""The two held-out splits: *selection*, which every decision reads, and the *sealed test* split.
 
 A session decides keep / merge / recommend on the selection split's per-prompt scores; the more decisions it
 makes on one set, the more its best score overstates new prompts. The sealed split is scored once per run,

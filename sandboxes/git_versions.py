@@ -1,6 +1,6 @@
 """Git adapter, main line: a version that keeps the incumbent harness as its own commit, and version tags.
 
-Every version of a session is one commit on ``evo/<session>/main`` (issue #18): ``v0``, the merge of a
+Every version of a session is one commit on ``evo/<session>/main``: ``v0``, the merge of a
 winning candidate (``git_worktree.merge_candidate``), or an empty commit written here when the incumbent
 harness trained on (a control continuation changes no file but is a new policy). Each is tagged
 ``evo/<session>/v<n>``. Git runs through ``git_worktree``'s command wrapper; commits are dated after every

@@ -186,7 +186,7 @@ def init_session_repo(harness_src: Path, dest: Path) -> Repo:
         raise GitWorktreeError(f"harness folder {harness_src} does not exist")
     if dest.exists() and any(dest.iterdir()):
         raise GitWorktreeError(f"{dest} exists, is not a git repository and is not empty; choose an empty folder")
-    copy_folder(harness_src, dest, COPY_SKIPPED)  # no links or special files (issue 25 §5)
+    copy_folder(harness_src, dest, COPY_SKIPPED)  # no links or special files
     _git(dest, "init", "--quiet")
     _git(dest, "add", "--all")
     _git(dest, "commit", "--quiet", "--no-verify", "-m", INITIAL_COMMIT_MESSAGE)
@@ -347,7 +347,7 @@ def change_key(worktree: Path, base_sha: str, rev: str = "HEAD") -> str:
 def unreviewed_files(worktree: Path) -> list[str]:
     """Return the worktree's files a commit would leave out: untracked or ignored ones (sorted).
 
-    What runs must be exactly what is committed and reviewed (issue 25 §4): a file git ignores (through
+    What runs must be exactly what is committed and reviewed: a file git ignores (through
     a ``.gitignore`` anywhere, ``info/exclude`` or a global exclude) is still copied into the sandbox and
     run, yet it never shows in the diff or the commit. Git's own reading decides
     (``git status --ignored --untracked-files=all``), so no ignore rule is parsed here.

@@ -4,7 +4,7 @@ Split from `sandboxes/git_worktree.py` (branches, worktrees, commits, merges); b
 git wrapper, so git still runs only from there. Every write is checked against the harness's editable
 surface (`evotrainer.yaml`), and a patch is refused whole when any path it touches is off the surface.
 
-Links and other non-regular files (issue 13 §1): nothing here creates or follows a symlink, a hard link,
+Links and other non-regular files: nothing here creates or follows a symlink, a hard link,
 a gitlink (mode 160000), a FIFO or a device. Paths go through the one path rule (`harness.paths`), then
 every component is opened relative to its parent's descriptor with ``O_NOFOLLOW`` (a link anywhere on the
 way is refused, naming the path), the file must be a regular file with one link, and a patch is first
@@ -454,7 +454,7 @@ def drop_bytecode_caches(worktree: Path) -> list[str]:
     """Remove every ``__pycache__`` folder of the worktree (never through a link); return their paths.
 
     Bytecode is derived, yet Python runs a cached ``.pyc`` in place of its source when the stamps match: a
-    cache left in a candidate (by an in-process run, or planted) would run unreviewed (issue 25 §4). The
+    cache left in a candidate (by an in-process run, or planted) would run unreviewed. The
     sandboxes never write one (``PYTHONDONTWRITEBYTECODE``) and never copy one in.
     """
     import shutil

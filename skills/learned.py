@@ -1,4 +1,4 @@
-"""Skills learned from wins (issue 17): a merged probe or LLM change becomes a stored skill.
+"""Skills learned from wins: a merged probe or LLM change becomes a stored skill.
 
 A learned skill has what a seed skill has: a machine-checkable trigger over documented metric names (the
 diagnostic signature that preceded the win: the symptoms' predicates, `agent/policies/symptoms.py`), the

@@ -56,7 +56,7 @@ over ``current`` and the skill's ``params`` (overridable per call). Operations:
   own components (``skills.templates.score_from_component``: the manifest's reward function is rebound to
   a wrapper that returns ``score = out[NAME]``, every component still logged); ``"file": "@reward"``;
 - ``{"op": "score_from_checks", "file": "@reward", "checks": [[NAME, ">=", T], ...]}``: make a dict reward pay
-  1 when each named component passes its check, else 0 (``skills.score_checks``; issue 28 §5);
+  1 when each named component passes its check, else 0 (``skills.score_checks``);
 - ``{"op": "set_constant", "file": F, "name": NAME, "value": V}``: set a module-level number constant of a
   harness code file (``"@reward"``, ``"@group_filter"``, ``"@env"``) in place, comments kept; ``V`` reads ``current``.
   Refused unless the file declares ``NAME`` a knob (``harness/code_knobs.py``: ``EVOTRAINER_KNOBS``), so a

@@ -103,8 +103,8 @@ def save_skill(
     ``user``) and is written too, so a skill saved by hand over a seed's name stops being refreshed by
     seeding; ``source_candidate_id`` names the merged candidate a learned skill comes from. The trigger is
     re-parsed here so an invalid one fails before any write. One ``INSERT ... ON CONFLICT (name) DO UPDATE``
-    statement: two processes saving (or seeding) the same skill at once both succeed, with one row (issue 13
-    §8: a check-then-insert died on ``uq_skills_name``).
+    statement: two processes saving (or seeding) the same skill at once both succeed, with one row (a
+    check-then-insert died on ``uq_skills_name``).
 
     Raises:
         skills.triggers.TriggerError: the trigger is invalid.

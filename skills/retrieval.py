@@ -109,7 +109,7 @@ class TriggerGap:
 def unevaluated(records: Iterable[SkillRecord], metrics: Metrics) -> list[TriggerGap]:
     """Return the skills whose triggers are unknown on ``metrics`` (so not matched), with the names missing.
 
-    The caller records them (``agent/decisions/triggers.py``) instead of skipping the skills silently (issue 17).
+    The caller records them (``agent/decisions/triggers.py``) instead of skipping the skills silently.
     """
     gaps = []
     for record in records:

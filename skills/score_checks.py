@@ -1,6 +1,6 @@
 """The `score_from_checks` edit: a reward that pays 1 when every one of its own training-side checks holds.
 
-`agent/decisions/reward_alignment.py` fits the checks (issue 28 §5); this module writes them into the reward
+`agent/decisions/reward_alignment.py` fits the checks; this module writes them into the reward
 file as a wrapper around the manifest's reward function, the way `skills.templates.score_from_component`
 does: the original function stays in the module under another name and is called unchanged, and every
 component is still logged. A bare-number reward becomes ``{"score": value}`` (``score`` names the reward's
@@ -23,7 +23,7 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _COMPONENT = re.compile(r"^[A-Za-z0-9_./:-]{1,64}$")
 _WRAPPER = """
 
-# --- EvoTrainer probe (issue 28 §5): pay 1 when every training-side check of the reward holds. ---
+# --- EvoTrainer probe: pay 1 when every training-side check of the reward holds. ---
 _EVOTRAINER_CHECKS = {checks!r}
 _evotrainer_reward_before_checks = {function}
 

@@ -14,7 +14,7 @@ candidate's diff shows exactly one changed key (the single-factor classifier rea
 ``render_values`` writes computed constants, and ``wrap_function`` appends a wrapper around the harness's
 reward function to its own file (the ``wrap_reward`` op).
 ``score_from_component`` appends to a reward file a wrapper that trains on one of the reward's own
-components (the ``score_from_component`` op of exploration probes, issue 17).
+components (the ``score_from_component`` op of exploration probes).
 This module is pure: strings in, strings out.
 """
 
@@ -458,7 +458,7 @@ def as_variables(params: Mapping[str, Any], current: object) -> dict[str, object
 # Appended by `score_from_component`: rebinds the harness's reward function to a wrapper around it.
 _COMPONENT_WRAPPER = """
 
-# --- EvoTrainer exploration probe (issue 17): the score is the reward's own {component!r} component. ---
+# --- EvoTrainer exploration probe: the score is the reward's own {component!r} component. ---
 _EVOTRAINER_COMPONENT = {component!r}
 _evotrainer_reward_before_probe = {function}
 

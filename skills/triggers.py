@@ -16,7 +16,7 @@ walker (never ``eval``). Allowed syntax, and nothing else:
 Anything else (other calls, attributes, subscripts, ``+ - * /`` operators, lambdas, ``__import__``) is a
 ``TriggerError`` at parse time, so a bad trigger fails when a skill is saved, not when it is matched.
 
-What an unknown value does (issue 17: no silent blind spots). A name absent from the snapshot, or whose
+What an unknown value does (no silent blind spots). A name absent from the snapshot, or whose
 value is NaN (the health report had no data for it), makes every comparison reading it *unknown*, and
 unknowns propagate with three-valued (Kleene) logic: ``unknown and False`` is False, ``unknown or True`` is
 True, ``not unknown`` is unknown. Then:
@@ -79,7 +79,7 @@ KNOWN_NAMES: frozenset[str] = frozenset(
         "candidate_reward_action_count_term",
         "filter_drops_marked",
         *AGENTIC_METRICS,  # diagnostics/agentic.py, on runs with agentic episodes
-        # reward vs the strict evaluator, filter, diversity, update size (issue 17; report.METRIC_DOCS)
+        # reward vs the strict evaluator, filter, diversity, update size (report.METRIC_DOCS)
         "rank_violation_rate",
         "misranked_group_rate",
         "reward_rank_agreement",

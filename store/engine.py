@@ -236,7 +236,7 @@ def migration_lock(url: str) -> Iterator[None]:
     Postgres: a session-level advisory lock (`pg_advisory_lock`) on a connection of its own, released when
     the block ends (or the process dies: the server drops it with the connection). Two `evotrainer run`
     starting at once on one database then migrate one after the other, and the second finds nothing to
-    do (issue 13 §8: without it one died with `UniqueViolation` on `CREATE TABLE alembic_version`).
+    do (without it one died with `UniqueViolation` on `CREATE TABLE alembic_version`).
     SQLite needs none: every transaction begins with `BEGIN IMMEDIATE`, and Alembic reads the current
     revision inside its transaction, so a second migrator waits for the first and then sees head.
     """

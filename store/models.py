@@ -85,7 +85,7 @@ class EvoSession(Base):
     policy: Mapped[PolicyKind] = mapped_column(enum_type(PolicyKind, "policy"), default="heuristic")
     llm_model: Mapped[str | None] = mapped_column(NAME)
     status: Mapped[SessionStatus] = mapped_column(enum_type(SessionStatus, "status"), default="running")
-    status_reason: Mapped[str | None] = mapped_column(Text)  # why a session failed (issue #14), shown by status
+    status_reason: Mapped[str | None] = mapped_column(Text)  # why a session failed, shown by status
     max_iterations: Mapped[int] = mapped_column(Integer)
     max_train_steps: Mapped[int] = mapped_column(Integer)
     steps_used: Mapped[int] = mapped_column(Integer, default=0)
@@ -256,7 +256,7 @@ class Case(Base):
     summary: Mapped[str] = mapped_column(Text)
     candidate_id: Mapped[str | None] = mapped_column(ForeignKey("candidates.id"))
     outcome: Mapped[DecisionOutcome | None] = mapped_column(enum_type(DecisionOutcome, "outcome"))
-    # What was tried and on which symptom signature (exploration probes, issue 17): case memory keeps the same
+    # What was tried and on which symptom signature (exploration probes): case memory keeps the same
     # probe from being retried on the same symptoms.
     intervention: Mapped[str | None] = mapped_column(String(128), index=True)
     symptom_key: Mapped[str | None] = mapped_column(String(512))
@@ -286,7 +286,7 @@ class Skill(Base):
     created_at: Mapped[dt.datetime] = _created()
     updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
     last_verified_session: Mapped[str | None] = mapped_column(ForeignKey("sessions.id"))
-    # Where the skill came from: seeding refreshes only "seed" rows whose definition changed (issue 17 §3);
+    # Where the skill came from: seeding refreshes only "seed" rows whose definition changed;
     # a "learned" skill names the merged candidate it was learned from.
     origin: Mapped[SkillOrigin] = mapped_column(enum_type(SkillOrigin, "origin"), default="user", server_default="user")
     # use_alter: candidates.skill_id points back at skills (the same cycle as versions/runs)

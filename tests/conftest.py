@@ -50,7 +50,7 @@ def git_available() -> None:
 
 @pytest.fixture(scope="session")
 def hf_arith_folder(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    """A real Hugging Face model folder (random-init Qwen2, BPE tokenizer trained on the arithmetic data; issue 30)."""
+    """A real Hugging Face model folder (random-init Qwen2, BPE tokenizer trained on the arithmetic data)."""
     from pathlib import Path
 
     from hf_models import harness_texts, make_model_folder
@@ -61,7 +61,7 @@ def hf_arith_folder(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[n
 
 @pytest.fixture(scope="session")
 def smollm2_folder():  # type: ignore[no-untyped-def]
-    """The SmolLM2-135M-Instruct folder from the models cache (issue 32; `make test` fetches it first, this
+    """The SmolLM2-135M-Instruct folder from the models cache (`make test` fetches it first, this
     fetches it now when the cache lacks it, ~1 min on 2 cores)."""
     from trainer_backend import models
 

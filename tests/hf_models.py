@@ -1,4 +1,4 @@
-"""Real Hugging Face model folders for tests (issue 30): random-init Qwen2 / Llama / Qwen3 with a trained BPE tokenizer.
+"""Real Hugging Face model folders for tests: random-init Qwen2 / Llama / Qwen3 with a trained BPE tokenizer.
 
 A folder made here is what a user's model folder is: ``config.json``, safetensors weights, tokenizer files,
 a chat template and a generation config, written with ``save_pretrained`` and loaded by the product through

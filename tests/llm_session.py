@@ -1,6 +1,6 @@
 """A real session (git repo copy of examples/arithmetic, migrated SQLite store) with a fabricated v0 run.
 
-Used by the issue #6 tests that drive the LLM tools and the propose node without training: the v0 run
+Used by the tests that drive the LLM tools and the propose node without training: the v0 run
 folder holds cached rollouts of the defective demo harness (number spam rewarded by the lenient reward,
 strict score 0) and a health report built from them by the real diagnostics.
 """

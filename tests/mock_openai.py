@@ -1,4 +1,4 @@
-"""A stdlib mock of the OpenAI chat-completions endpoint that replays scripted replies (issue #6 tests).
+"""A stdlib mock of the OpenAI chat-completions endpoint that replays scripted replies.
 
 `MockOpenAI(script)` serves `POST /v1/chat/completions` on 127.0.0.1 (port 0) from a daemon thread. Each
 request pops the next scripted turn — `{"tool_calls": [{"name", "arguments"}], "content", "usage"}`;

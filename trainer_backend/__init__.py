@@ -1,4 +1,4 @@
-"""Training backends, registered in one explicit dict (style principle 8): `PLUGINS`, name -> `BackendPlugin`.
+"""Training backends, registered in one explicit dict: `PLUGINS`, name -> `BackendPlugin`.
 
 A plug-in (`trainer_backend/plugin.py`) is everything the rest of EvoTrainer asks of a backend: its runs
 (`.runs`, a module implementing `submit(spec) -> Handle`, `poll(handle) -> RunStatus`,

@@ -1,7 +1,7 @@
 """The backend protocol: `submit(spec) -> Handle`, `poll(handle) -> RunStatus`, `collect(handle) -> RunResult`.
 
 Backends are plain modules implementing these three functions, chosen from the `BACKENDS` dict in
-`trainer_backend/__init__.py`. No factories, registries or `hasattr` probing (style.md, principle 8).
+`trainer_backend/__init__.py`. No factories, registries or `hasattr` probing.
 
 Every run owns an artefact folder (`RunSpec.out_dir`), its layout defined once in `diagnostics/schema.py`::
 

@@ -54,7 +54,7 @@ def knob(
 ) -> dict[str, Any]:
     """Return the ``json_schema_extra`` that declares a field a knob: ``up``/``down`` = (factors, effects, why).
 
-    `pretrained` is the safe range when the backend trains a pretrained model (issue 30: a tiny model's
+    `pretrained` is the safe range when the backend trains a pretrained model (a tiny model's
     learning rate is far too large for a pretrained 0.5 B model); without it the one range holds for both.
     """
     moves = [

@@ -2,7 +2,7 @@
 
 `trainer_backend.PLUGINS` registers each `BackendPlugin` under its name (the one place a backend is
 added); code outside `trainer_backend/` reaches a backend only through `trainer_backend.plugin_of(name)`
-and never compares backend names (issue 27 §1). A plug-in owns:
+and never compares backend names. A plug-in owns:
 
 - ``runs``: the module that launches and reads runs (`submit`/`poll`/`collect`, `final_checkpoint`,
   `continuation`: the `Backend` protocol of `trainer_backend/base.py`);

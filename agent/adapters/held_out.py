@@ -1,4 +1,4 @@
-"""The held-out rule (issue 25 §3), stated once: what of a run untrusted code may read.
+"""The held-out rule, stated once: what of a run untrusted code may read.
 
 Nothing a model tool returns, and nothing handed to a script the model wrote or to a harness's own analyzer,
 carries a held-out prompt, response or reference answer, nor what the editable reward computed from them (it

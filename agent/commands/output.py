@@ -1,4 +1,4 @@
-"""How every command writes: one rich console setup and one error path (issue 26).
+"""How every command writes: one rich console setup and one error path.
 
 - `console()`: the rich console each command prints with. On a terminal it has the terminal's width; anywhere
   else (CI logs, `nohup`, pipes) it has no width limit and never wraps, so ids and paths stay whole and

@@ -1,4 +1,4 @@
-"""Live progress of a session for the CLI (issue #18): what runs, how far, how fast, and the best version.
+"""Live progress of a session for the CLI: what runs, how far, how fast, and the best version.
 
 `SessionProgress` is the `agent.session.Observer` that `evotrainer run|resume|approve` pass to the graph.
 It hears the graph's task and update events (iteration, phase, versions) and, on a background thread,

@@ -4,7 +4,7 @@
 `agent.launch.input_checks`, `agent.launch.repos`; the chosen backend's settings: `agent.launch.preflight`)
 before it creates anything, then saves the session's start input and settings (`input.json`,
 `context.json`) before the repository, branch and store rows exist, so `resume` can continue from any instant
-after `run` started (issue #13). The graph's progress is shown live (`agent.commands.progress`); `--quiet`
+after `run` started. The graph's progress is shown live (`agent.commands.progress`); `--quiet`
 prints only where the session lives and its end.
 """
 
@@ -193,7 +193,7 @@ def run(
     client = _docker_client() if sandbox == "docker" else None
     session_id = new_session_id()
     # Where everything will be, before the slow set-up (the sandbox image, the repository copy, the store's
-    # migrations, then the graph's imports): the first lines come within seconds (issue 26).
+    # migrations, then the graph's imports): the first lines come within seconds.
     _print_where(out, ctx, session_id, str(source), root, url)
     if client is not None:
         _ensure_sandbox_image(out, client)

@@ -63,7 +63,7 @@ def _sessions_table(db: Session) -> Table | None:
 
 
 def _status_reasons(db: Session) -> dict[str, str]:
-    """Why each failed (or otherwise stopped) session stopped, where recorded (issue #14)."""
+    """Why each failed (or otherwise stopped) session stopped, where recorded."""
     from store.repository import status_reasons
 
     return status_reasons(db)
@@ -168,7 +168,7 @@ def _model_lines(db: Session, session_id: str) -> list[Text]:
 
 
 def _alert_table(db: Session, session_id: str) -> Table | None:
-    """Each iteration's critical alerts and what answered them (issue 28 §3), or None when none was critical."""
+    """Each iteration's critical alerts and what answered them, or None when none was critical."""
     from rich.table import Table
     from rich.text import Text
 

@@ -5,7 +5,7 @@ policy edits files through its tools in between. Either way the same checks deci
 or other non-regular file (`sandboxes.worktree_files.non_regular_changes`), the surface and the
 single-factor rule (`agent.decisions.factors.check_candidate`), and what runs is what is committed: no file git
 ignores (it would run unreviewed), no ``.gitignore`` / ``.gitattributes`` / ``.gitmodules`` edit
-(`sandboxes.git_worktree.unreviewed_files`, issue 25 §4) and no compiled code, which runs without its source
+(`sandboxes.git_worktree.unreviewed_files`) and no compiled code, which runs without its source
 and shows in a diff only as a binary (`sandboxes.compiled_code`) — and the same store rows are
 written. A refused candidate's worktree goes back to its base commit. Idempotent: a re-run finds the branch,
 worktree and commit it made before, and drops the uncommitted edits a killed run left half made (it edits
@@ -92,7 +92,7 @@ def finalise_candidate(ctx: Context, state: State, harness: Harness, cand: OpenC
     info, path = cand.info, Path(cand.info["worktree"])
     wf.drop_bytecode_caches(path)  # derived, and never reviewed: a stale one would run instead of its source
     links = wf.non_regular_changes(path, cand.base_sha)
-    if links:  # by whatever route they came (issue 13 §1): never committed, never backtested
+    if links:  # by whatever route they came: never committed, never backtested
         return refuse_candidate(ctx, state, info, f"refused: {'; '.join(links)}: {wf.LINK_RULE}")
     changed = wf.changed_files(path, cand.base_sha)  # stages every new file: it is committed and counted
     unreviewed = gw.unreviewed_files(path)
@@ -100,7 +100,7 @@ def finalise_candidate(ctx: Context, state: State, harness: Harness, cand: OpenC
     if compiled:  # it would run in the backtest and pilot, yet the diff shows only "Binary files differ"
         shown = ", ".join(compiled[:10]) + (f" and {len(compiled) - 10} more" if len(compiled) > 10 else "")
         return refuse_candidate(ctx, state, info, f"refused: {shown}: {COMPILED_RULE}")
-    if unreviewed:  # issue 25 §4: a file git leaves out of the commit would still run in the backtest and pilot
+    if unreviewed:  # A file git leaves out of the commit would still run in the backtest and pilot
         shown = ", ".join(unreviewed[:10]) + (f" and {len(unreviewed) - 10} more" if len(unreviewed) > 10 else "")
         return refuse_candidate(
             ctx, state, info, f"refused: {shown}: ignored by git, so never committed or reviewed, yet it would run"

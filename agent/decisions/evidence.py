@@ -327,7 +327,7 @@ def apply_replication(decisions: Sequence[DecisionInfo], candidate_id: str, rep:
 def decline_stop(
     before: Mapping[str, float], after: Mapping[str, float], steps_left: int, max_steps: int
 ) -> tuple[str, PairedComparison | None]:
-    """Do not feed a decline (issue 29 §2): the reason to stop a session whose incumbent, trained on with no
+    """Do not feed a decline: the reason to stop a session whose incumbent, trained on with no
     candidate to test, got significantly worse on the held-out prompts (paired bootstrap 95% CI below 0).
 
     `before` / `after` are the per-prompt strict scores of the version that was continued and of its

@@ -1,4 +1,4 @@
-"""A reward re-made from its own training-side checks, where they agree with the evaluator (issue 28 §5).
+"""A reward re-made from its own training-side checks, where they agree with the evaluator.
 
 When the reward and the protected evaluator disagree on many training rollouts and no single component of the
 reward explains it, the reward's own checks may still hold the answer together: a program that parses *and*

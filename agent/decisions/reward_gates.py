@@ -1,4 +1,4 @@
-"""Which gate of the reward's code stops the strict-right responses it fails (issue 28 §2: the probe's compass).
+"""Which gate of the reward's code stops the strict-right responses it fails (the probe's compass).
 
 A gate (`harness/code_gates.py`: ``if COND: return <constant payout>``) leaves a fingerprint on what it
 stops: the reward equals its ``score`` and every other component it returns equals its constant. Among the

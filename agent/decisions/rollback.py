@@ -13,7 +13,7 @@ is at least `min_effect` and its paired bootstrap CI lies below zero. A milder d
 number spam, a leak: 0.70 -> 0.63) is not rolled back: the fixes recover from there, and restarting would
 throw away the steps the policy did learn from.
 
-One exception (issue 28): a run that learned to exploit its reward. When the incumbent's report says so
+One exception: a run that learned to exploit its reward. When the incumbent's report says so
 (`score.reward_hacking` critical) and held-out strict fell during its run (at least `min_effect`, the paired
 CI below zero, however little), a candidate that repairs the very defect its reward's code names (a gate, an
 unread reference: `CandidateInfo.repairs_reward`) restarts from the incumbent's own start; every other

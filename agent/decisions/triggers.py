@@ -1,5 +1,5 @@
 """The variables skill triggers read: a health report's metrics plus what the harness code says (skills/context.py),
-and the record of the triggers those variables could not decide (issue 17: no silent blind spots)."""
+and the record of the triggers those variables could not decide (no silent blind spots)."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ def new_session_id() -> str:
 def ensure_session(ctx: Context, session_id: str, harness: Path | None, repo: Path | None) -> Path:
     """Make sure the session exists: repository, main-line branch, migrated store, seeded skills, session row.
 
-    Idempotent and safe to repeat after a kill at any instant (issue #13): a session row that exists means
+    Idempotent and safe to repeat after a kill at any instant: a session row that exists means
     set-up finished; otherwise every step checks what is there first, and a repository copy is built in a
     staging folder named after the session and renamed into place only once committed. Every input is
     checked (`agent.launch.input_checks`, `agent.launch.repos.check_repo`) before anything is created.
@@ -132,7 +132,7 @@ def _build_repo(harness: Path, root: Path, session_id: str) -> None:
         if leftover.exists():
             shutil.rmtree(leftover)
     if is_repo_root(harness):
-        copy_folder(harness, source, COPY_SKIPPED)  # no links or special files (issue 25 §5)
+        copy_folder(harness, source, COPY_SKIPPED)  # no links or special files
     gw.init_session_repo(source if source.exists() else harness, staging)
     if source.exists():
         shutil.rmtree(source)

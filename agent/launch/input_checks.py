@@ -1,6 +1,6 @@
 """Checks a session's inputs before anything is created: the harness, its trainer config and the store.
 
-Every mistake a user makes when starting a session (issue #14: an empty folder, no manifest, malformed
+Every mistake a user makes when starting a session (an empty folder, no manifest, malformed
 YAML, an unknown key, a function the manifest names but the file does not define, an unreachable
 database) becomes one `SetupError` whose message names the file or field and the fix. The CLI prints it
 without a traceback; under `langgraph dev` it reaches the client as a readable run error (the server
@@ -64,13 +64,13 @@ def check_harness(folder: Path) -> Harness:
     for field, entry in entries:
         _check_function(harness.path(entry.path), entry.function, field, manifest)
     check = plugin_of(harness.manifest.trainer.backend).check_settings
-    if check is not None:  # the default backend's settings: keys, values, the policy it names (issue 30)
+    if check is not None:  # the default backend's settings: keys, values, the policy it names
         try:
             check(harness.path(harness.manifest.trainer.config), harness)
         except ValueError as exc:
             raise SetupError(str(exc)) from None
     try:  # last: a link a field names is refused above, naming the field
-        check_tree(folder, COPY_SKIPPED)  # what a session copies: no links or special files (issue 25 §5)
+        check_tree(folder, COPY_SKIPPED)  # what a session copies: no links or special files
     except PathRuleError as exc:
         raise SetupError(str(exc)) from None
     return harness

@@ -41,7 +41,7 @@ from harness.manifest import BackendName, Harness, HarnessError, load_harness
 from trainer_backend import plugin_of
 from trainer_backend.base import RunSpec
 
-if TYPE_CHECKING:  # imported where used: `run` checks its input before the graph's modules load (issue 26)
+if TYPE_CHECKING:  # imported where used: `run` checks its input before the graph's modules load
     from agent.adapters.pilots import PilotPlan
     from diagnostics.backtest import BacktestResult
 

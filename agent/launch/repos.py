@@ -1,6 +1,6 @@
 """Which git repository a session works in, and whether it holds the harness the user gave.
 
-Issue #14: a session must train the harness it was given. Rules (`choose_repo`):
+A session must train the harness it was given. Rules (`choose_repo`):
 
 - no `--harness`: the demo, in `./evotrainer-demo` (the CLI moves an older one aside first);
 - a harness that is the top level of a git repository and no `--repo`: that repository, in place

@@ -3,7 +3,7 @@
 `langgraph dev` hands the run's `context` (any client's JSON: the SDK, Studio, a web page in a local
 browser) to the graph, and LangGraph builds the graph's context schema from it (`context_schema(**context)`).
 The graph langgraph.json serves (`agent.graph.graph`) has `ServerContext` as that schema, so its
-constructor is the one place a server-run context becomes session settings (issue 25 §1):
+constructor is the one place a server-run context becomes session settings:
 
 - a client may set only the fields in `CLIENT_FIELDS` (budgets, gates, policy); any other key is refused
   with an error naming it, never dropped;
@@ -205,7 +205,7 @@ def default_workdir(environ: Mapping[str, str]) -> Path:
     """Where server sessions live when the owner names no workdir: `$XDG_STATE_HOME/evotrainer/server`
     (`~/.local/state/...`), outside the folder `langgraph dev` serves and watches. Sessions write Python files
     (the session repository, candidate worktrees); inside the watched folder each one restarted the server
-    mid-run (issue 26 §3). An owner who puts the workdir inside it serves with `--no-reload` (docs/studio.md)."""
+    mid-run. An owner who puts the workdir inside it serves with `--no-reload` (docs/studio.md)."""
     state = environ.get("XDG_STATE_HOME") or str(Path(environ.get("HOME") or Path.home()) / ".local" / "state")
     return Path(state).expanduser() / "evotrainer" / "server"
 

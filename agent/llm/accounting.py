@@ -3,7 +3,7 @@
 Pure part: `call_cost` (the price table of `agent.prices`, or an explicit `--price-per-1k`), `budget_stop`
 (which budget, if any, is spent), and what a call is charged: the server's usage report clamped
 (`clamp_tokens`), never below a local count of the text that went each way (`estimate_tokens`), since an
-endpoint can report anything (issue 13 §5). Adapter part: thin store helpers that record one call's
+endpoint can report anything. Adapter part: thin store helpers that record one call's
 usage (`record_usage`), sum a session's usage per node (`usage_by_node`, `session_usage`), and append to /
 settle the search trace (`trace_lookup`, `mark_used`). Tokens are always recorded; the cost is 0 when
 the model is not in the table and no price was given (the tokens still say what was spent), which is why a

@@ -122,7 +122,7 @@ class Toolbox(ReadingTools, EditingTools):
             result = tool.run(parsed)
         except (ToolError, GitWorktreeError, OSError, ValueError) as exc:
             result = f"ERROR: {exc}"
-        except Exception as exc:  # model output never ends a session (issue 13 §4): the model reads why
+        except Exception as exc:  # model output never ends a session: the model reads why
             log.warning("tool %s failed on %r", name, args, exc_info=True)
             result = f"ERROR: {name} failed ({type(exc).__name__}: {str(exc)[:500]}); the session goes on"
         return _truncate(str(result), MAX_RESULT_CHARS)

@@ -2,8 +2,8 @@
 
 A candidate's faults come back from `run_backtest` as classified results (`candidate_error`, `timeout`,
 `spoof_detected`); anything else it raises is recorded as an inconclusive `infra_error` backtest, so the
-session goes on and the pilot run judges the candidate (issue 13 §3). A candidate whose worktree is no
-longer exactly its commit fails before any of it runs (issue 25 §4).
+session goes on and the pilot run judges the candidate. A candidate whose worktree is no
+longer exactly its commit fails before any of it runs.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def backtest(payload: dict[str, Any], runtime: Runtime[Context]) -> dict[str, An
             out_dir,
             mode=ctx.sandbox,
             base_dir=Path(payload["harness_dir"]),
-            # a probe aimed at the reward's disagreement with the evaluator must show it fall here (issue 28 §2)
+            # a probe aimed at the reward's disagreement with the evaluator must show it fall here
             must_fall=candidate.get("aims", []) if candidate.get("probe") else [],
         )
     except Exception as exc:  # candidate faults are classified inside; whatever escapes must not end the session
@@ -75,7 +75,7 @@ def backtest(payload: dict[str, Any], runtime: Runtime[Context]) -> dict[str, An
 
 
 def _not_its_commit(candidate: CandidateInfo, out_dir: Path) -> Any:
-    """A failed backtest when the candidate's worktree is not exactly its commit; else None (issue 25 §4).
+    """A failed backtest when the candidate's worktree is not exactly its commit; else None.
 
     The backtest and the pilot run the worktree: a file changed, added or hidden from git after the submit
     check would run unreviewed. Bytecode caches are derived and dropped first. A backtest that already

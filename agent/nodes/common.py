@@ -132,7 +132,7 @@ def run_table(run_dir: Path, answer: AnswerProtocol | None) -> RunTable:
     """A run's rollouts as one columnar table, read once per process while its files are unchanged.
 
     The session's diagnose, evaluate, confirm and rollback steps all read the same validation rollouts;
-    they share this table instead of reading the files again (issue #16).
+    they share this table instead of reading the files again.
     """
     if not _TABLES:
         from diagnostics.table import RunTableCache

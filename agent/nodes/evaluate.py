@@ -54,7 +54,7 @@ def _contained(
     """`_evaluate_one`, with a failure to read one pilot's artefacts recorded as that candidate's evaluation."""
     try:
         return _evaluate_one(pilot, control, control_report, control_scores, min_effect, answer, roles, restoration)
-    except Exception as exc:  # one candidate's unreadable evidence must not end the session (issue 13 §3)
+    except Exception as exc:  # one candidate's unreadable evidence must not end the session
         why = f"its run's artefacts could not be evaluated ({type(exc).__name__}: {exc})"
         return Evaluation.failed(pilot["candidate_id"], why, pilot["train_reward"], control["train_reward"])
 

@@ -2,7 +2,7 @@
 
 When v0 cannot be trained (a reward that raises, a data file the trainer refuses, ...) there is nothing to
 diagnose: the session is `failed`, with the reason naming the run's outcome, message and log, in the
-state and in the store (issue #14), and the graph ends; `evotrainer run` exits non-zero.
+state and in the store, and the graph ends; `evotrainer run` exits non-zero.
 """
 
 from __future__ import annotations

@@ -248,7 +248,7 @@ def _domain(state: State) -> str:
 
 
 def _decline(ctx: Context, state: State, new: VersionInfo, steps_used: int) -> str:
-    """A control-only iteration that made the incumbent significantly worse ends the session (issue 29 §2).
+    """A control-only iteration that made the incumbent significantly worse ends the session.
 
     Compares the continued version's final per-prompt strict scores with its continuation's (the same
     held-out prompts every decision uses); the final summary then recommends the better version as usual.

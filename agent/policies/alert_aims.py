@@ -1,4 +1,4 @@
-"""Every critical alert gets a candidate or a reason (issue 28 §3).
+"""Every critical alert gets a candidate or a reason.
 
 A critical alert on the incumbent's report is evidence enough to act: the heuristic policy does not wait for
 held-out accuracy to stall before it tries a move aimed at one (`agent/nodes/propose.py`). What a move is

@@ -1,4 +1,4 @@
-"""A probe draft: one move of one knob, before it is ranked (`agent/policies/explore.py`), issue 17.
+"""A probe draft: one move of one knob, before it is ranked (`agent/policies/explore.py`).
 
 The builders live in `agent/policies/probe_drafts.py` (trainer settings, code constants, filter, data) and
 `agent/policies/reward_drafts.py` (the reward's components, gates, reference and checks). Pure: no I/O.

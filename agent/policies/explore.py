@@ -1,4 +1,4 @@
-"""Exploration when nothing explains a stall: single-factor probes over the harness's declared knobs (issue 17).
+"""Exploration when nothing explains a stall: single-factor probes over the harness's declared knobs.
 
 When held-out accuracy stalls or falls (`STALL`) and no stored skill matches, the heuristic policy still
 proposes: one move of one knob (`agent/decisions/knobs.py`: trainer settings with their safe range and effects, the

@@ -1,4 +1,4 @@
-"""What a decided candidate teaches the store (issue 17): skills learned from wins, probes' negative evidence.
+"""What a decided candidate teaches the store: skills learned from wins, probes' negative evidence.
 
 Called by the `record` node inside its store transaction:
 

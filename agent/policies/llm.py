@@ -6,7 +6,7 @@ acts only through the tools of `agent.llm.tools.Toolbox`; a tool refusal comes b
 act on, and malformed tool-call JSON is answered the same way. Model output never ends the session: an
 unreadable reply is answered with the reason, tool failures of any kind are refusals, and a reply's tool
 calls are capped (`MAX_TOOL_CALLS_PER_REPLY`). What stays in the conversation is bounded and encodable
-(issue 25 §6): calls over the cap are dropped for one short note, long arguments that have been used give
+: calls over the cap are dropped for one short note, long arguments that have been used give
 way to a placeholder naming their size, and lone surrogates are replaced on the way in. The loop stops
 when the model calls `finish` or answers without a tool call, after `ctx.llm_max_turns` calls, when the
 session's token or cost budget is spent (checked before every call, so an exhausted budget means no call
@@ -109,7 +109,7 @@ def invoke_within(bound: Any, messages: list[Any], deadline_s: float, http_clien
 def propose_with_llm(ctx: Context, state: State, harness: Harness, model: Any = None) -> LLMOutcome:
     """Run the tool loop for this iteration and return the candidates it created.
 
-    Nothing the model or its endpoint sends ends the session (issue 13 §4): a reply that cannot be read
+    Nothing the model or its endpoint sends ends the session: a reply that cannot be read
     (tool arguments that are JSON but not an object, a malformed response) is answered with a message
     saying why, up to `MAX_BAD_REPLIES` in a row; a failing endpoint ends the propose step with a note;
     every tool failure comes back as an ``ERROR:`` tool message; a reply with more than
@@ -194,7 +194,7 @@ def _is_transport_error(exc: Exception) -> bool:
 def _sanitised(reply: Any, turn: int) -> tuple[Any, int]:
     """Return the reply as kept in the conversation, and how many of its tool calls were dropped.
 
-    Issue 25 §6: what stays in the conversation is re-sent with every later request, so it is made safe and
+    What stays in the conversation is re-sent with every later request, so it is made safe and
     bounded here, on the way in. Every string (prose, tool names, ids and arguments) loses its lone
     surrogates (`_clean`: one would make every later request fail to encode); every tool call gets a
     unique string id; calls beyond `MAX_TOOL_CALLS_PER_REPLY` (malformed ones first) are dropped, unrun,
@@ -300,7 +300,7 @@ class _Meter:
     """Record each call's tokens and check the session's budget.
 
     The server's usage report is clamped (`accounting.clamp_tokens`) and never trusted below a local count
-    of what was sent and received (`accounting.estimate_tokens`): the larger one is recorded (issue 13 §5),
+    of what was sent and received (`accounting.estimate_tokens`): the larger one is recorded,
     so a reply claiming negative or zero usage cannot lift `--max-llm-tokens` or `--max-cost`. A failed
     call is charged for what was sent.
     """

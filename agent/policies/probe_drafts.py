@@ -1,4 +1,4 @@
-"""Single-factor probe drafts, one builder per kind of knob (`agent/decisions/knobs.py`), issue 17.
+"""Single-factor probe drafts, one builder per kind of knob (`agent/decisions/knobs.py`).
 
 A `Draft` (`agent/policies/draft.py`) is one move of one knob, with its template patch ops and params, the
 effects it has (matched against the symptom table, `agent/policies/symptoms.py`), a hypothesis's "what" and

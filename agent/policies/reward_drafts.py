@@ -1,4 +1,4 @@
-"""Probe drafts that edit the reward (issue 17, issue 28 §2, §5, §6), one builder per kind of evidence:
+"""Probe drafts that edit the reward, one builder per kind of evidence:
 
 - train on the component that agrees best with the strict score, when another one does not;
 - drop a gate of its entry function (`harness/code_gates.py`) whose payout most of the strict-right responses
@@ -139,7 +139,7 @@ DISAGREEMENT_EFFECTS = frozenset({"reward_component", "pay_fewer_wrong", "pay_mo
 
 
 def _aligned(knobs: HarnessKnobs, metrics: Metrics, others: Sequence[Draft]) -> list[Draft]:
-    """Pay 1 when the reward's own checks that agree with the strict score all hold (issue 28 §5): the generic
+    """Pay 1 when the reward's own checks that agree with the strict score all hold: the generic
     candidate when the reward and the evaluator disagree at the critical level and nothing more specific (a
     component, a declared knob, a gate, the reference) is drafted to answer it."""
     fit = knobs.alignment

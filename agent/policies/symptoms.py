@@ -1,4 +1,4 @@
-"""The symptom table: abnormal health metrics an exploration probe addresses (issue 17).
+"""The symptom table: abnormal health metrics an exploration probe addresses.
 
 - `SYMPTOMS` is the table: a symptom is a trigger-language predicate over documented metric names
   (`skills/triggers.py`; a metric the report lacks leaves it unknown, i.e. not abnormal), a weight, the
@@ -37,7 +37,7 @@ from skills.triggers import evaluate, matched_terms
 STALL_GAIN = 0.03
 STALL = f"strict_acc_delta < {STALL_GAIN}"
 
-# A reward component that moves the reward within groups but not with the strict score (issue 17: "a reward
+# A reward component that moves the reward within groups but not with the strict score ("a reward
 # component that dominates"): its correlation with the strict score below this, its share of the reward's
 # within-group variation above MISALIGNED_SHARE.
 ALIGNED_CORR = 0.3
@@ -82,9 +82,9 @@ SYMPTOMS: tuple[Symptom, ...] = (
             ("sharpen", "smaller_steps"), ("explore",), "responses degenerate or break the answer format"),
     Symptom("truncated", "truncation_rate > 0.05", 2.0, ("longer_responses",), (), "responses hit the length cap"),
     # Cut after the answer was written: the policy does not stop at its end of turn, and a longer budget only
-    # buys more trailing text (issue 32's wrong-stop); nothing a trainer knob moves addresses it.
+    # buys more trailing text (the wrong stop: no end-of-turn token); nothing a trainer knob moves addresses it.
     # The policy the run started from never writes the answer format (an instruct model as it ships): no
-    # trainer knob that continues it can create the reward variance GRPO needs; a warm start can (issue 32).
+    # trainer knob that continues it can create the reward variance GRPO needs; a warm start can.
     # It outweighs an out-of-range setting (3.0): until some response is well-formed, nothing else trains.
     Symptom("format_never_written", "answer_written_rate_first_steps < 0.01", 4.0, ("teach_format",), (),
             "the policy the run started from never writes the answer format, so every group is flat"),

@@ -1,4 +1,4 @@
-"""The session report (issues #8, #18): gather a session's evidence, then render it as one static HTML file.
+"""The session report: gather a session's evidence, then render it as one static HTML file.
 
 `gather.py` reads the store, the run artefact folders (`artefacts.py`: curves, sampled rollouts, health
 reports) and the session's git repository into typed records (`records.py`); `figures.py` draws them with

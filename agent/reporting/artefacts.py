@@ -59,9 +59,9 @@ OPTIM_METRICS: dict[str, str] = {
     "actor/grad_norm": "gradient norm",
     "actor/pg_clipfrac": "clip fraction",
 }
-# Curves read from the rollouts (issue 26): an agentic run's episodes per training step (diagnostics.agentic,
+# Curves read from the rollouts: an agentic run's episodes per training step (diagnostics.agentic,
 # the run-level definitions), the strict held-out accuracy of each data source per validation step, and the
-# share of each stop reason per training step (issue 32 §5: end of turn, token cap, turn cap, ...).
+# share of each stop reason per training step (end of turn, token cap, turn cap, ...).
 AGENTIC_PREFIX, SOURCE_PREFIX, STOP_PREFIX = "agentic/", "heldout_source/", "stop/"
 AGENTIC_CURVES: dict[str, str] = {
     AGENTIC_PREFIX + "turns_mean": "turns per episode",

@@ -8,7 +8,7 @@ text from the store, git or the artefacts (model output included) is HTML-escape
 The rollout viewer (`rollouts_html.py`) is a `<select>` over per-run panels, switched by a few lines of inline
 script; a chat model's special-token texts show as marked chips.
 
-The page fits its width (issue 26; checked in headless Chromium at 1400 and 1920 px): tables break long ids,
+The page fits its width (checked in headless Chromium at 1400 and 1920 px): tables break long ids,
 paths and model output anywhere rather than overflow, preformatted text wraps, and the agentic table lists
 its metrics as rows, one column per version.
 """
@@ -331,7 +331,7 @@ def _decisions_section(r: SessionReport) -> str:
 
 
 def _alert_answers(r: SessionReport) -> str:
-    """Each iteration's critical alerts and what answered them: candidates, or why none (issue 28 §3)."""
+    """Each iteration's critical alerts and what answered them: candidates, or why none."""
     if not r.alert_answers:
         return ""
     rows = (

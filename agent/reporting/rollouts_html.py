@@ -1,4 +1,4 @@
-"""The report's Rollouts section: sampled responses per run, with chat text shown readably (issue 32 §5).
+"""The report's Rollouts section: sampled responses per run, with chat text shown readably.
 
 A response is decoded up to its stop token with special tokens kept (`trainer_backend/local/hf.py`), so a
 model that runs past its end of turn shows the chat markup it wrote (``<|im_start|>user``...). Those

@@ -1,4 +1,4 @@
-"""Generate the agentic defect-scenario harnesses from the lookup-agent example (issue 15).
+"""Generate the agentic defect-scenario harnesses from the lookup-agent example.
 
 Every scenario is the fixed agentic harness (`examples/lookup-agent-oracle`) with exactly ONE realistic
 defect injected into one editable file; its `oracle/` folder is that fixed harness. Two defects are taken

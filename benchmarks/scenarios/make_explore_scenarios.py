@@ -1,4 +1,4 @@
-"""Generate the exploration scenarios (issue 17): defects no seed skill targets, one per harness factor.
+"""Generate the exploration scenarios: defects no seed skill targets, one per harness factor.
 
 Built like the six of `make_scenarios.py` (whose helpers this reuses): the fixed demo harness
 (`examples/arithmetic-oracle`) with exactly ONE defect injected into one editable file, and `oracle/`

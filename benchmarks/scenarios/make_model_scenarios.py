@@ -1,4 +1,4 @@
-"""Defect scenarios of a real pretrained model (issue 32 §4): SmolLM2-135M-Instruct on the arithmetic task.
+"""Defect scenarios of a real pretrained model: SmolLM2-135M-Instruct on the arithmetic task.
 
 The base is the fixed `examples/arithmetic-smollm2` (the models cache's SmolLM2, chat prompts asking for the
 answer format, a short warm start, then GRPO); each defect is one edit of its `harness/trainer.yaml`:

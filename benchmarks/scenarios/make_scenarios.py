@@ -1,4 +1,4 @@
-"""Defect scenarios of the arithmetic and program-synthesis tasks (issues #8, #14): each one's base and defect.
+"""Defect scenarios of the arithmetic and program-synthesis tasks: each one's base and defect.
 
 Every scenario is the fixed demo harness (`examples/arithmetic-oracle`) with exactly ONE realistic defect
 injected; its `oracle/` folder is the fixed form the defect is measured against. Three defects are taken
@@ -7,14 +7,14 @@ written here (a format gate with false negatives, destabilising optimiser settin
 leak). Defective files carry neutral comments: the controller (heuristic or LLM) must find the defect from
 evidence, not from a `DEFECT:` note.
 
-The program-synthesis scenarios (`synth-*`, issue #14) follow the same rule on the second domain: the base
+The program-synthesis scenarios (`synth-*`) follow the same rule on the second domain: the base
 is the fixed `examples/synth-fn-oracle`, and each defect is taken from the defective `examples/synth-fn`
 (its reward's test selection, step limit and character gate; its `max_new_tokens`).
 
 This module also holds what the other generators share: `Scenario` (a scenario's description, written as
 its `scenario.json`), `Recipe` (a scenario, the example it starts from and how each form is made) and the
 text helpers. Nothing here is committed as a folder: `scenario_cache.scenario_dir(name, form)` builds a
-scenario on first use (issue 27). A recipe writes, into a scenario folder NAME::
+scenario on first use. A recipe writes, into a scenario folder NAME::
 
     NAME/defective/      complete harness folder (evotrainer.yaml, data/, eval/, harness/)
     NAME/oracle/         the same harness with the defect fixed
@@ -302,7 +302,7 @@ def _copy_base(base: Path, dest: Path) -> None:
     manifest.write_text(_sub_once(r"^name:.*$", "name: arithmetic", manifest.read_text(), str(manifest)))
 
 
-# --- program-synthesis scenarios (issue #14): the fixed synth-fn harness, one defect each ------------------
+# --- program-synthesis scenarios: the fixed synth-fn harness, one defect each ------------------
 #
 # Base: `examples/synth-fn-oracle`. The defects are taken from the defective demo `examples/synth-fn` (its
 # reward holds three of them, its trainer config the fourth), so a change there flows into the scenarios.

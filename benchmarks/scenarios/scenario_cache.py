@@ -1,4 +1,4 @@
-"""Build defect-scenario folders on demand (issue 27): `scenario_dir(name, form)` is the one way to reach one.
+"""Build defect-scenario folders on demand: `scenario_dir(name, form)` is the one way to reach one.
 
 A scenario is committed as its defect only: a `Recipe` in one of the generators beside this file
 (`make_scenarios.py`, `make_explore_scenarios.py`, `make_agentic_scenarios.py`, `make_model_scenarios.py`)

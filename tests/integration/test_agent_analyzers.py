@@ -1,4 +1,4 @@
-"""Evolvable diagnostics (issue #4): harness analyzers run in the sandbox and a new metric is trusted only
+"""Evolvable diagnostics: harness analyzers run in the sandbox and a new metric is trusted only
 when it separates kept from rejected versions, replayed over earlier runs."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A whole campaign session on the demo harness (issue #5): real training, git, Docker sandbox and SQL store.
+"""A whole campaign session on the demo harness: real training, git, Docker sandbox and SQL store.
 
 Small step budgets keep it to a few minutes on 2 cores; the demo (`evotrainer run`) uses larger ones.
 """

@@ -1,4 +1,4 @@
-"""Issue 15: the local backend trains agentic episodes end to end on the lookup example (tiny model).
+"""The local backend trains agentic episodes end to end on the lookup example (tiny model).
 
 - a sandboxed run records every trajectory (turns, tools, successes, token counts, stop reasons) for train
   and val, and the reward gets the turns;

@@ -1,4 +1,4 @@
-"""Issue 15 acceptance: `evotrainer run --harness examples/lookup-agent` runs a whole session offline.
+"""`evotrainer run --harness examples/lookup-agent` runs a whole session offline.
 
 The real CLI in a subprocess (real torch training of agentic episodes, the process sandbox running the
 candidate's environment, git, SQLite), on a copy of the defective agentic example shrunk to a tiny model so it

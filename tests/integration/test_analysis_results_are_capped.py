@@ -1,4 +1,4 @@
-"""Issue 13 §6: what an analysis script writes to its results folder is bounded; over the cap is `candidate_error`.
+"""What an analysis script writes to its results folder is bounded; over the cap is `candidate_error`.
 
 Before the fix `/results` was a host folder bind-mounted read-write: a script wrote 1.5 GB to the host's
 disk in 8 s and the run came back `ok`. In Docker it is now a capped tmpfs read back through `tar`; the

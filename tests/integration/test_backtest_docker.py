@@ -1,4 +1,4 @@
-"""Issue #4: `run_backtest` with the candidate's reward and filter running in the real Docker sandbox."""
+"""`run_backtest` with the candidate's reward and filter running in the real Docker sandbox."""
 
 from __future__ import annotations
 

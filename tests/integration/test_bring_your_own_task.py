@@ -1,4 +1,4 @@
-"""Issue #14 acceptance: a harness from `evotrainer init`, turned into another task, runs with the core unchanged.
+"""A harness from `evotrainer init`, turned into another task, runs with the core unchanged.
 
 The skeleton is changed the way a new user would: reversing letter strings (`reverse abc:` ->
 `ANSWER: cba`), an ``ANSWER:`` answer protocol instead of tags, no declared special tokens, its own data

@@ -1,4 +1,4 @@
-"""Issue 25 §2 (what is left of it): a candidate may not point the trainer at another model.
+"""A candidate may not point the trainer at another model.
 
 `model:` (local) and `model_path` (verl) name a folder the trainer loads outside the sandbox; a candidate
 that set them could make a run load any folder on the host. The model that trains is fixed for a session: a

@@ -1,4 +1,4 @@
-"""Issue 25 §4: what a candidate runs is exactly what is committed and reviewed.
+"""What a candidate runs is exactly what is committed and reviewed.
 
 A candidate once added ``harness/diagnostics/.gitignore`` (``*.bin``), a ``blob.bin`` holding the real reward
 and a ``reward.py`` that executed it: the changed-file list showed only the ``.gitignore`` and ``reward.py``,

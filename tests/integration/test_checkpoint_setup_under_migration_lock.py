@@ -1,4 +1,4 @@
-"""Issue 25 §7: concurrent checkpointer set-ups on a fresh Postgres database all succeed.
+"""Concurrent checkpointer set-ups on a fresh Postgres database all succeed.
 
 `agent.session.checkpointer` runs LangGraph's `PostgresSaver.setup()` (create the checkpoint tables, then
 insert its migration rows), which is not safe against a second process doing the same: two `evotrainer

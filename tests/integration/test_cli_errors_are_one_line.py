@@ -1,4 +1,4 @@
-"""Issue 26 §5: one error path for the CLI, tested per command, in a fresh interpreter as a user runs it.
+"""One error path for the CLI, tested per command, in a fresh interpreter as a user runs it.
 
 Bad input exits 2 with one `error: ...` line on stderr (no traceback), names what is wrong (the store it
 looked in, the file, the key with the closest valid one) and creates nothing. The same mistake reads the

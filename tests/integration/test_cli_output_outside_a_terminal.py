@@ -1,4 +1,4 @@
-"""Issue 26 §2: the CLI as a CI log or `nohup` sees it (stdout a pipe, no COLUMNS).
+"""The CLI as a CI log or `nohup` sees it (stdout a pipe, no COLUMNS).
 
 - `evotrainer status` shows whole session ids and reasons (rich cut them to 80 columns: `s1204…`);
 - `evotrainer train` prints plain progress lines while it trains, like `run` (it printed nothing for the

@@ -1,4 +1,4 @@
-"""Issue 26 §8: `make demo` is a first look on a small budget; `make demo FULL=1` is the full campaign.
+"""`make demo` is a first look on a small budget; `make demo FULL=1` is the full campaign.
 
 The figure (minutes on an idle 2-core machine) is measured, not tested: README "What you see". Here: the budget
 the Makefile passes is one `evotrainer run` accepts and plans (every run of iteration 1 validated), and

@@ -1,4 +1,4 @@
-"""Issue #18: `make demo` installs only the package (no `dev` or `verl` extra), so a session must not need them.
+"""`make demo` installs only the package (no `dev` or `verl` extra), so a session must not need them.
 
 A whole small session (tiny demo harness copy, process sandbox) runs with the extras' packages absent from
 the controller and from every Python process it starts (trainer, sandbox worker): a `sitecustomize` on

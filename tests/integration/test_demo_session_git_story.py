@@ -1,4 +1,4 @@
-"""Issue #18: a real demo-like session tells its story in git, in its names, at its end and in its report.
+"""A real demo-like session tells its story in git, in its names, at its end and in its report.
 
 One `evotrainer run` on the demo harness (tiny CPU model, short budget: two iterations of two candidates;
 real training, git, Docker sandbox and SQLite store). Then:

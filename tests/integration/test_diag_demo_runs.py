@@ -1,4 +1,4 @@
-"""Health report and backtests on real pilots of the demo harnesses (issue #4 acceptance).
+"""Health report and backtests on real pilots of the demo harnesses.
 
 Trains the defective and the oracle harness for one pilot each (from the shared, cached warm start) and
 checks that the report raises the reward-hacking, truncation and dead-group alerts on the first and none

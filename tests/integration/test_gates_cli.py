@@ -1,4 +1,4 @@
-"""Issue #6: a gated session pauses at the launch gate, survives a kill, and `evotrainer approve` answers it.
+"""A gated session pauses at the launch gate, survives a kill, and `evotrainer approve` answers it.
 
 The session is real (git repo copy of examples/arithmetic, SQLite store and checkpointer, heuristic policy,
 process sandbox); its v0 run is fabricated and seeded into the checkpoint as observe's output, so the CLI

@@ -1,4 +1,4 @@
-"""Issue #18: the git adapter writes a readable story (real git, no training).
+"""The git adapter writes a readable story (real git, no training).
 
 Every commit subject is at most 72 characters with the whole text kept in the body; a version that keeps the
 incumbent harness is its own (empty) main-line commit; versions are tagged; main-line commits are dated

@@ -1,4 +1,4 @@
-"""Issue #5: session repository, candidate branches in worktrees, surface refusal, patches, merges (real git)."""
+"""Session repository, candidate branches in worktrees, surface refusal, patches, merges (real git)."""
 
 from __future__ import annotations
 

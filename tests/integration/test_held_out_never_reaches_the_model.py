@@ -1,4 +1,4 @@
-"""Issue 25 §3: nothing the model can call returns a held-out prompt, response or reference answer.
+"""Nothing the model can call returns a held-out prompt, response or reference answer.
 
 Before the fix ``read_file data/val.jsonl`` was refused, yet ``sample_rollouts(split="val")`` printed each
 held-out prompt with its answer and ``run_analysis`` received ``val.jsonl`` itself. The rule is stated once

@@ -1,4 +1,4 @@
-"""Issue 30: a Hugging Face model the settings name but that cannot train here is refused before anything exists.
+"""A Hugging Face model the settings name but that cannot train here is refused before anything exists.
 
 A folder without a config, a tokenizer without the harness's special tokens, prompts plus the response budget
 beyond the model's context, a CUDA request on a machine without CUDA: `evotrainer train` prints one line

@@ -1,4 +1,4 @@
-"""Issue 30: whole `evotrainer run` sessions on a real Hugging Face model folder, single-turn and agentic.
+"""Whole `evotrainer run` sessions on a real Hugging Face model folder, single-turn and agentic.
 
 The folders are random-init Qwen2 models with a BPE tokenizer trained on each example's data
 (`tests/hf_models.py`), saved with ``save_pretrained`` and named by ``model:`` as a user names theirs; the

@@ -1,4 +1,4 @@
-"""Issue 13 §3: `evotrainer backtest` returns a report for every reward value, and a pilot classifies it too.
+"""`evotrainer backtest` returns a report for every reward value, and a pilot classifies it too.
 
 Before the fix a reward returning `10**400` made `evotrainer backtest` exit 1 with an `OverflowError`
 traceback and no report, and a `1e300` reward turned float32 inf in the trainer, the policy NaN, and the
@@ -163,7 +163,7 @@ def test_a_pilot_with_a_hostile_reward_is_a_candidate_error(
 def test_a_sandboxed_pilot_without_a_group_filter_keeps_every_group(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 14: a harness without a filter failed every sandboxed run as infra_error."""
+    """A harness without a filter failed every sandboxed run as infra_error."""
     monkeypatch.setenv("EVOTRAINER_CACHE", str(tmp_path / "cache"))
     root = tmp_path / "h"
     shutil.copytree(EXAMPLES / "arithmetic-oracle", root, ignore=shutil.ignore_patterns("__pycache__"))

@@ -1,4 +1,4 @@
-"""Issue #13 part 8: `resume` continues a session killed at any instant after `run` started.
+"""`resume` continues a session killed at any instant after `run` started.
 
 The former hole: a kill -9 between writing the session's `context.json` and LangGraph's first checkpoint
 left a session `resume` could never continue (`EmptyInputError: Received no input for __start__`). Here

@@ -1,4 +1,4 @@
-"""kill -9 of the session process at several points, then `evotrainer resume` (issue #5 acceptance).
+"""kill -9 of the session process at several points, then `evotrainer resume`.
 
 One session on the demo harness (real training, git, Docker sandbox, SQLite store) is SIGKILLed four
 times, each time as a whole process group (`start_new_session=True` + `os.killpg`; the trainer processes

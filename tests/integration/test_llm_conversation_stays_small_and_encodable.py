@@ -1,4 +1,4 @@
-"""Issue 25 §6: what one reply leaves in the conversation is bounded and can always be sent again.
+"""What one reply leaves in the conversation is bounded and can always be sent again.
 
 Before the fix, after one reply with 10,000 tool calls every later request re-sent ~10,000 messages, a
 50 MB argument stayed in the history, and a lone surrogate ("\\ud800") in a reply made every later request

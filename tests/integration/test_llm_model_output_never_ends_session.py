@@ -1,4 +1,4 @@
-"""Issue 13 §4: nothing the model or its endpoint sends ends a session.
+"""Nothing the model or its endpoint sends ends a session.
 
 Real `ChatOpenAI` over HTTP against the scripted mock server (real git worktrees, SQLite store, process
 sandbox). Replies whose tool arguments are JSON but not an object, replies that are not chat completions at
@@ -82,7 +82,7 @@ def test_unreadable_replies_capped_calls_and_odd_ids_are_answered_and_the_loop_g
     assert ran == list(range(MAX_TOOL_CALLS_PER_REPLY)) and len(answered) == MAX_TOOL_CALLS_PER_REPLY
     kept = [c["id"] for c in next(m for m in mock.requests[5]["messages"] if m.get("tool_calls") and
                                   m["tool_calls"][0]["id"] == "many0")["tool_calls"]]  # fmt: skip
-    assert kept == [f"many{i}" for i in range(MAX_TOOL_CALLS_PER_REPLY)]  # the rest are dropped (issue 25 §6)
+    assert kept == [f"many{i}" for i in range(MAX_TOOL_CALLS_PER_REPLY)]  # the rest are dropped
     assert f"{40 - MAX_TOOL_CALLS_PER_REPLY} tool call(s) more than the {MAX_TOOL_CALLS_PER_REPLY}" in (
         _last_user_text(mock.requests[5])
     )

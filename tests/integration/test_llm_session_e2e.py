@@ -1,4 +1,4 @@
-"""Issue #6 acceptance: an LLM-driven session end to end over HTTP, with real git, Docker and training.
+"""An LLM-driven session end to end over HTTP, with real git, Docker and training.
 
 `evotrainer run --llm mock-model` runs in a child process against the stdlib mock OpenAI server, which
 replays tests/fixtures/llm/e2e_reward_fix.json: read the health report, sample spam rollouts, search

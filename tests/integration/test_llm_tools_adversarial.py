@@ -1,4 +1,4 @@
-"""Issue #6: the LLM policy's tools refuse bad requests with a reason the model receives, and record everything.
+"""The LLM policy's tools refuse bad requests with a reason the model receives, and record everything.
 
 Real `ChatOpenAI` over HTTP against the stdlib mock server, real git worktrees of a copy of
 examples/arithmetic, real SQLite store, process sandbox; the v0 run is fabricated (no training).

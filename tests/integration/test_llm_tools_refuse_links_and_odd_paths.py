@@ -1,4 +1,4 @@
-"""Issue 13 §1-2: through the LLM tools, no symlink, gitlink or odd path ever reaches a protected file.
+"""Through the LLM tools, no symlink, gitlink or odd path ever reaches a protected file.
 
 Real `ChatOpenAI` over HTTP against the scripted mock server, real git worktrees of a copy of
 examples/arithmetic, real SQLite store, process sandbox. The model tries: patches that create symlinks

@@ -1,4 +1,4 @@
-"""Issue 13 §5: a server reporting negative, absurd or malformed usage cannot lift the session's token budget.
+"""A server reporting negative, absurd or malformed usage cannot lift the session's token budget.
 
 Real `ChatOpenAI` against the scripted mock server sending the usage objects as they are. Before the fix,
 one reply claiming negative usage let 6.6 M tokens through a cap of 1,000.

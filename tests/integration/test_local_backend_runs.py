@@ -1,8 +1,8 @@
-"""The local GRPO backend end to end (issue #3): smoke, failures, resume, determinism.
+"""The local GRPO backend end to end: smoke, failures, resume, determinism.
 
 Every test runs twice: on the tiny character model, and on a real Hugging Face model folder (a random-init
-Qwen2 with a BPE tokenizer, `tests/hf_models.py`, loaded through `from_pretrained` as a user's model is;
-issue 30), with the chat template.
+Qwen2 with a BPE tokenizer, `tests/hf_models.py`, loaded through `from_pretrained` as a user's model is),
+with the chat template.
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ def test_cli_train_prints_summary_and_fails_loudly_on_a_bad_harness(harness: Pat
     assert bad.exit_code == 2 and "evotrainer.yaml" in bad.output
 
 
-# Every stateful trainer setting (issue 17): the KL term's reference policy (kl_coef > 0), the sampling
+# Every stateful trainer setting: the KL term's reference policy (kl_coef > 0), the sampling
 # temperature and clip range, a learning rate the candidate sets; the harness's stateful StdGroupFilter and
 # data weights are on in every case (the oracle harness's own).
 SETTINGS = {
@@ -189,7 +189,7 @@ def test_exact_continuation_in_segments_trains_like_one_run(harness: Path, tmp_p
     """A control pilot (init_state="exact") continues its parent bit for bit: 2 + 2 + 2 steps == 6 steps.
 
     With `kl_coef > 0` that needs the lineage's reference policy carried in the checkpoint: a pilot that
-    rebuilt it from its own starting checkpoint would anchor its KL term to the wrong policy (issue 17).
+    rebuilt it from its own starting checkpoint would anchor its KL term to the wrong policy.
     """
     import torch
 

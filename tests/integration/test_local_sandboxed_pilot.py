@@ -1,4 +1,4 @@
-"""Candidate code stays in the sandbox during training too (issue #5): the trusted trainer calls the reward
+"""Candidate code stays in the sandbox during training too: the trusted trainer calls the reward
 through a worker inside a Docker container, so a hostile reward is contained and the run is classified."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue #14: the local trainer reads any characters from the data, and a continued policy's gaps are the
+"""The local trainer reads any characters from the data, and a continued policy's gaps are the
 harness's fault: a pilot whose data holds a character its parent policy never saw ends `candidate_error`
 naming the file, row and character (it was an unnamed `TokenizerError` classified `infra_error`)."""
 

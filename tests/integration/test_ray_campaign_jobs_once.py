@@ -1,4 +1,4 @@
-"""Issue #16: on a Ray cluster every run of a session is a Ray job, submitted together, and never twice.
+"""On a Ray cluster every run of a session is a Ray job, submitted together, and never twice.
 
 A private Ray head on 127.0.0.1 (tests/ray_head.py: own ports and temp dir, stopped by its own process group,
 never `ray stop`). The local backend's real trainer (`python -m trainer_backend.local.train`) is each job's

@@ -1,4 +1,4 @@
-"""Issue 26 §6: the report of an agentic, multi-source session fits the page and draws its behaviour over steps.
+"""The report of an agentic, multi-source session fits the page and draws its behaviour over steps.
 
 A session of a lookup agent (one declared tool, three data sources) is written through `store.repository`
 with real run folders: four versions and three pilot iterations, every training step's episodes shaped as

@@ -1,4 +1,4 @@
-"""Issues #8 and #18: `evotrainer report` builds one self-contained HTML page from a real store, git repo and artefacts.
+"""`evotrainer report` builds one self-contained HTML page from a real store, git repo and artefacts.
 
 A synthetic session is written through `store.repository` into a migrated SQLite store, with a real git
 repository (main line, two candidate branches with decision notes, a merge) and tiny run folders
@@ -258,7 +258,7 @@ def test_report_shows_every_section_with_evidence_and_diffs(tmp_path: Path) -> N
     assert "strict-extraction" in page and "my-new-skill" in page
     assert NO_LLM in page
     assert "DGR 0.50 → 0.30" in page
-    # each iteration's critical alerts and what answers them (issue 28 §3)
+    # each iteration's critical alerts and what answers them
     answers = _visible(page).split('id="alert-answers-table"', 1)[1].split("</table>", 1)[0]
     assert "<code>score.reward_hacking</code>" in answers and "<code>v1.1-strict-reward</code>" in answers
     assert "no candidate: no move is known to address it" in answers
@@ -270,7 +270,7 @@ def test_report_shows_every_section_with_evidence_and_diffs(tmp_path: Path) -> N
 
 
 def test_report_fixes_the_defects_users_saw(tmp_path: Path) -> None:
-    """Issue #18: skills per candidate, uncounted pruned uses, rounded numbers, unique legends, replicate
+    """Skills per candidate, uncounted pruned uses, rounded numbers, unique legends, replicate
     labels, a health row for the last version, no '0 further checks', a legend for the lineage colours."""
     url, _ = build_store(tmp_path)
     report = _gather(url)

@@ -1,4 +1,4 @@
-"""Issue #4: one test per isolation property of `sandboxes.docker.run_in_container`, on the real engine."""
+"""One test per isolation property of `sandboxes.docker.run_in_container`, on the real engine."""
 
 from __future__ import annotations
 

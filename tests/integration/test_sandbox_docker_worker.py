@@ -1,4 +1,4 @@
-"""Issue #4: `SandboxCalls` and `run_script` in the real sandbox container — spoofing, failures, speed."""
+"""`SandboxCalls` and `run_script` in the real sandbox container — spoofing, failures, speed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 15: agentic environments run in the sandbox worker; a hostile one fails its candidate, nothing else.
+"""Agentic environments run in the sandbox worker; a hostile one fails its candidate, nothing else.
 
 The same checks in the Docker sandbox and in the (weaker) process fallback: honest episodes round-trip in
 one request per turn; an environment that raises, hangs, returns garbage, floods its output or forges the

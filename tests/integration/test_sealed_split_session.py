@@ -1,4 +1,4 @@
-"""Issue 29 §1, end to end: a session decides on the selection split and reports the sealed one at its end.
+"""A session decides on the selection split and reports the sealed one at its end.
 
 Every run scores the sealed rows once, at its last step, into `rollouts/sealed/`; its validations (what the
 decisions, the diagnosis and the tools read) hold none of them and its metrics name no sealed figure. The

@@ -4,7 +4,7 @@ Each iteration's control pilot carries the incumbent's optimizer moments and ran
 the control pilots train exactly like one `evotrainer train` run of the same lineage steps: the benchmark's
 "static" arm and a session's control arm are the same trajectory, and a session is never behind static
 by seed noise when it finds nothing to merge. With a KL term (`kl_coef > 0`) that needs the lineage's
-reference policy carried from checkpoint to checkpoint (issue 17: rebuilt from each pilot's start, the
+reference policy carried from checkpoint to checkpoint (rebuilt from each pilot's start, the
 control's KL term read 1e-5 where the uninterrupted run's read 0.006).
 """
 

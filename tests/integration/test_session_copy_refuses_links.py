@@ -1,4 +1,4 @@
-"""Issue 25 §5: setting up a session copies the harness without following links, through `evotrainer run`.
+"""Setting up a session copies the harness without following links, through `evotrainer run`.
 
 A harness holding a symlink to a 0600 host file (the file named by the manifest, or any other) or a FIFO
 is refused with one line naming the path; nothing of the host file reaches the session repository, the

@@ -1,4 +1,4 @@
-"""Issue #18 acceptance: `evotrainer run` shows live progress, under a terminal and as plain lines without one.
+"""`evotrainer run` shows live progress, under a terminal and as plain lines without one.
 
 Each test runs a real, small session (a tiny copy of the demo harness, process sandbox, 30 steps of v0):
 

@@ -1,4 +1,4 @@
-"""Issue #14 "Sessions that use the harness you gave them", through `evotrainer run` (real git and SQLite).
+"""Sessions use the harness you gave them, through `evotrainer run` (real git and SQLite).
 
 - A user's mistake is refused with one line naming the file or field and the fix, exit 2, no traceback,
   and nothing created: no session folder, no repository, no branch.

@@ -1,4 +1,4 @@
-"""Issue 13 §3 acceptance: a session given hostile candidates ends `finished` with each candidate classified,
+"""A session given hostile candidates ends `finished` with each candidate classified,
 also when the controller is killed while it handles them and the session is resumed.
 
 `evotrainer run --llm mock-model` (child process, real training, git, SQLite, process sandbox) against the

@@ -1,4 +1,4 @@
-"""Issue #5: seed skills apply to a copy of examples/arithmetic and produce single-factor candidates."""
+"""Seed skills apply to a copy of examples/arithmetic and produce single-factor candidates."""
 
 from __future__ import annotations
 

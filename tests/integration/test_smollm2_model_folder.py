@@ -1,4 +1,4 @@
-"""Issue #32: the fetched SmolLM2-135M-Instruct folder is a correct Hugging Face model that ends turns right.
+"""The fetched SmolLM2-135M-Instruct folder is a correct Hugging Face model that ends turns right.
 
 The folder comes from the models cache (`make test` runs `evotrainer models get smollm2-135m-instruct`
 first; the fixture fetches it once per session otherwise, ~1 min on 2 cores). Everything loads through

@@ -1,4 +1,4 @@
-"""Issue #32 §4 on CPU: the real SmolLM2-135M-Instruct trained as it ships is diagnosed, and the offline
+"""The real SmolLM2-135M-Instruct trained as it ships is diagnosed, and the offline
 controller proposes the warm start, from the evidence alone.
 
 The public `no-warm-start` scenario (`benchmarks/scenarios/make_model_scenarios.py`: the SmolLM2 example with

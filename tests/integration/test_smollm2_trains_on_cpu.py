@@ -1,4 +1,4 @@
-"""Issue #32: a real pretrained model learns through EvoTrainer, on the CPU, through the product's own paths.
+"""A real pretrained model learns through EvoTrainer, on the CPU, through the product's own paths.
 
 The model is SmolLM2-135M-Instruct from the models cache (`make test` runs `evotrainer models get
 smollm2-135m-instruct` first; the fixture fetches it otherwise), trained by the real CLI (subprocesses, real

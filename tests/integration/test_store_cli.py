@@ -1,4 +1,4 @@
-"""Issue #2: `evotrainer db ...` and `evotrainer status` in a subprocess, as a user runs them.
+"""`evotrainer db ...` and `evotrainer status` in a subprocess, as a user runs them.
 
 A bad store URL must exit 2 with one stderr line naming `--db`/`EVOTRAINER_DB`, and write nothing.
 """

@@ -1,4 +1,4 @@
-"""Issue #2: two processes writing one SQLite store at once lose no rows and never duplicate an index.
+"""Two processes writing one SQLite store at once lose no rows and never duplicate an index.
 
 Both writers also append versions to one shared session, where the next ledger index is read and
 written in one transaction: without `BEGIN IMMEDIATE` the two would read the same max and collide.

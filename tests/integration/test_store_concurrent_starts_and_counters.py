@@ -1,4 +1,4 @@
-"""Issue 13 §8: concurrent first starts on one Postgres database, and skill counters under concurrent updates.
+"""Concurrent first starts on one Postgres database, and skill counters under concurrent updates.
 
 Before the fix, two `evotrainer run` starting at once on a fresh database: one died with `UniqueViolation`
 on `CREATE TABLE alembic_version`; on a migrated one, one died seeding skills (`uq_skills_name`); and two

@@ -1,4 +1,4 @@
-"""Issue #2: the store migrates, checks clean and round-trips every model on SQLite and Postgres.
+"""The store migrates, checks clean and round-trips every model on SQLite and Postgres.
 
 Each test gets a fresh database migrated with Alembic (never `create_all`): a SQLite file under
 tmp_path, or a fresh Postgres schema selected through `search_path`, dropped afterwards.

@@ -1,4 +1,4 @@
-"""Issue 28 §4: the environment's code is a factor of its own, on SQLite and Postgres alike.
+"""The environment's code is a factor of its own, on SQLite and Postgres alike.
 
 Revision 7fd02a5a7710 widens the CHECK constraints of `skills.factor` and `candidates.factor` to allow `env`;
 before it the same insert is refused, and downgrading below it refuses while a row records `env` (nothing a

@@ -1,4 +1,4 @@
-"""Issue 25 §1: a client of `langgraph dev` chooses only what the server's owner allows.
+"""A client of `langgraph dev` chooses only what the server's owner allows.
 
 Against a real `langgraph dev` (offline, free port) driven by the official `langgraph-sdk`, with the owner's
 settings in the server's environment (workdir, sandbox, harness roots):

@@ -1,4 +1,4 @@
-"""Issue #6: `langgraph dev` serves the repository's langgraph.json offline; the official SDK drives it.
+"""`langgraph dev` serves the repository's langgraph.json offline; the official SDK drives it.
 
 The server runs from the repository root on a free port (no analytics, no reload, no browser), with the
 durable dev checkpointer pointed at a temporary file. The test lists assistants, reads the graph, creates
@@ -24,7 +24,7 @@ from store import models
 
 @pytest.fixture()
 def dev_server(tmp_path: Path) -> Iterator[str]:
-    # The owner's settings come from the server's environment; a client's context may not set them (issue 25 §1).
+    # The owner's settings come from the server's environment; a client's context may not set them.
     with serve(tmp_path, EVOTRAINER_SERVER_WORKDIR=str(tmp_path), EVOTRAINER_SERVER_SANDBOX="process") as url:
         yield url
 

@@ -1,4 +1,4 @@
-"""Issue #18: a Studio / SDK user starts a session with only a harness path, streams it, answers its gate.
+"""A Studio / SDK user starts a session with only a harness path, streams it, answers its gate.
 
 Against a real `langgraph dev` (offline, free port) driven by the official `langgraph-sdk`:
 

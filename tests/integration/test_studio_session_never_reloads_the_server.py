@@ -1,4 +1,4 @@
-"""Issue 26 §3: a session started through `langgraph dev` never makes the server restart itself.
+"""A session started through `langgraph dev` never makes the server restart itself.
 
 The dev server watches the folder it serves for changed Python files; a session writes many (its git
 repository, candidate worktrees, partial copies). Served as docs/studio.md says (reload on) with no workdir

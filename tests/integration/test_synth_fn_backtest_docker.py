@@ -1,4 +1,4 @@
-"""Issue #14, program-synthesis example: `evotrainer backtest` runs its reward in the Docker sandbox on cached
+"""`evotrainer backtest` runs its reward in the Docker sandbox on cached
 programs that include hostile ones, and the verdict follows the strict evaluator.
 
 The cached run is built from the example's own training problems: per problem the canonical program, an

@@ -1,4 +1,4 @@
-"""Issue #14: a whole session on the program-synthesis example, unchanged core, exits 0 through the Docker sandbox.
+"""A whole session on the program-synthesis example, unchanged core, exits 0 through the Docker sandbox.
 
 `evotrainer run --harness examples/synth-fn` from an empty folder (the real CLI in a subprocess, real
 training, the Docker sandbox, git and SQLite): the session gets a repository of its own harness, v0's

@@ -1,4 +1,4 @@
-"""Issue 25 §2: a path a harness file names goes through the one path rule before anything opens it.
+"""A path a harness file names goes through the one path rule before anything opens it.
 
 `harness/trainer.yaml` is on the editable surface: a candidate who points `data_selection:` (or
 `warmstart_data:`) at a host file must not make the trainer, which runs outside the sandbox, read it. The

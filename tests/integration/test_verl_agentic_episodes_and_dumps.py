@@ -1,4 +1,4 @@
-"""Issue 15 (verl): an agentic harness runs in verl 0.9.1's own multi-turn agent loop on CPU, its reward gets the
+"""An agentic harness runs in verl 0.9.1's own multi-turn agent loop on CPU, its reward gets the
 trajectory through verl's own reward manager, verl's own dump writer records the episodes, and the reader
 recovers the trajectories from those dumps.
 

@@ -1,5 +1,5 @@
-"""Issue #7: Ray Jobs submission to a local Ray head (CPU), polled to completion, logs collected, failures classified;
-issue #16: a job is recorded before it is submitted and adopted, never submitted again, by a returning controller.
+"""Ray Jobs submission to a local Ray head (CPU), polled to completion, logs collected, failures classified;
+A job is recorded before it is submitted and adopted, never submitted again, by a returning controller.
 
 A trivial Python entry point stands in for `verl.trainer.main_ppo` (no GPU training on CPU); it writes a
 FileLogger-format metrics line where the real trainer would (`VERL_FILE_LOGGER_PATH`).

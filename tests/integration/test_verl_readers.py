@@ -1,4 +1,4 @@
-"""Issue #7: metrics tailer and dump reader on files written by verl's own FileLogger and dump code."""
+"""Metrics tailer and dump reader on files written by verl's own FileLogger and dump code."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue #16: what a verl session will launch is validated with verl's own config before any GPU time.
+"""What a verl session will launch is validated with verl's own config before any GPU time.
 
 - `evotrainer run --backend verl --dry-run` on the demo prints a validated command for every run of
   iteration 1 (v0, the control, each candidate the seeded skills could propose, the replicates) and trains
@@ -64,7 +64,7 @@ def test_verl_dry_run_prints_a_validated_command_for_every_run_of_iteration_one(
     assert "dryrun-v0/checkpoints/global_step_60" in control and "carried: weights, AdamW moments" in control
     assert "load_contents=[model,optimizer,extra]" in control
     assert "load_contents=[model,optimizer]" in blocks["dryrun-v1.0-control-r1"]  # fresh seed: no RNG, no data position
-    # issue 15: in a verl session the length-budget skill edits harness/verl.yaml (its max_response_length), so its
+    # In a verl session the length-budget skill edits harness/verl.yaml (its max_response_length), so its
     # pilot trains differently from the control; the group filter verl cannot run is still refused at backtest
     (budget,) = [blocks[c] for c in candidates if c.endswith("raise-length-budget")]
     assert "data.max_response_length=512" in budget and "data.max_response_length=256" in control
@@ -84,7 +84,7 @@ def test_a_verl_dry_run_of_a_broken_harness_fails_naming_the_key(tmp_path: Path)
     cfg.write_text(yaml.safe_dump(raw))
     done = _cli(tmp_path, "run", "--backend", "verl", "--dry-run", "--harness", str(harness), "--replicates", "0")
     assert done.returncode == 2, done.stdout[-3000:]
-    # refused when the settings load, before any plan (issue 25: overrides are an allow-list), in one line
+    # refused when the settings load, before any plan (overrides are an allow-list), in one line
     [line] = done.stderr.strip().splitlines()
     assert line.startswith(f"error: {cfg}: field 'overrides': "), line
     assert "did you mean actor_rollout_ref.rollout.temperature" in line

@@ -1,4 +1,4 @@
-"""Issue #7: generated GRPO config composes + validates with verl's own Hydra config; bad configs fail clearly;
+"""Generated GRPO config composes + validates with verl's own Hydra config; bad configs fail clearly;
 verl's own reward manager loads the harness reward through the generated config and scores a batch."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue #32 §4: a warm-start candidate's pilot restarts from the model as it ships; the control continues.
+"""A warm-start candidate's pilot restarts from the model as it ships; the control continues.
 
 A pilot normally continues the incumbent's checkpoint, which skips the warm start: a candidate that only
 changes a warm-start setting would train exactly like the control. Here a whole `evotrainer run` on the
@@ -77,7 +77,7 @@ def test_the_warm_start_candidate_pilots_from_scratch_and_the_control_continues_
     control_spec, control_summary = _run(control)
     assert control_spec["init_checkpoint"] and Path(str(control_spec["init_checkpoint"])).is_relative_to(v0)
     assert control_spec["init_state"] == "exact" and "warmstart_steps" not in control_summary
-    for folder in (v0, control, warm):  # the share of training responses cut at the token cap (issue 32 §2)
+    for folder in (v0, control, warm):  # the share of training responses cut at the token cap
         lines = [json.loads(line)["data"] for line in (folder / "metrics.jsonl").open()]
         rates = [m["rollout/truncation_rate"] for m in lines if "rollout/truncation_rate" in m]  # not step 0
         assert _run(folder)[1]["cap_hit_share"] == pytest.approx(sum(rates) / len(rates))

@@ -1,4 +1,4 @@
-"""Issue 26 §1: the warm start stops on evidence, not on a step count a newcomer cannot know.
+"""The warm start stops on evidence, not on a step count a newcomer cannot know.
 
 The skeleton's `warmstart_steps: 300` gave a "reverse a word" task made with `evotrainer init` a policy that
 never wrote its answer (strict 0.050 -> 0.000, exit 0). Now the warm start reads the greedy answer-format

@@ -1,4 +1,4 @@
-"""Synthetic agentic episodes for the agentic diagnostics and skill tests (issue 15).
+"""Synthetic agentic episodes for the agentic diagnostics and skill tests.
 
 `episode(...)` writes one trajectory the way the local backend records one: a `Turn` per tool call (tool,
 arguments, result, success, token counts), then the final answer turn (no tool) unless the episode was cut,
@@ -196,7 +196,7 @@ def lookup_only() -> list[Rollout]:
 
 def lookups(wrong_key: str | None, *, seed: int = 0, steps: int = 2, groups: int = 8, size: int = 8) -> list[Rollout]:
     """Episodes that look two random keys (a-h) up and answer; 80% succeed, and none that read `wrong_key` (an
-    environment that answers that key wrongly: issue 28 §4)."""
+    environment that answers that key wrongly)."""
     import random
 
     rng = random.Random(seed)

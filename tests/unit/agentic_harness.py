@@ -1,4 +1,4 @@
-"""A small agentic harness for the agentic skill tests (issue 15): the skeleton harness plus an env.
+"""A small agentic harness for the agentic skill tests: the skeleton harness plus an env.
 
 Task: answer with the note stored under a key. Tools, one per role: ``search_notes`` (search: the note under
 a key), ``edit_draft`` (act: write a draft answer), ``check_draft`` (verify: is the draft the note?). The

@@ -1,4 +1,4 @@
-"""Run folders for the health report's golden-equivalence test (issue #16), built deterministically.
+"""Run folders for the health report's golden-equivalence test, built deterministically.
 
 Each case is a run folder in the project's own rollout format (written through `schema.write_rollouts` and
 `schema.append_metrics`), together covering every alert the report has: score (hacking, no strict score,

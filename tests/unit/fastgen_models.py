@@ -1,4 +1,4 @@
-"""Tiny random-init Hugging Face decoders of every architecture the static sampler supports (issue #30).
+"""Tiny random-init Hugging Face decoders of every architecture the static sampler supports.
 
 Weights, biases and norm scales are all drawn at random (transformers initialises biases to 0 and norms to 1,
 which would let a missing bias or norm go unnoticed), with a spread that makes the logits far from ties.

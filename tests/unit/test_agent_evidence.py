@@ -1,4 +1,4 @@
-"""Decision rules (issue #5): training reward alone never promotes; one merge per iteration; score-only differs."""
+"""Decision rules: training reward alone never promotes; one merge per iteration; score-only differs."""
 
 from __future__ import annotations
 

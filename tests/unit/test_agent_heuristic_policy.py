@@ -1,4 +1,4 @@
-"""The heuristic policy (issue #5): one candidate per factor, and a bundle only with independent prior support."""
+"""The heuristic policy: one candidate per factor, and a bundle only with independent prior support."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Routers are pure functions of state (issue #5): fan-out, gates and the loop, tested without an LLM."""
+"""Routers are pure functions of state: fan-out, gates and the loop, tested without an LLM."""
 
 from __future__ import annotations
 

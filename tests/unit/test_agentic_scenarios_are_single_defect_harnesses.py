@@ -1,4 +1,4 @@
-"""Issue 15: each agentic benchmark scenario is two valid harnesses differing in ONE factor, built by its
+"""Each agentic benchmark scenario is two valid harnesses differing in ONE factor, built by its
 generator, and each defect does what its scenario.json says (checked on the reward and the trainer settings,
 without training).
 """

@@ -1,4 +1,4 @@
-"""Issue 26 §7: an alert whose rule cannot mean anything for the harness stays silent and says why.
+"""An alert whose rule cannot mean anything for the harness stays silent and says why.
 
 The rule (`diagnostics.findings`, "Applicability"): a rule declares when it is inconclusive for a run; the
 finding then never fires, the metric it grades reads as unknown (so no skill trigger acts on it) and the

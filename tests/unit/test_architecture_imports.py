@@ -1,4 +1,4 @@
-"""Issue #2 (style.md §12): the CLI stays light and pure modules stay free of I/O libraries.
+"""The CLI stays light and pure modules stay free of I/O libraries.
 
 `import agent`, `import agent.cli` and `evotrainer --help` run in a fresh interpreter and must not load
 heavy dependencies; pure modules (diagnostics except adapters, skill triggers and ranking) are scanned

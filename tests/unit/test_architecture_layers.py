@@ -1,4 +1,4 @@
-"""Issue #14: the packages form floors, and no module imports itself back through others.
+"""The packages form floors, and no module imports itself back through others.
 
 Every import is read with `ast`, including imports inside functions and under `TYPE_CHECKING`, because a
 lazy import is still a dependency. Two rules:
@@ -213,7 +213,7 @@ def test_the_checks_see_lazy_upward_imports_and_circles(tmp_path: Path) -> None:
     ]
 
 
-# --- the store rule (issue 27 §4) --------------------------------------------------------------------------
+# --- the store rule --------------------------------------------------------------------------
 # SQL is written in store/ (and the skill library's queries in skills/repository.py); agent/ reaches the store
 # only through those repository functions. ORM row classes appear in agent/ only as type annotations, and only
 # the modules that open, create or migrate the store import `store.engine`.

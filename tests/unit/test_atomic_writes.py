@@ -1,4 +1,4 @@
-"""Issue 27 §9: one atomic write (`harness/atomic.py`) instead of a write-then-rename in every package.
+"""One atomic write (`harness/atomic.py`) instead of a write-then-rename in every package.
 
 A reader sees the old file or the new one; a writer that fails leaves the old file and no temporary file; the
 product writes no other way (a test finds a hand-made `.tmp` rename in product code).

@@ -1,4 +1,4 @@
-"""Issue #16: one harness, both backends (the manifest names each backend's settings, `--backend` chooses);
+"""One harness, both backends (the manifest names each backend's settings, `--backend` chooses);
 session fields for a cluster are checked; a Ray job's id is a function of its run folder and attempt."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issues #4, #14: pure backtest grading on cached rollouts (rank violations, rescue, filter, length, hack corpus,
+"""Pure backtest grading on cached rollouts (rank violations, rescue, filter, length, hack corpus,
 agreement with the protected strict evaluator)."""
 
 from __future__ import annotations
@@ -198,7 +198,7 @@ def test_a_handful_of_odd_responses_is_no_evidence_against_a_reward() -> None:
 
 
 def test_a_probe_aimed_at_the_rewards_disagreement_must_show_it_fall_on_the_cached_rollouts() -> None:
-    """Issue 28 §2: a reward probe aimed at unrewarded-correct passes only if it fails fewer strict-right responses
+    """A reward probe aimed at unrewarded-correct passes only if it fails fewer strict-right responses
     (here the incumbent fails the right <ans>045</ans> as a timeout would); one aimed at rewarded-wrong only if it
     pays fewer strict-wrong ones. A move that changes nothing, or the wrong thing, is refused before training."""
     rollouts = _judged([("<ans>045</ans>", 0.0, 1.0), ("<ans>045</ans>", 1.0, 1.0), ("<ans>46</ans>", 1.0, 0.0)])

@@ -1,4 +1,4 @@
-"""Issue #4: `run_backtest` end to end in-process (mode none): grading, idempotence, classified failures."""
+"""`run_backtest` end to end in-process (mode none): grading, idempotence, classified failures."""
 
 from __future__ import annotations
 

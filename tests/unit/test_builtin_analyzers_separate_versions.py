@@ -1,4 +1,4 @@
-"""Issue 17: the upgrade step's built-in analyzers explain a stall the report's alerts do not.
+"""The upgrade step's built-in analyzers explain a stall the report's alerts do not.
 
 They compare response texts inside groups (shingle distance, distinct answers), too costly for every report,
 and are trusted only when they separate the session's kept versions from its rejected ones, like a

@@ -1,4 +1,4 @@
-"""Issue #18: a candidate has one name, `v<i>.<k>-<slug>`, in its branch, id, run folder, report and CLI.
+"""A candidate has one name, `v<i>.<k>-<slug>`, in its branch, id, run folder, report and CLI.
 
 The run id is `<session>-<name>` (the control of iteration i: `<session>-v<i>.0-control`, a replicate adds
 `-r<r>`); run ids of sessions started before the rename (`<session>-i<i>-k<i>.<k>-<slug>`) still parse.

@@ -1,4 +1,4 @@
-"""Issue #18 "The CLI": every command's help shows real placeholders, flags as flags, positionals by name.
+"""Every command's help shows real placeholders, flags as flags, positionals by name.
 
 Walks the whole command tree of `agent.cli.app` (commands added by any module included) and renders each
 `--help` the way a user sees it.

@@ -1,4 +1,4 @@
-"""Issue #18 "Live progress": what the session display reads from run folders and how it prints it.
+"""What the session display reads from run folders and how it prints it.
 
 Run folders are fabricated in the layout the trainers write (spec.json, metrics.jsonl, train.log,
 summary.json); printing goes to a recording rich console, so markup handling is what users get.

@@ -1,4 +1,4 @@
-"""Issue 26 §2: output outside a terminal (CI logs, `nohup`, pipes) keeps ids and paths whole, `run` says where
+"""Output outside a terminal (CI logs, `nohup`, pipes) keeps ids and paths whole, `run` says where
 everything is before its slow set-up, and the process does not linger after its last line.
 
 - `agent.commands.output.console()` outside a terminal: no 80-column wrap, no `…` in a table cell;

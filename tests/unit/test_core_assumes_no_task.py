@@ -1,4 +1,4 @@
-"""Issue #14 acceptance: no answer tag, `level`-based data selection or arithmetic assumption in the core.
+"""No answer tag, `level`-based data selection or arithmetic assumption in the core.
 
 Every source and data file of `agent/`, `trainer_backend/`, `diagnostics/`, `sandboxes/` and `skills/` is
 read (code, comments, docstrings, the hack-corpus templates) and each line is checked against the patterns

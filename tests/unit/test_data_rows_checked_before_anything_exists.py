@@ -1,4 +1,4 @@
-"""Issue 26 §4: a bad data row stops a session before anything exists, naming the file, the line and the field.
+"""A bad data row stops a session before anything exists, naming the file, the line and the field.
 
 The run's preflight (`agent.launch.preflight.check_backend` → `check_data`) streams every row of the training,
 held-out and warm-start files and checks the data selection, by the rules the trainer itself applies

@@ -1,4 +1,4 @@
-"""Issue 15: every agentic alert is documented with the rule that grades it, as the report grades it.
+"""Every agentic alert is documented with the rule that grades it, as the report grades it.
 
 `AGENTIC_METRIC_DOCS` (`diagnostics/agentic_docs.py`, part of the report's `METRIC_DOCS`) documents each
 agentic metric as "meaning (rule: alert_id op warning[ / critical])". The thresholds live next to the rules

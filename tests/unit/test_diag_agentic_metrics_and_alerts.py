@@ -1,4 +1,4 @@
-"""Issue 15: the agentic health metrics take the values the paper's definitions give, and each alert fires on
+"""The agentic health metrics take the values the paper's definitions give, and each alert fires on
 the failure mode it names (one-turn collapse, echo trap, tool spam, abandonment, cut successes, ...) and
 stays quiet on a healthy run. Episodes come from `agentic_episodes.py` (realistic trajectories)."""
 

@@ -1,4 +1,4 @@
-"""Issue 15: the agentic metrics ride the single-turn report's streaming path (`diagnostics/table.py`).
+"""The agentic metrics ride the single-turn report's streaming path (`diagnostics/table.py`).
 
 There is one way from rollouts to the agentic layer: the run table. `build_report` reads a run folder in
 chunks (whole step files grouped, big files split at line ends) and `report_from_table` hands the table's

@@ -1,4 +1,4 @@
-"""Issue #4: `evotrainer diagnose` / `evotrainer backtest` commands, analyzer output contract, metric validation."""
+"""`evotrainer diagnose` / `evotrainer backtest` commands, analyzer output contract, metric validation."""
 
 from __future__ import annotations
 
@@ -85,13 +85,13 @@ def test_metric_validation_separates_kept_from_rejected() -> None:
 
 
 def test_diagnose_reads_the_answer_protocol_of_the_harness_it_is_given() -> None:
-    """Issue #16: format rules read the declared protocol; without `--harness` the report says they were not run."""
+    """Format rules read the declared protocol; without `--harness` the report says they were not run."""
     runner = CliRunner()
     examples = Path(__file__).resolve().parents[2] / "examples" / "arithmetic"
     declared = runner.invoke(app, ["diagnose", str(FIXTURES / "corrupt_run"), "--json", "--harness", str(examples)])
     assert declared.exit_code == 0, declared.output
     payload = json.loads(declared.stdout)
     assert payload["metrics"]["format_failure_rate"] == 0.0
-    assert not any("answer protocol" in note for note in payload["notes"])  # other rules may lack data (issue 17)
+    assert not any("answer protocol" in note for note in payload["notes"])  # other rules may lack data
     bare = runner.invoke(app, ["diagnose", str(FIXTURES / "corrupt_run")])
     assert "[not evaluated]" in bare.stdout and "no answer protocol declared" in bare.stdout

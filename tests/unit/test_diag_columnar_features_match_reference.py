@@ -1,4 +1,4 @@
-"""Issue #16: the column-wise text features equal their reference definitions, the answer rules read only the
+"""The column-wise text features equal their reference definitions, the answer rules read only the
 declared protocol, and agentic rows keep their trajectories and their rules in the run table."""
 
 from __future__ import annotations

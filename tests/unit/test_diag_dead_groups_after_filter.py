@@ -1,4 +1,4 @@
-"""A group filter that drops dead groups fixes them: the alert grades what reached the update (issue #4)."""
+"""A group filter that drops dead groups fixes them: the alert grades what reached the update."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 28 §4: an environment that answers some calls wrongly is seen from the rollouts alone.
+"""An environment that answers some calls wrongly is seen from the rollouts alone.
 
 `agentic.tool_result_misleads` compares, for each call the environment answered successfully (a tool and its
 arguments), the success of the episodes that got that answer with the success of those that did not. Here a

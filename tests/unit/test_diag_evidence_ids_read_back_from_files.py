@@ -1,4 +1,4 @@
-"""Issue #16: training rows carry no id strings; a report's evidence ids are still the real ones, read back from
+"""Training rows carry no id strings; a report's evidence ids are still the real ones, read back from
 the rollout files through each row's `origin`, and a file rewritten since it was read never yields another
 rollout's id."""
 

@@ -1,4 +1,4 @@
-"""Issue 17: metrics a group filter changes are reported before and after it, and within-group diversity.
+"""Metrics a group filter changes are reported before and after it, and within-group diversity.
 
 The trainer records on each training rollout whether the filter kept its group; the report compares the kept
 groups with the dropped ones (reward spread, strict accuracy, the learning signal kept) and fires when the

@@ -1,4 +1,4 @@
-"""Issues #4, #14: the hack corpus separates a hackable reward from a strict one, in the harness's own terms.
+"""The hack corpus separates a hackable reward from a strict one, in the harness's own terms.
 
 Exploits are written for problems of the cached rollouts with the declared answer protocol, so a harness
 with letters and an ``ANSWER:`` line gets exploits of that protocol, never ``<ans>`` tags.

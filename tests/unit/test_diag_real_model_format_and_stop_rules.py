@@ -1,4 +1,4 @@
-"""Issue #32 §4: the health report names the two ways a real pretrained model yields no signal from the start.
+"""The health report names the two ways a real pretrained model yields no signal from the start.
 
 - `behaviour.format_never_written` (CRITICAL): no response writes the declared answer format at all: an
   instruct model trained as it ships ("17 + 4 = 6", never `<ans>N</ans>`), every group flat;

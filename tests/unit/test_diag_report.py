@@ -1,4 +1,4 @@
-"""Issue #4: `build_report` reads a run folder tolerantly and assembles the four layers."""
+"""`build_report` reads a run folder tolerantly and assembles the four layers."""
 
 from __future__ import annotations
 

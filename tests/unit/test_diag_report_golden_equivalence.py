@@ -1,4 +1,4 @@
-"""Issue #16: the columnar health report reproduces the pre-columnar report, metric for metric, finding for finding.
+"""The columnar health report reproduces the pre-columnar report, metric for metric, finding for finding.
 
 `tests/fixtures/diagnostics/golden/golden.json` holds what the report built from one `Rollout` object per line
 (commit d066ad5) said about every case of `diag_golden_runs.py`: synthetic runs that together fire every
@@ -11,13 +11,13 @@ longest responses) or by float noise (the lowest-spread groups): there the picke
 same lengths / group spreads as the old picks. One documented difference in the problems: a JSON number in a
 string field (`turns[0].text: 3`) is read as its text, where the old reader refused the line.
 
-The agentic rules moved to `diagnostics/agentic.py` (issue 15) with the paper's definitions (abandonment is
+The agentic rules moved to `diagnostics/agentic.py` with the paper's definitions (abandonment is
 <= 3 turns without an action, not one turn; an echo trap is measured against the successful episodes, not
 a fixed 60 turns) and many more metrics: their old and new metrics and findings are left out of the
 comparison (they are tested in `test_diag_agentic_metrics_and_alerts.py`); everything else in the agentic
 cases, and every single-turn case as a whole, must still match.
 
-Metrics and rules added since are additions (issue 17: reward against the evaluator's ranking, the filter's
+Metrics and rules added since are additions (reward against the evaluator's ranking, the filter's
 kept and dropped groups, diversity, update size): they are listed below, and every other metric and finding
 must still match the old report exactly.
 """
@@ -50,7 +50,7 @@ BY_SPREAD = {"signal.low_spread"}
 COERCED_STRING_LINES: set[tuple[str, str, int]] = set()
 
 
-# Added after the golden report was recorded (issue 17); their behaviour has tests of its own.
+# Added after the golden report was recorded; their behaviour has tests of its own.
 ADDED_METRICS = {
     "mixed_groups", "rank_pairs", "rank_violations", "rank_violation_rate", "misranked_group_rate",
     "reward_rank_agreement", "kept_group_ratio", "kept_live_ratio", "reward_spread_after_filter",
@@ -58,17 +58,17 @@ ADDED_METRICS = {
     "distinct_response_ratio", "identical_group_ratio", "dead_identical_share", "reward_discrete",
     "update_norm_mean", "update_norm_max", "no_update_share", "ref_distance", "kl_to_ref",
     "filter_reward_bias", "source_mix_gap", "dead_solved_share",
-    "answer_written_rate", "answer_written_rate_first_steps", "runs_past_answer_rate",  # issue 32
+    "answer_written_rate", "answer_written_rate_first_steps", "runs_past_answer_rate",
 }  # fmt: skip
 ADDED_NUMBERS = {
     "signal.dead_groups": {"dead_unsolved_ratio"},  # the candidate gate's number (stats.py)
-    "behaviour.length_reward_corr": {"length_reward_corr_given_tool_calls"},  # issue 26: where tool use varies
+    "behaviour.length_reward_corr": {"length_reward_corr_given_tool_calls"},  # Where tool use varies
 }
 ADDED_PREFIXES = ("train_source_share/", "heldout_source_share/")  # per-source tables added with source_mix_gap
 ADDED_ALERTS = {
     "score.misranked_groups", "signal.filter_drops_signal", "signal.filter_inverted", "signal.identical_groups",
     "signal.no_update", "signal.filter_biased", "signal.source_mix_gap",
-    "behaviour.format_never_written", "behaviour.runs_past_answer",  # issue 32
+    "behaviour.format_never_written", "behaviour.runs_past_answer",
 }  # fmt: skip
 _NOISE = re.compile(r"-?\d(?:\.\d+)?e-(?:1[3-9]|[2-9]\d)")  # |x| < 1e-12 printed by .2g: float noise
 _ANSWER_RULES = {"behaviour.format_failure", "behaviour.multi_answer"}
@@ -147,7 +147,7 @@ def test_metrics_match_the_old_report(name: str, reports: dict[str, tuple[Case, 
     assert added <= ADDED_METRICS, f"unlisted new metrics: {added - ADDED_METRICS}"
     if "new_critical_alerts" in old:  # a new critical alert of an added rule counts like any other
         old = {**old, "new_critical_alerts": old["new_critical_alerts"] + len(_added_new_critical(name, reports))}
-    if new["reward_hacking"] is None and old["reward_hacking"] == 0.0:  # issue 17: unknown, not a silent 0
+    if new["reward_hacking"] is None and old["reward_hacking"] == 0.0:  # Unknown, not a silent 0
         assert any(n.startswith("score.reward_hacking: not evaluated: ") for n in reports[name][1].notes), name
         old = {**old, "reward_hacking": None}
     wrong = {k: (old[k], new[k]) for k in old if not _close(old[k], new[k])}

@@ -1,4 +1,4 @@
-"""Issue #16: the per-group aggregations run over batches of whole steps (`query.group_batches`) to bound their
+"""The per-group aggregations run over batches of whole steps (`query.group_batches`) to bound their
 scratch memory on big runs; the report must not change with the batch size.
 
 Every golden case (`diag_golden_runs.py`: together they fire every alert, with kept flags, strict scores,

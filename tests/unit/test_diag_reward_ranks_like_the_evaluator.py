@@ -1,4 +1,4 @@
-"""Issue 17: the report compares the training reward with the strict evaluator on the run's own rollouts.
+"""The report compares the training reward with the strict evaluator on the run's own rollouts.
 
 Both directions (pay for wrong answers, no pay for right ones) and the ranking inside each GRPO group, which is
 what the advantage reads: a reward that ranks a wrong sample at or above a right one fires an alert with the

@@ -1,4 +1,4 @@
-"""Issue #4: every health rule fires on a crafted defect and stays quiet on a healthy run."""
+"""Every health rule fires on a crafted defect and stays quiet on a healthy run."""
 
 from __future__ import annotations
 
@@ -187,7 +187,7 @@ def test_no_strict_score_is_a_warning_not_silence() -> None:
     rollouts = [r(s, g, i, float(i % 2), strict=None) for s in range(3) for g in range(3) for i in range(4)]
     out = diagnose_score([], rollouts, [])
     assert sev(out, "score.no_strict_score") is Severity.WARNING
-    # the hacking check could not run: its metric is unknown (NaN, with a note), not a silent 0 (issue 17)
+    # the hacking check could not run: its metric is unknown (NaN, with a note), not a silent 0
     assert math.isnan(out.metrics["reward_hacking"])
     assert any(n.startswith("score.reward_hacking: not evaluated: ") for n in out.notes)
 
@@ -253,7 +253,7 @@ def test_format_failure_multi_answer_empty() -> None:
 
 
 def test_format_rules_silent_for_untagged_domain() -> None:
-    """Issue #16: without a declared answer protocol the answer rules are not evaluated (NaN), never guessed."""
+    """Without a declared answer protocol the answer rules are not evaluated (NaN), never guessed."""
     rows = [r(0, g, i, 0.0, response="the answer is twelve") for g in range(3) for i in range(4)]
     rows = [Rollout(**{**x.to_json(), "prompt": "say it", "stop_reason": StopReason.EOS}) for x in rows]  # type: ignore[arg-type]
     out = diagnose_behaviour(rows, answer=None)

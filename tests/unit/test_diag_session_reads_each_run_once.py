@@ -1,4 +1,4 @@
-"""Issue #16: the session's steps share one run table per run instead of re-reading the validation rollouts.
+"""The session's steps share one run table per run instead of re-reading the validation rollouts.
 
 evaluate builds a pilot's health report and its per-prompt strict scores, confirm reads the scores again and
 diagnose/rollback read the held-out steps: all through `agent.nodes.common.run_table`, which reads the files

@@ -1,4 +1,4 @@
-"""Issue #4: paired bootstrap + Wilcoxon, and the four-way outcome classifier."""
+"""Paired bootstrap + Wilcoxon, and the four-way outcome classifier."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue #16: the columnar reader reports each bad line with its file and line and still reads every other line,
+"""The columnar reader reports each bad line with its file and line and still reads every other line,
 however the files fall into chunks (whole files scanned by path, big files split into byte pieces)."""
 
 from __future__ import annotations

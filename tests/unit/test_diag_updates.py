@@ -1,4 +1,4 @@
-"""Update-stability rules (issue #8 unstable-optimiser scenario): a jumping policy and a collapsed score fire."""
+"""Update-stability rules (the unstable-optimiser scenario): a jumping policy and a collapsed score fire."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def test_no_trainer_metrics_means_no_verdict() -> None:
 
 
 def test_update_size_and_reference_distance_are_reported_and_still_steps_fire() -> None:
-    """Issue 17: the update the trainer applied (actor/update_norm) and the distance from the reference policy."""
+    """The update the trainer applied (actor/update_norm) and the distance from the reference policy."""
     rows = [
         MetricRow(step=i + 1, data={"actor/update_norm": u, "actor/ref_param_distance": d, "actor/kl_loss": k})
         for i, (u, d, k) in enumerate(

@@ -1,4 +1,4 @@
-"""Issue 28 §4: an environment whose own code refuses calls an episode needs is seen from the rollouts and repaired.
+"""An environment whose own code refuses calls an episode needs is seen from the rollouts and repaired.
 
 The evidence is real: the env-lookup-limit scenario's own environment (its `make_env`, loaded the way the
 trainer loads it) answers the lookups a policy makes, the look-up-every-key behaviour of the lookup task's warm

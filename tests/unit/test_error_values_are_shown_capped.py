@@ -1,4 +1,4 @@
-"""Issue 26 §5: a value inside an error message is its repr, capped, and never runs the value's own code.
+"""A value inside an error message is its repr, capped, and never runs the value's own code.
 
 A reward returning the text "1.0" was reported as `<str object at 0x…>`; now as `'1.0'`. The rendering
 (`harness.failures.shown`) is the one every message uses: candidate values, manifest and trainer-setting

@@ -1,4 +1,4 @@
-"""Issue 28 §3: every critical alert of the incumbent's report gets a candidate aimed at it, or a recorded reason.
+"""Every critical alert of the incumbent's report gets a candidate aimed at it, or a recorded reason.
 
 The reports are real: the health report's own code on the golden run folders (`diag_golden_runs.py`, the
 recorded 20-step run of `examples/arithmetic` among them). The harnesses are the bundled examples; only the

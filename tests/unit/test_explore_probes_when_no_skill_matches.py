@@ -1,4 +1,4 @@
-"""Issue 17: when no skill matches and held-out accuracy stalls, the offline policy still proposes probes.
+"""When no skill matches and held-out accuracy stalls, the offline policy still proposes probes.
 
 Single-factor probes over the harness's declared knobs, ranked by the abnormal health metrics they address,
 each with a written hypothesis; a probe that case memory says was tried on the same symptoms is not

@@ -1,4 +1,4 @@
-"""Issue 17: the exploration scenarios are valid one-defect harnesses, every factor covered, no seed skill for any.
+"""The exploration scenarios are valid one-defect harnesses, every factor covered, no seed skill for any.
 
 The generator (`benchmarks/scenarios/make_explore_scenarios.py`) writes exactly these scenarios, as
 `scenario_dir` builds them; defective and oracle differ in one editable file of the scenario's factor; each

@@ -1,4 +1,4 @@
-"""Issue #5: the diff classifier names the factors a candidate touches and enforces the single-factor rule."""
+"""The diff classifier names the factors a candidate touches and enforces the single-factor rule."""
 
 from __future__ import annotations
 

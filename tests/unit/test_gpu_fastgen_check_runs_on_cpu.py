@@ -1,4 +1,4 @@
-"""Issue #30: the GPU self-check script runs end to end (its CPU rehearsal), so a GPU session cannot fail on a typo.
+"""The GPU self-check script runs end to end (its CPU rehearsal), so a GPU session cannot fail on a typo.
 
 `benchmarks/gpu_fastgen_check.py --device cpu --tiny` builds both models, runs checks (a) and (b) and the
 timings through the same code as on the GPU (CUDA graphs aside), prints its tables and writes its JSON.

@@ -1,4 +1,4 @@
-"""Issue #14: the declared answer protocol finds the answer and compares it the way the manifest says."""
+"""The declared answer protocol finds the answer and compares it the way the manifest says."""
 
 from __future__ import annotations
 

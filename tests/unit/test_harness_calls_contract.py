@@ -1,4 +1,4 @@
-"""Reward contract validation and in-process harness calls (issue #3)."""
+"""Reward contract validation and in-process harness calls."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue #15: the agentic contract — an environment's spec, how a call is parsed, what a result may be."""
+"""The agentic contract — an environment's spec, how a call is parsed, what a result may be."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 25 §2: every path a harness file names follows one path rule, written and on disk.
+"""Every path a harness file names follows one path rule, written and on disk.
 
 The manifest's file fields, each backend's settings file and `Harness.path` refuse an absolute path, `..`,
 a symlink anywhere along the path, a FIFO and a hard link, naming the file, the field and the rule; nothing

@@ -1,4 +1,4 @@
-"""Issue #14: the manifest declares what the core used to assume: answer writing, tokens, the selection field."""
+"""The manifest declares what the core used to assume: answer writing, tokens, the selection field."""
 
 from __future__ import annotations
 

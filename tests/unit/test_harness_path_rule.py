@@ -1,4 +1,4 @@
-"""Issue 13 §2: one path rule (harness/paths.py) decides what a harness path names, for the surface and the factors.
+"""One path rule (harness/paths.py) decides what a harness path names, for the surface and the factors.
 
 Odd paths an attacker (or a careless model) sends: parent and dot-only components, leading-dot names that a
 string prefix check mistook for `harness/`, `.git` in any case and position, absolute paths, NUL,

@@ -1,4 +1,4 @@
-"""Issue 29 §1: the held-out data splits into a selection split and a sealed test split, deterministically."""
+"""The held-out data splits into a selection split and a sealed test split, deterministically."""
 
 from __future__ import annotations
 

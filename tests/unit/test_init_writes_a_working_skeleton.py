@@ -1,4 +1,4 @@
-"""Issue #14: `evotrainer init DIR` writes a valid, commented harness with its data and strict evaluator."""
+"""`evotrainer init DIR` writes a valid, commented harness with its data and strict evaluator."""
 
 from __future__ import annotations
 

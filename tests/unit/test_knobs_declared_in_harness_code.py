@@ -1,4 +1,4 @@
-"""Issue 28 §1: a harness declares tunable constants of its reward and filter code as knobs, and the controller's
+"""A harness declares tunable constants of its reward and filter code as knobs, and the controller's
 probes move them like trainer settings (read without importing, out of range a symptom, one move at a time).
 
 The harness is the bundled program-synthesis example, whose reward declares its step budgets; its defective form

@@ -1,4 +1,4 @@
-"""Issue 17: a reward exploit that an arm sharing the incumbent's reward code learned counts as the incumbent's.
+"""A reward exploit that an arm sharing the incumbent's reward code learned counts as the incumbent's.
 
 On shortcut-bonus (seed 0) both trainer probes of iteration 2 learned the direct-answer bonus within their
 pilots (`score.rewarded_wrong`, `score.reward_hacking`) while the control stayed clean; with nothing in the

@@ -1,4 +1,4 @@
-"""Issue 17, skills learned from wins: a merged probe becomes a stored skill another harness retrieves first.
+"""A merged probe becomes a stored skill another harness retrieves first.
 
 Session A (the arithmetic demo, domain math) stalls with symptoms no seed skill reads; the offline policy
 proposes probes and the top one merges. The record step's learning code (`agent.policies.learning.learn_from_merge`,

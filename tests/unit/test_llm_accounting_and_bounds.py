@@ -1,4 +1,4 @@
-"""Issue #6: LLM cost accounting, budgets, bounded context, the briefing, and the gate escalation rule (pure)."""
+"""LLM cost accounting, budgets, bounded context, the briefing, and the gate escalation rule (pure)."""
 
 from __future__ import annotations
 

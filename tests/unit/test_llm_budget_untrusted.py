@@ -1,4 +1,4 @@
-"""Issue 13 §5: a server's usage report cannot talk a budget around, and an unenforceable cost budget is refused.
+"""A server's usage report cannot talk a budget around, and an unenforceable cost budget is refused.
 
 Reported token counts are clamped (negative, NaN, text, 10**30) and never recorded below a local count of
 what was sent and received; `--max-cost` for a model without a price and without `--price-per-1k` is

@@ -1,4 +1,4 @@
-"""Issue #6: the stdlib mock OpenAI server drives the real `ChatOpenAI` (tool calls, malformed JSON, usage)."""
+"""The stdlib mock OpenAI server drives the real `ChatOpenAI` (tool calls, malformed JSON, usage)."""
 
 from __future__ import annotations
 

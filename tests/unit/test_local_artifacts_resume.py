@@ -1,4 +1,4 @@
-"""Resume bookkeeping of the local backend (issue #3): artefacts after the checkpoint step are dropped."""
+"""Resume bookkeeping of the local backend: artefacts after the checkpoint step are dropped."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 15: the local trainer's episode loop — stop reasons, echo-trap cut, masking, what a trajectory records.
+"""The local trainer's episode loop — stop reasons, echo-trap cut, masking, what a trajectory records.
 
 The policy is scripted here (the real one is a tiny LM whose outputs a unit test cannot choose): a stand-in
 for `Policy.generate` that writes each episode's next turn from a script, under the same contract (stop at

@@ -1,4 +1,4 @@
-"""Issue #16: the fast sampler computes what the model's own forward computes, and draws the same tokens.
+"""The fast sampler computes what the model's own forward computes, and draws the same tokens.
 
 The reference here is the framework path the trainer used before (`LlamaForCausalLM.forward` per token with
 its own KV cache), kept in this test only: same logits to float rounding, same tokens for the same seed.

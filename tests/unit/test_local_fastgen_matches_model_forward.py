@@ -1,4 +1,4 @@
-"""Issue #30: the static sampler computes what each supported architecture's own forward computes.
+"""The static sampler computes what each supported architecture's own forward computes.
 
 For tiny random-init Llama, Qwen2, Qwen3 and Mistral models (tied and untied heads, GQA and MHA, q/k/v and MLP
 biases, Qwen3's q/k norms, an explicit head_dim, a scaled rope): the prefill and every decode step give the

@@ -1,4 +1,4 @@
-"""Issue #30: the static sampler keeps `decode.sample`'s contract, follows weight updates and names what it refuses.
+"""The static sampler keeps `decode.sample`'s contract, follows weight updates and names what it refuses.
 
 - Sampled responses: the stop token ends a row and is its last masked token, PAD after, `finished` says
   whether a stop was drawn, T is the longest response; rows that stop leave the batch (compaction) without

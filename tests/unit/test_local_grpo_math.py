@@ -1,4 +1,4 @@
-"""GRPO maths of the local backend (issue #3): advantages, clip-higher, token-mean, k3 KL."""
+"""GRPO maths of the local backend: advantages, clip-higher, token-mean, k3 KL."""
 
 from __future__ import annotations
 

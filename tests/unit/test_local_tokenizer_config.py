@@ -1,6 +1,6 @@
-"""Char tokenizer, trainer config and data selection of the local backend (issues #3, #14).
+"""Char tokenizer, trainer config and data selection of the local backend.
 
-Issue #14: nothing about the vocabulary is fixed in code. It comes from the harness's data files plus the
+Nothing about the vocabulary is fixed in code. It comes from the harness's data files plus the
 manifest's special tokens (and alphabet order); a character a continued policy's vocabulary lacks is an
 error naming the file, row, field and character. Data selection weighs the row field the manifest names.
 """
@@ -143,6 +143,6 @@ def test_the_warm_start_cache_key_follows_the_vocabulary(tmp_path: Path) -> None
     assert len(keys) == 3  # a changed vocabulary never loads a warm start trained for another
     again = CharTokenizer.build(["ab<x>", "b"], alphabet="ab")
     assert key(again) == key(plain)
-    # issue 30 generalised the key to any model; the tiny model's keys stay what they were (caches stay valid)
+    # the key covers any model; the tiny model's keys stay what they were (caches stay valid)
     assert key(plain) == "ea0e881e22baa43fba5d6ea7"
     assert key(plain, "<obs>{result}</obs>") == "467035e96cd416ec347e2bf7"

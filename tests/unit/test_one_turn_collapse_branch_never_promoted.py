@@ -1,4 +1,4 @@
-"""Issue 15 acceptance: the one-turn-collapse branch is never promoted, even when its training reward is the
+"""The one-turn-collapse branch is never promoted, even when its training reward is the
 highest and its strict held-out scores happen to look better (a lucky pilot).
 
 The never-reward-brevity guard works at two levels: at proposal time its trigger flags an efficiency

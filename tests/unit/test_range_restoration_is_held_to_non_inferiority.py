@@ -1,4 +1,4 @@
-"""Issue 17: a candidate that only moves settings back into their documented range is held to non-inferiority.
+"""A candidate that only moves settings back into their documented range is held to non-inferiority.
 
 `agent.decisions.knobs.range_restoration` says which candidates qualify (read from the real scenario harnesses:
 cold-sampling's defective and oracle forms differ in `temperature` only, 0.1 against the documented
@@ -146,7 +146,7 @@ def test_a_restoration_replicates_unless_a_fresh_seed_loses() -> None:
 
 
 def test_a_code_constant_moved_back_into_its_declared_range_is_a_restoration(tmp_path: Path) -> None:
-    """Issue 28 §1: the reward's own knobs (`EVOTRAINER_KNOBS`) restore like trainer settings, and only that."""
+    """The reward's own knobs (`EVOTRAINER_KNOBS`) restore like trainer settings, and only that."""
     from harness.code_knobs import set_constant
 
     demo = Path(__file__).resolve().parents[2] / "examples" / "synth-fn"  # STEP_LIMIT = 12, safe [200, 20000]

@@ -1,9 +1,9 @@
-"""Issue 26 §6: the report's curves over steps use the health report's own definitions.
+"""The report's curves over steps use the health report's own definitions.
 
 `diagnostics.agentic.per_step` gives each step's turns, tool calls, tool failure rate and abandonment: on
 every step they equal what `diagnose_agentic` reports for that step's episodes alone. `heldout_by_source`
-gives each data source's strict held-out accuracy per validation step, and nothing for one source. Issue 32
-§5: `stop_shares_per_step` gives the share of each stop reason per training step (the token cap's share is
+gives each data source's strict held-out accuracy per validation step, and nothing for one source.
+`stop_shares_per_step` gives the share of each stop reason per training step (the token cap's share is
 what a wrong stop id shows as), the report draws it, and `evotrainer diagnose` prints stops and lengths per
 training step.
 """

@@ -1,4 +1,4 @@
-"""Issue 15: the session's HTML report lists the headline agentic metrics per version, and only for agentic runs."""
+"""The session's HTML report lists the headline agentic metrics per version, and only for agentic runs."""
 
 from __future__ import annotations
 

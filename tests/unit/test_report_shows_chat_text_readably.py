@@ -1,4 +1,4 @@
-"""Issue #32 §5: the report shows a chat model's text readably: special-token texts stand apart, the rest is
+"""The report shows a chat model's text readably: special-token texts stand apart, the rest is
 escaped text with its line breaks (a model that runs past its end of turn writes the chat markup itself)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue #14: every health report is built with the harness's declared answer protocol (`answer=`)."""
+"""Every health report is built with the harness's declared answer protocol (`answer=`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 28 §5: a reward that disagrees with the evaluator, where nothing specific explains it, gets the generic
+"""A reward that disagrees with the evaluator, where nothing specific explains it, gets the generic
 candidate: pay what its own training-side checks agree with the evaluator on.
 
 The evidence is real: programs scored by a synthesis reward that pays partial credit (the share of its tests a

@@ -1,4 +1,4 @@
-"""Issue 28 §2/§6: a gate of the reward's code that fails strict-right responses is found from the evidence and dropped.
+"""A gate of the reward's code that fails strict-right responses is found from the evidence and dropped.
 
 The run is real evidence: programs scored by the synth-format-gate scenario's own reward (a character check that
 pays 0 to any program with `%`, a call or a subscript) and, as the strict score, by its oracle's reward (what the
@@ -77,7 +77,7 @@ def test_the_gate_that_fails_the_right_programs_is_the_first_probe_for_the_alert
 
 
 def test_a_reward_that_declares_no_knobs_still_gets_the_gate_probe(gated: tuple[Harness, Path]) -> None:
-    """Issue 28 acceptance: disagreement-driven candidates where the reward's code allows, with no declaration."""
+    """Disagreement-driven candidates where the reward's code allows, with no declaration."""
     import re
 
     harness, run_dir = gated

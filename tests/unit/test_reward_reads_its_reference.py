@@ -1,4 +1,4 @@
-"""Issue 28 §2/§6: a reward that pays wrong programs and never reads its reference answer gets the candidate that does.
+"""A reward that pays wrong programs and never reads its reference answer gets the candidate that does.
 
 The evidence is real: programs scored by the synth-shown-tests scenario's own reward (it runs the examples the
 prompt shows, so a lookup table of them is paid in full) and strict-scored by its oracle's reward, read back by

@@ -1,4 +1,4 @@
-"""Issue 13 §3: every hostile reward value is a contract refusal naming the file, the value and the range.
+"""Every hostile reward value is a contract refusal naming the file, the value and the range.
 
 Huge ints (`10**400`) are checked before any float conversion (never an `OverflowError`), values beyond
 the manifest's `reward_range` (default +-1e6) are refused so a float32 trainer never sees inf, and

@@ -1,4 +1,4 @@
-"""Issue 27 §7: `evotrainer run`'s options set `Context` fields; their defaults must be Context's own.
+"""`evotrainer run`'s options set `Context` fields; their defaults must be Context's own.
 
 One source of names and defaults: a default changed in `agent/context.py` (what the LangGraph server and
 `resume` use) and not in the CLI, or the other way round, fails here, as does a new Context setting the

@@ -1,4 +1,4 @@
-"""Issue #4: image tag and mirror derivation, result-file reading, staging and the `sandbox` CLI (no Docker)."""
+"""Image tag and mirror derivation, result-file reading, staging and the `sandbox` CLI (no Docker)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue #4: the process fallback is honest about being weaker, and still kills, caps and classifies."""
+"""The process fallback is honest about being weaker, and still kills, caps and classifies."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 27: scenarios are committed as their defects and built on demand, byte for byte as they were committed.
+"""Scenarios are committed as their defects and built on demand, byte for byte as they were committed.
 
 `scenario_cache.scenario_dir` builds each scenario into a cache keyed by a digest of its inputs, atomically,
 once; the tracked tree holds no scenario folder. The pinned digests below are those of the scenario folders
@@ -24,31 +24,31 @@ ROOT = Path(__file__).resolve().parents[2]
 GENERATORS = ROOT / "benchmarks" / "scenarios"
 
 # content_digest of each scenario folder (both forms and scenario.json) as committed at 0a22c3f; the synth-*
-# digests changed when examples/synth-fn{,-oracle} declared their reward's step budgets as knobs (issue 28 §1;
-# re-measured in benchmarks/RESULTS.md, "Session 10"); the agentic ones when examples/lookup-agent{,-oracle}
-# declared their environment's lookup limit as a knob (issue 28 §4; re-measured in "Session 12").
+# digests changed when examples/synth-fn{,-oracle} declared their reward's step budgets as knobs (re-measured
+# in benchmarks/RESULTS.md, "Session 10"); the agentic ones when examples/lookup-agent{,-oracle}
+# declared their environment's lookup limit as a knob (re-measured in "Session 12").
 COMMITTED = {
     "cold-sampling": "00cfc1ecc83851c970e5f5d5b8389e8ed2c73fad61741ee04c87093a1e7f032a",
     "dead-groups": "c5557c137308024ea9e31110b9e3c77822f559c9d2d9281906f2f4f8571ae043",
     "env-episode-leak": "efbf927a531a4f015e1b53237b493bc6ac1a30e6af3e129064245555991ced6d",  # added, not measured
-    "env-lookup-limit": "e971fb84087bd78751a5247c08b3731d500b8220c50fcfbe43815f11102318d1",  # issue 28 §4, added
+    "env-lookup-limit": "e971fb84087bd78751a5247c08b3731d500b8220c50fcfbe43815f11102318d1",  # added
     "format-gate": "ac80a57104e5409d1522672579b6f21ae90f4a60fa1a47b7d0675e97ad2da58a",
     "greedy-filter": "21a6247f4decf28a31e9ed0756ba1e7ab80a41c19bdb5e3056a88dc9a427e790",
     "hackable-reward": "650f24cc1bea5cc73139ab7c5c6f64afc5c273132a120e563e8a79b23c6b29aa",
     "length-budget": "54647574803edf64be5a9950760e2ee1c12175133efe6376cad51eb91933f5dd",
     "narrow-mix": "0690ccbf913105ebfc96f73c617f2183e12dad949890e43a404451ed906d6244",
-    "no-warm-start": "b543b874f6565ad511fb7b74d23cf13681725f7bed7d90b5927251a204027b4a",  # issue 32, added later
-    "one-turn-collapse": "e0ca42c93dc5e55af068b76a314d6231731f66c3eb8ae8b6b8551dd31ed9c6ce",  # issue 28 §4
+    "no-warm-start": "b543b874f6565ad511fb7b74d23cf13681725f7bed7d90b5927251a204027b4a",  # added later
+    "one-turn-collapse": "e0ca42c93dc5e55af068b76a314d6231731f66c3eb8ae8b6b8551dd31ed9c6ce",
     "shortcut-bonus": "275e1792a29db3442224d782efa2ff990363032ac762f3316a04d678c6922bbe",
-    "synth-format-gate": "3ffa94f7b2e38dc884f69f4fdbb436503a6427ea99d2ebc358e9ee7ac310e366",  # issue 28
-    "synth-length-budget": "9d854969594d388bbde5fa1db1d02f321785f26a0c70bcc73827f9da18b9f6cc",  # issue 28
-    "synth-shown-tests": "202899c8b7c6bb5bb51a430290e46e784948039c1c75571b209c9f4c283a6862",  # issue 28
-    "synth-test-timeout": "bd85a44a29d28151eebab7ccecb8421e174fc4668eebab60bc3233efbb36f532",  # issue 28
+    "synth-format-gate": "3ffa94f7b2e38dc884f69f4fdbb436503a6427ea99d2ebc358e9ee7ac310e366",
+    "synth-length-budget": "9d854969594d388bbde5fa1db1d02f321785f26a0c70bcc73827f9da18b9f6cc",
+    "synth-shown-tests": "202899c8b7c6bb5bb51a430290e46e784948039c1c75571b209c9f4c283a6862",
+    "synth-test-timeout": "bd85a44a29d28151eebab7ccecb8421e174fc4668eebab60bc3233efbb36f532",
     "tiny-batch": "5465aa7d130e0379026a33306b834b1e550f8cdedb43b5d44a323b191baeb829",
-    "tool-spam": "a5f77434a343f56ee7dfc7d5c2af1822ed46c06e0316cdaf9684d6880c37eb1c",  # issue 28 §4
+    "tool-spam": "a5f77434a343f56ee7dfc7d5c2af1822ed46c06e0316cdaf9684d6880c37eb1c",
     "train-leak": "6fa9a1f84cb4899e49337bede0ed951ea5ce28222c38c6eb0531cdbe4c11ae6a",
-    "turn-budget": "2529e4f882d642f7201634a44dc0a12d3a4d1d4589ac19b853ca65d12d188c00",  # issue 28 §4
-    "turn-token-cap": "0041c29e688e0fe21a24cd311bf1281ff3ac1bd0a4684bd86c64f8f000fb7076",  # issue 28 §4
+    "turn-budget": "2529e4f882d642f7201634a44dc0a12d3a4d1d4589ac19b853ca65d12d188c00",
+    "turn-token-cap": "0041c29e688e0fe21a24cd311bf1281ff3ac1bd0a4684bd86c64f8f000fb7076",
     "unstable-optimiser": "f154d10dc748e14e46f269eedcd1da787eaeadf93bbde817d46f14fd11b02fdb",
 }
 

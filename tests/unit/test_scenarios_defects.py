@@ -1,4 +1,4 @@
-"""Issue #8: each benchmark scenario is a valid harness with exactly ONE defect, built from its generator.
+"""Each benchmark scenario is a valid harness with exactly ONE defect, built from its generator.
 
 The generator writes exactly its scenarios, as `scenario_dir` builds them; defective and oracle forms
 must differ in one editable file; and each defect must actually do what the scenario says (checked on the
@@ -25,7 +25,7 @@ from trainer_backend.local.vocab import tokenizer_for
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = ["dead-groups", "format-gate", "hackable-reward", "length-budget", "train-leak", "unstable-optimiser"]
-# the program-synthesis scenarios (issue #14); their defects are checked in test_synth_scenarios_defects.py
+# the program-synthesis scenarios; their defects are checked in test_synth_scenarios_defects.py
 SYNTH_NAMES = ["synth-format-gate", "synth-length-budget", "synth-shown-tests", "synth-test-timeout"]
 
 

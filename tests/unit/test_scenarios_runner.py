@@ -1,4 +1,4 @@
-"""Issue #8: the scenario runner reads budgets, invalid promotions and paired CIs from a session honestly."""
+"""The scenario runner reads budgets, invalid promotions and paired CIs from a session honestly."""
 
 from __future__ import annotations
 

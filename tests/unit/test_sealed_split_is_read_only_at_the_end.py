@@ -1,4 +1,4 @@
-"""Issue 29 §1: nothing in the loop reads the sealed test split; the session's end shows it.
+"""Nothing in the loop reads the sealed test split; the session's end shows it.
 
 Structural: the only product modules that name the sealed split are the ones that define it, write it (the
 local trainer, once per run, to a folder no loop reader opens), keep it out of verl's validation, and read

@@ -1,4 +1,4 @@
-"""Issue 25 §1: the graph the LangGraph server runs takes from a client only what the server's owner allows.
+"""The graph the LangGraph server runs takes from a client only what the server's owner allows.
 
 Drives `agent.graph.graph` (the entry point langgraph.json serves) with client-shaped JSON contexts, as the
 server does (`context_schema(**context)`): every `Context` field is either a client's choice or the owner's

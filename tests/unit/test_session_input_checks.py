@@ -1,4 +1,4 @@
-"""Issue #14: every mistake a user makes when starting a session is one clear error naming file/field and fix.
+"""Every mistake a user makes when starting a session is one clear error naming file/field and fix.
 
 `agent.launch.input_checks.check_harness` on copies of the demo harness with one mistake each; no git, no store.
 """

@@ -1,4 +1,4 @@
-"""Issue 15: the session's health reports (diagnose, evaluate and confirm nodes, through `cached_report`)
+"""The session's health reports (diagnose, evaluate and confirm nodes, through `cached_report`)
 classify tools by the session harness's declared tools, as `evotrainer diagnose --harness` does: a declared
 check tool the policy never calls is graded as laziness (act_then_verify_rate 0), where by tool names alone
 the run shows no verify tool and the rule has no data."""

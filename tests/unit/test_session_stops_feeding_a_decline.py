@@ -1,4 +1,4 @@
-"""Issue 29 §2: a control-only iteration that makes the incumbent significantly worse ends the session.
+"""A control-only iteration that makes the incumbent significantly worse ends the session.
 
 The rule (`agent/decisions/evidence.py: decline_stop`) compares the continued version's per-prompt strict scores with
 its continuation's; `record` applies it only when the iteration had no candidate to decide on.

@@ -1,4 +1,4 @@
-"""Issue 15: the agentic seed skills fire on the failure modes they fix (triggers over the real agentic metrics
+"""The agentic seed skills fire on the failure modes they fix (triggers over the real agentic metrics
 of synthetic runs) and their patches do what they say on a small agentic harness (`agentic_harness.py`)."""
 
 from __future__ import annotations

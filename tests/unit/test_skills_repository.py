@@ -1,4 +1,4 @@
-"""Issue #5: the skill library round-trips through a migrated store (SQLite; Postgres when available)."""
+"""The skill library round-trips through a migrated store (SQLite; Postgres when available)."""
 
 from __future__ import annotations
 
@@ -64,9 +64,9 @@ def _round_trip(db: Session) -> None:
     assert guard.spec.is_guard and guard.spec == next(s for s in SEED_SKILLS if s.name == "never-reward-brevity")
     assert {r.spec.name for r in skills_repo.list_skills(db, "code")} == {
         "raise-length-budget", "std-group-filter", "never-reward-brevity", "stabilise-policy-updates",
-        # domain-neutral since issue #14: rewards written from the declared answer protocol, any source names
+        # domain-neutral since Rewards written from the declared answer protocol, any source names
         "strict-answer-extraction", "dense-auxiliary-reward", "learnable-data-mix",
-        # the agentic skills (issue 15) name tools by declared role: any domain with an env
+        # the agentic skills name tools by declared role: any domain with an env
         "trajectory-filter", "raise-turn-budget", "confirmed-behaviour-reward", "never-pay-action-counts"}  # fmt: skip
 
     matches = skills_repo.match_skills(db, DEMO_METRICS, "math")
@@ -96,7 +96,7 @@ def _round_trip(db: Session) -> None:
 
     skills_repo.seed_skills(db)  # re-seeding keeps the track record
     assert skills_repo.get_skill(db, "raise-length-budget").wins == 1
-    # the reads the controller uses instead of its own SQL (issue 27 §4)
+    # the reads the controller uses instead of its own SQL
     uses = [u.id for u in skills_repo.session_uses(db, "s1")]
     assert len(uses) == 2 and uses[0] == use and uses == sorted(uses)
     assert skills_repo.use_of_candidate(db, "no-candidate") is None
@@ -165,7 +165,7 @@ def test_cli_list_show_export(sqlite_url: str, tmp_path: Path) -> None:
     shown = runner.invoke(app, ["skills", "show", "std-group-filter", "--db", sqlite_url])
     assert shown.exit_code == 0 and shown.output.startswith("### Skill: std-group-filter")
     missing = runner.invoke(app, ["skills", "show", "nope", "--db", sqlite_url])
-    assert missing.exit_code == 2 and "no skill named 'nope'" in missing.output  # bad input (issue 26)
+    assert missing.exit_code == 2 and "no skill named 'nope'" in missing.output  # bad input
     out = tmp_path / "cards"
     exported = runner.invoke(app, ["skills", "export", "--out", str(out), "--db", sqlite_url])
     assert exported.exit_code == 0, exported.output

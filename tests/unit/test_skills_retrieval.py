@@ -1,4 +1,4 @@
-"""Issue #5: retrieval ranks own-domain skills first, cross-domain as fallback, then by win rate and specificity."""
+"""Retrieval ranks own-domain skills first, cross-domain as fallback, then by win rate and specificity."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue #14: every reward a skill writes is generated from the manifest's declared answer protocol.
+"""Every reward a skill writes is generated from the manifest's declared answer protocol.
 
 `strict-answer-extraction` must never pay ``<ans>45</ans>`` for ground truth ``045`` when the protocol says
 ``compare: exact``; on the demo it must judge like the demo's strict evaluator; without a declared protocol

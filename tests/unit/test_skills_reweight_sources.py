@@ -1,6 +1,6 @@
 """The learnable-data-mix skill: its trigger, and the reweight_sources op on the demo's data selection.
 
-Issue #14: the op works on any source names (entries are values of the manifest's ``data.select_by``
+The op works on any source names (entries are values of the manifest's ``data.select_by``
 field, default ``data_source``), with no naming pattern. Per-source numbers below are from real local
 runs of the arithmetic demo (seed 0, 60 steps) with the strict reward and a 48-token budget (the harness
 once skills 1 and 2 are merged): level 1 is 70% dead (solved), level 5 99% dead (failed), level 2 57%

@@ -1,4 +1,4 @@
-"""Issue #5: template values are a tiny arithmetic language; YAML keys are edited in place, comments kept."""
+"""Template values are a tiny arithmetic language; YAML keys are edited in place, comments kept."""
 
 from __future__ import annotations
 

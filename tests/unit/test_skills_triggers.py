@@ -1,4 +1,4 @@
-"""Issue #5: skill triggers are a safe predicate language; missing metrics never match."""
+"""Skill triggers are a safe predicate language; missing metrics never match."""
 
 from __future__ import annotations
 

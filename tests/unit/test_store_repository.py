@@ -1,4 +1,4 @@
-"""Issue #2: the store's query helpers keep the ledger, gates and reports consistent (SQLite, migrated)."""
+"""The store's query helpers keep the ledger, gates and reports consistent (SQLite, migrated)."""
 
 from __future__ import annotations
 
@@ -148,7 +148,7 @@ def test_candidate_ids_are_unique_across_sessions() -> None:
 
 
 def test_the_read_helpers_agent_uses_return_the_rows_it_wrote(db: Session) -> None:
-    """Issue 27 §4: the queries agent/ no longer writes itself answer from the store's own functions."""
+    """The queries agent/ no longer writes itself answer from the store's own functions."""
     assert repo.find_session(db, "nope") is None and repo.session_row(db, "s").id == "s"
     with pytest.raises(repo.NotFoundError, match="'nope'"):
         repo.session_row(db, "nope")

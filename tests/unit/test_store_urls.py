@@ -1,4 +1,4 @@
-"""Issue #2: store URL resolution (`--db` > `EVOTRAINER_DB` > default) and validation, without I/O."""
+"""Store URL resolution (`--db` > `EVOTRAINER_DB` > default) and validation, without I/O."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue #18: the end-of-run summary names the final and the best version, which policy to use and why, and the
+"""The end-of-run summary names the final and the best version, which policy to use and why, and the
 final checkpoint; it reports the final version's alerts (not those of the last diagnosed run).
 
 `choose_version` is pure; `session_summary` is checked over a real migrated SQLite store with run folders.

@@ -1,4 +1,4 @@
-"""Issue #14, program-synthesis example: programs are hostile, so the reward and the strict evaluator run
+"""Programs are hostile, so the reward and the strict evaluator run
 them in a restricted interpreter under step budgets, never through ``eval``.
 
 Protected properties: hostile programs (infinite-looking loops, huge powers, huge lists, strings, deep

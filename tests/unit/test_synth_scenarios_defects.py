@@ -1,4 +1,4 @@
-"""Issue #14: each program-synthesis scenario's defect does what its scenario.json says, and its oracle does not.
+"""Each program-synthesis scenario's defect does what its scenario.json says, and its oracle does not.
 
 Generation sync and "two valid harnesses differing in one editable file" are checked for every scenario in
 `test_scenarios_defects.py`; here each defect is checked on the harness code and config, without training:

@@ -1,4 +1,4 @@
-"""Issue 15 (verl): an agentic harness maps to verl's multi-turn agent loop (tools from the manifest, turn limits
+"""An agentic harness maps to verl's multi-turn agent loop (tools from the manifest, turn limits
 from the verl settings, the row for the environment in every data row), and a verl dump's decoded output
 splits into turns at the hermes markers. Pure: no verl needed (tests/integration/test_verl_agentic_* runs verl)."""
 

@@ -1,4 +1,4 @@
-"""Issue 25: a harness's verl `overrides` may set only keys that cannot make verl load code.
+"""A harness's verl `overrides` may set only keys that cannot make verl load code.
 
 verl imports modules by path or name from many config keys (a custom dataset class, a reward manager module,
 `external_lib`, `trust_remote_code`, the optimizer implementation, agent-loop and tool configs, a custom

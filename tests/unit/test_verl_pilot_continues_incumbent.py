@@ -1,4 +1,4 @@
-"""Issue #16: a verl pilot continues the incumbent's checkpoint through verl's resume, and says what it carries.
+"""A verl pilot continues the incumbent's checkpoint through verl's resume, and says what it carries.
 
 No verl import: the plan is pure (trainer_backend/verl/config.py) and the checkpoint copy is file I/O.
 """

@@ -1,4 +1,4 @@
-"""Issue #7: harness → verl override mapping, refusals with key + fix, and outcome classification (no verl needed)."""
+"""Harness → verl override mapping, refusals with key + fix, and outcome classification (no verl needed)."""
 
 from __future__ import annotations
 

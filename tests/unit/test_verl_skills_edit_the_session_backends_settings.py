@@ -1,4 +1,4 @@
-"""Issue 15 (verl): in a `--backend verl` session, trainer-setting skills edit the verl settings file (and that
+"""In a `--backend verl` session, trainer-setting skills edit the verl settings file (and that
 edit is a trainer factor the verl backtest does not refuse), on a harness whose default backend is local."""
 
 from __future__ import annotations

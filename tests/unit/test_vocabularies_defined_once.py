@@ -1,4 +1,4 @@
-"""Issue 27 §2: sandbox modes, backend, factor, session-mode and metric names and the run-folder layout are each
+"""Sandbox modes, backend, factor, session-mode and metric names and the run-folder layout are each
 written once, imported elsewhere.
 
 A second spelled-out list (a `Literal[...]` or a tuple of the same names, in any order) is how vocabularies
@@ -60,7 +60,7 @@ def test_the_decision_metric_names_are_written_only_in_the_schema() -> None:
 
 
 def test_the_run_folder_layout_is_written_only_in_the_schema() -> None:
-    """Issue 27 §2: the artefact layout (file names, the rollout and checkpoint folders) has one home."""
+    """The artefact layout (file names, the rollout and checkpoint folders) has one home."""
     from diagnostics import schema
 
     names = (schema.METRICS_FILE, schema.SUMMARY_FILE, schema.LOG_FILE, schema.HEALTH_REPORT_FILE, schema.SPEC_FILE,
@@ -81,7 +81,7 @@ def test_the_run_folder_layout_is_written_only_in_the_schema() -> None:
 
 
 def test_no_product_code_outside_the_backends_names_a_backend() -> None:
-    # Issue 27 §1: a backend is one plug-in (trainer_backend.PLUGINS); elsewhere code asks the plug-in, never
+    # A backend is one plug-in (trainer_backend.PLUGINS); elsewhere code asks the plug-in, never
     # compares names. The manifest's vocabulary (harness/manifest.py) is the one other place a name is written.
     from trainer_backend import PLUGINS
 

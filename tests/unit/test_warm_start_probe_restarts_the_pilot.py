@@ -1,4 +1,4 @@
-"""Issue #32 §4 (no-warm-start): a policy that starts out never writing the answer format gets a warm start.
+"""A policy that starts out never writing the answer format gets a warm start.
 
 The evidence is the run's own: `answer_written_rate_first_steps` (the share of the first training responses
 that ended on their own and hold an answer the declared protocol reads) below 0.01 is the

@@ -1,4 +1,4 @@
-"""The embedded local backend: plain-torch GRPO on a tiny model, run as a subprocess (issue #3).
+"""The embedded local backend: plain-torch GRPO on a tiny model, run as a subprocess.
 
 Implements the backend protocol of `trainer_backend/base.py` with module-level functions. `submit`
 writes ``<out_dir>/spec.json`` and launches ``python -m trainer_backend.local.train`` in its own process

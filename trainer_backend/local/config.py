@@ -158,7 +158,7 @@ class LocalTrainerConfig(BaseModel):
     warmstart_data: HarnessPath = "data/warmstart.jsonl"
     warmstart_lr: float = Field(3e-3, gt=0, le=1.0)
     warmstart_batch_size: int = Field(64, ge=1, le=4096)
-    # The warm start stops on evidence (issue 26): after `warmstart_steps` it reads the greedy answer-format
+    # The warm start stops on evidence: after `warmstart_steps` it reads the greedy answer-format
     # rate on the task's training prompts and, below `warmstart_min_format`, trains further rounds of
     # `warmstart_steps` each, up to `warmstart_max_steps` in all (None: 8 x warmstart_steps).
     warmstart_min_format: float = Field(0.5, ge=0.0, le=1.0)

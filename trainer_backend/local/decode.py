@@ -1,6 +1,6 @@
 """Fast batched sampling for the tiny Llama policy: one preallocated KV cache, no per-token framework overhead.
 
-The local trainer spends most of a step generating (issue #16: generation with the KV cache dominated the
+The local trainer spends most of a step generating (generation with the KV cache dominated the
 profile). The policy is tiny (3 layers, hidden 128), so a `LlamaForCausalLM.forward` per generated token
 costs far more in Python and cache bookkeeping than in floating-point work. `sample` runs the same maths — RMSNorm,
 rotary embeddings (the model's own `rotary_emb` table), causal multi-head attention, SiLU-gated MLP, tied

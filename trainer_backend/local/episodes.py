@@ -1,5 +1,5 @@
 """What the local trainer samples for a batch of rows: one response each, or, for an agentic harness, one
-multi-turn episode each (issue 15).
+multi-turn episode each.
 
 `sample` is the one entry point. A single-turn harness gets exactly what the trainer always sampled (one
 `generate` call; the same random stream). An agentic harness (``env:`` in the manifest, `harness/env.py`)

@@ -1,4 +1,4 @@
-"""Hugging Face causal LMs for the local backend: resolve `model:`, load the model, wrap its tokenizer (issue 30).
+"""Hugging Face causal LMs for the local backend: resolve `model:`, load the model, wrap its tokenizer.
 
 `trainer.yaml`'s ``model:`` names what trains. ``tiny`` is the built-in character model
 (`trainer_backend/local/model.py`); anything else is a Hugging Face model folder (``config.json``, weights,
@@ -11,7 +11,7 @@ tokenizer files), found as:
 
 The tokenizer adapter `HFTokenizer` gives the trainer the same interface as `CharTokenizer`: prompt ids,
 encode/decode, stop ids, the id a warm-start target ends with, a pad id. End of turn is decided once, here,
-for every model (issue 32): the stop ids are the generation config's ``eos_token_id`` plus, with a chat
+for every model: the stop ids are the generation config's ``eos_token_id`` plus, with a chat
 template, the special token the template writes right after an assistant's text (``<|im_end|>``); never
 ``tokenizer.eos_token`` alone, which a converted tokenizer may get wrong. A chat template that ends an
 assistant turn with no special token cannot be stopped on and is refused. Padding never uses a stop id.

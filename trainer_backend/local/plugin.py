@@ -89,7 +89,7 @@ def check_data(harness: Harness, counts: Mapping[str, int]) -> None:
 
 def check_settings(path: Path, harness: Harness) -> None:
     """The trainer settings parse, have only known keys (closest suggested) and valid values, and the policy
-    they name can train here (issue 30: the model folder and its tokenizer, the harness's special tokens, the
+    they name can train here (the model folder and its tokenizer, the harness's special tokens, the
     device, prompts plus the response budget within the model's context).
 
     Raises:

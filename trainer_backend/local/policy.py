@@ -1,4 +1,4 @@
-"""The policy a local run trains: a model, its tokenizer, the device, and how it samples (issue 30).
+"""The policy a local run trains: a model, its tokenizer, the device, and how it samples.
 
 One object for both kinds of model the local backend trains, so the trainer, the episode loop and the warm
 start read the same way whatever trains:

@@ -64,7 +64,7 @@ def build_policy(
         tok = tokenizer_for(harness, cfg.warmstart_data, None if continued is None else continued.get("vocab"))
         model = build_model(cfg.shape(), len(tok), seed)
         warm: dict[str, Any] = {"shape": cfg.shape().__dict__, "vocab": tok.vocab}
-        if cfg.prompt_template != "{prompt}":  # default templates keep every cache key made before issue 30
+        if cfg.prompt_template != "{prompt}":  # default templates keep every cache key made before prompt templates
             warm["prompt_template"] = cfg.prompt_template
         policy = Policy(model, tok, device, cfg.render_prompt, "tiny")
         return policy, {"warmstart": warm, "checkpoint": {"vocab": tok.vocab}}

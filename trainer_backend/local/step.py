@@ -284,7 +284,7 @@ def train_step(
         "timing_s/gen": t_gen,
         "timing_s/step": time.time() - t0,
     }
-    if policy.kind != "tiny":  # verl's names for throughput (issue 30); the tiny model's metrics stay as they were
+    if policy.kind != "tiny":  # verl's names for throughput; the tiny model's metrics stay as they were
         elapsed = time.time() - t0
         metrics.update(_perf(policy, len(samples), float(batch.resp_mask.sum()), elapsed, t_gen, t_update))
     for key, values in stats.items():
@@ -344,7 +344,7 @@ def _perf(
 
 
 def _check_finite(value: torch.Tensor, what: str, step: int, harness: Harness) -> None:
-    """Stop before a non-finite update: the harness's rewards and settings drove it (issue 13: candidate_error)."""
+    """Stop before a non-finite update: the harness's rewards and settings drove it (candidate_error)."""
     if not bool(torch.isfinite(value).all()):
         config = harness.manifest.trainer.config
         raise CandidateCodeError(

@@ -1,12 +1,12 @@
-"""Local GRPO trainer: one harness, one run, top to bottom (nanochat style; issue #3).
+"""Local GRPO trainer: one harness, one run, top to bottom (nanochat style).
 
 Usage: ``python -m trainer_backend.local.train --spec <out_dir>/spec.json [--resume]``
 
-`run` is the stages below, in order, each a function of a few records (issue 27 §6): `load_run` reads the
+`run` is the stages below, in order, each a function of a few records: `load_run` reads the
 spec's harness, ``harness/trainer.yaml``, the data and its selection (`Loaded`); `starting_points` the
 checkpoints it continues (`Start`: its own on a resume, its parent's for a pilot); `setup_policy` builds the
 policy ``model:`` names (the tiny character model, or a Hugging Face causal LM on CPU or one GPU:
-`policy.py`, issue 30); `write_config` records the resolved settings; `initial_weights` loads the parent,
+`policy.py`); `write_config` records the resolved settings; `initial_weights` loads the parent,
 warm-starts (cached) or keeps a pretrained model as it ships (`Initial`); `new_loop` makes the optimizer, the
 lineage's KL reference and the seeded random streams (`Loop`), `restore` resumes or carries over what the
 parent hands on; `validate_start` scores step 0; `train_steps` runs `step.train_step` per step (prompts
@@ -177,7 +177,7 @@ def policy_line(policy: Policy) -> str:
 
 
 def policy_summary(policy: Policy) -> dict[str, Any]:
-    """What summary.json records of a Hugging Face policy (issue 30/32: device, dtype, stop ids)."""
+    """What summary.json records of a Hugging Face policy (device, dtype, stop ids)."""
     return {"device": str(policy.device), "dtype": policy.dtype_name, "stop_ids": list(policy.tok.stop_ids)}
 
 

@@ -1,6 +1,6 @@
 """The local policy's vocabulary, from the harness: its data files' characters plus the declared special tokens.
 
-Nothing about the alphabet is fixed in code (issue #14). The texts that make the vocabulary:
+Nothing about the alphabet is fixed in code. The texts that make the vocabulary:
 
 - train and val rows: ``prompt``, and ``ground_truth`` when it is a scalar (the policy must be able to
   write every answer; structured ground truths such as test cases are not text the policy writes);

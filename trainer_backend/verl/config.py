@@ -33,7 +33,7 @@ from harness.env import MAX_RESULT_CHARS
 from harness.manifest import Harness
 from trainer_backend.base import RunRefused, RunSpec
 from trainer_backend.verl.agentic import AgentFiles, agent_files, agentic_overrides, agentic_warnings
-from trainer_backend.verl.overrides import legacy_key_problem as legacy_key_problem  # its home before issue 25
+from trainer_backend.verl.overrides import legacy_key_problem as legacy_key_problem  # its former home
 from trainer_backend.verl.overrides import override_problem, value_problem
 
 CHECKPOINT_DIR = CHECKPOINTS_DIR

@@ -1,4 +1,4 @@
-"""Which verl Hydra overrides a harness's verl settings file may hold (pure: no verl imported; issue 25).
+"""Which verl Hydra overrides a harness's verl settings file may hold (pure: no verl imported).
 
 `harness/verl.yaml` is on the editable surface, and verl imports code by path or name from dozens of its keys
 in the trainer process, outside any sandbox. So `overrides` is an allow-list (`ALLOWED_OVERRIDES`): leaves of
@@ -48,7 +48,7 @@ def _under(prefix: str, names: str) -> tuple[str, ...]:
     return tuple(prefix + name for name in names.split())
 
 
-# The verl keys a harness's `overrides` may set (issue 25): an allow-list, because verl imports code by path or
+# The verl keys a harness's `overrides` may set: an allow-list, because verl imports code by path or
 # name from dozens of keys (data.custom_cls.path, reward.reward_manager.module.path, model.external_lib,
 # model.trust_remote_code, optim.optimizer_impl, rollout.agent.custom_async_server.path, multi_turn tool and
 # agent-loop configs, trainer.v1.sampler.custom_sampler.path, ...), in the trainer process outside any sandbox.

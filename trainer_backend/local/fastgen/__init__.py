@@ -1,4 +1,4 @@
-"""Fast exact generation for Hugging Face decoders (Llama, Qwen2, Qwen3, Mistral) on CPU or one GPU (issue #30).
+"""Fast exact generation for Hugging Face decoders (Llama, Qwen2, Qwen3, Mistral) on CPU or one GPU.
 
 `supports(model, max_len)` says whether the fast path reproduces a model (None) or why not (a one-line reason:
 fall back to the framework's `generate` and log it). `StaticSampler` is built once per run: a static KV cache,
