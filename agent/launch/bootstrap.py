@@ -17,6 +17,8 @@ from agent.context import Context
 from agent.launch.session_guard import caller, may_use, missing_session
 from sandboxes.git_worktree import is_repo_root
 
+REPOSITORY_TRIES = 5  # how often a session chooses again when a session set up beside it takes its folder
+
 
 def new_session_id() -> str:
     """A short, branch-safe session id."""
@@ -44,7 +46,6 @@ def ensure_session(ctx: Context, session_id: str, harness: Path | None, repo: Pa
 
     from agent.launch.input_checks import SetupError, check_harness, check_store
     from agent.launch.preflight import check_backend
-    from agent.launch.repos import check_repo, choose_repo
     from sandboxes import git_worktree as gw
     from store.engine import upgrade
     from store.repository import create_session, find_session, session_access
@@ -76,10 +77,7 @@ def ensure_session(ctx: Context, session_id: str, harness: Path | None, repo: Pa
         check_backend(ctx.backend, harness)
     except ValueError as exc:
         raise SetupError(str(exc)) from None
-    root = choose_repo(harness, repo, manifest.name, workdir)
-    check_repo(harness, root, workdir)
-    if not is_repo_root(root):
-        _build_repo(harness, root, session_id)
+    root = _repository(harness, repo, manifest.name, workdir, session_id)
     git_repo = Repo(root)
     branch = gw.create_session_branch(git_repo, session_id)
     gw.check_out_session_main(git_repo, session_id)
@@ -101,6 +99,33 @@ def ensure_session(ctx: Context, session_id: str, harness: Path | None, repo: Pa
                 owner=who or None,
             )
     return root
+
+
+class RepositoryTaken(Exception):
+    """Another session, set up at the same instant, created the repository folder this one had chosen."""
+
+
+def _repository(harness: Path, repo: Path | None, name: str, workdir: Path, session_id: str) -> Path:
+    """Choose, check and (when new) build the session's repository.
+
+    Two sessions set up side by side (a LangGraph server's callers) may choose the same free folder; the one
+    that renames its copy into place second chooses again: the folder now holds a repository, which is this
+    harness (then shared, each session on its own branches) or another one (then the next free name).
+    """
+    from agent.launch.input_checks import SetupError
+    from agent.launch.repos import check_repo, choose_repo
+
+    for _ in range(REPOSITORY_TRIES):
+        root = choose_repo(harness, repo, name, workdir)
+        check_repo(harness, root, workdir)
+        if is_repo_root(root):
+            return root
+        try:
+            _build_repo(harness, root, session_id)
+        except RepositoryTaken:
+            continue
+        return root
+    raise SetupError(f"other sessions kept taking the repository folder for {harness}; pass --repo DIR")
 
 
 def recorded_repo(url: str, session_id: str) -> Path | None:
@@ -136,9 +161,15 @@ def _build_repo(harness: Path, root: Path, session_id: str) -> None:
     gw.init_session_repo(source if source.exists() else harness, staging)
     if source.exists():
         shutil.rmtree(source)
-    if root.is_dir():  # an empty folder the user named (check_repo allowed it)
-        root.rmdir()
-    staging.rename(root)
+    try:
+        if root.is_dir():  # an empty folder the user named (check_repo allowed it)
+            root.rmdir()
+        staging.rename(root)
+    except OSError:
+        if not root.exists():
+            raise
+        shutil.rmtree(staging)  # another session set up at this instant took the name first
+        raise RepositoryTaken(root) from None
 
 
 def _seed_skills(db: Any) -> None:
