@@ -54,7 +54,7 @@ def test_the_decision_metric_names_are_written_only_in_the_schema() -> None:
             str(p.relative_to(ROOT))
             for pkg in PRODUCT
             for p in (ROOT / pkg).rglob("*.py")
-            if f'"{name}"' in p.read_text()
+            if f'"{name}"' in p.read_text() or f"'{name}'" in p.read_text()  # either quoting, in f-strings too
         )
         assert found == ["diagnostics/schema.py"], f"{name} spelled out: import it from diagnostics.schema ({found})"
 

@@ -448,7 +448,7 @@ def validate_start(loop: Loop, loaded: Loaded, initial: Initial) -> None:
     summary["strict_acc_before"] = metrics[STRICT_METRIC]
     summary["strict_acc_avg4_before"] = metrics["val/strict_acc_avg4"]
     log(
-        f"step 0 | val/strict_acc {metrics['val/strict_acc']:.3f} | warm start {initial.source} hit={initial.cache_hit}"
+        f"step 0 | {STRICT_METRIC} {metrics[STRICT_METRIC]:.3f} | warm start {initial.source} hit={initial.cache_hit}"
     )
     if initial.warmed is not None:
         report_warmstart(ctx, initial.warmed, summary)
@@ -483,7 +483,7 @@ def train_steps(loop: Loop, loaded: Loaded, t_start: float) -> tuple[Path, float
         loop.record(step, metrics)
         track_signal(metrics, loop.state, step)
         log(
-            f"step {step} | reward {metrics['critic/score/mean']:.3f} | strict {metrics['rollout/strict_acc']:.3f}"
+            f"step {step} | reward {metrics[TRAIN_REWARD_METRIC]:.3f} | strict {metrics['rollout/strict_acc']:.3f}"
             f" | len {metrics['response_length/mean']:.1f} | trunc {metrics[CAP_METRIC]:.2f}"
             f" | dead {metrics['rollout/dead_group_ratio']:.2f} | {metrics['timing_s/step']:.2f}s"
         )
