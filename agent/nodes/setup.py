@@ -21,7 +21,13 @@ from agent.context import Context
 from agent.launch.bootstrap import ensure_session, new_session_id
 from agent.launch.input_checks import SetupError
 from agent.launch.server_context import ServerContext, check_client_input
+from agent.launch.session_guard import caller
 from agent.state import State
+
+CHOSEN_ID_REFUSED = (
+    "on a shared server a session's id is its thread's id: leave 'session_id' out of the input (a new thread "
+    "starts a new session; the thread of a session continues it)"
+)
 
 
 def setup(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -35,5 +41,8 @@ def setup(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if isinstance(runtime.context, ServerContext):  # a client's input: only a harness under the owner's roots
         harness = state.get("harness")  # never a client's `harness_dir`: an existing session is found by its id
         check_client_input(runtime.context, harness, repo, session_id)
+        if caller(runtime.context) and thread_id and session_id != thread_id:
+            # a shared server: whether a chosen id is free or another caller's would tell ids apart
+            raise SetupError(CHOSEN_ID_REFUSED)
     root = ensure_session(runtime.context, session_id, Path(harness) if harness else None, Path(repo) if repo else None)
     return {"session_id": session_id, "harness_dir": str(root)}
