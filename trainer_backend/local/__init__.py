@@ -224,8 +224,10 @@ def poll(handle: Handle) -> RunStatus:
 
 
 def _gone(out_dir: Path) -> RunStatus:
-    """A trainer that left no summary: STOPPED when it stopped on request (`interrupt.py`), else LOST."""
-    return RunStatus.STOPPED if interrupt.read_marker(out_dir) is not None else RunStatus.LOST
+    """A trainer that left no summary: STOPPED when the user asked it to stop (`interrupt.py`), else LOST (the
+    controller resumes it: a signal from `ray job stop`, a preempted node or a crash is not the user's stop)."""
+    stopped = interrupt.read_marker(out_dir) is not None and interrupt.stop_was_requested(out_dir)
+    return RunStatus.STOPPED if stopped else RunStatus.LOST
 
 
 def collect(handle: Handle) -> RunResult:
@@ -307,11 +309,13 @@ def stop(handle: Handle, grace_s: float = STOP_GRACE_S) -> bool:
         state = ray_jobs.status(record.address, record.job_id)
         if state is None or state in ray_jobs.TERMINAL:
             return False
+        interrupt.write_request(handle.out_dir, "stop")
         ray_jobs.stop(record.address, record.job_id)
         return True
     pid = trainer_pid(handle)
     if pid is None:
         return False
+    interrupt.write_request(handle.out_dir, "stop")
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:

@@ -3,11 +3,17 @@
 `install` makes SIGTERM and SIGINT only *ask* the trainer to stop: the loop checks `requested()` between steps,
 saves ``checkpoints/last.pt`` and raises `Interrupted`; the trainer's entry point then writes
 ``interrupted.json`` (which signal, at which step, the checkpoint) and exits with `EXIT_INTERRUPTED` without
-writing ``summary.json``. So the backend reads the run as LOST (no summary) and a resubmission with
-``resume=True`` continues it from that checkpoint, as it continues a run that died. A second signal while
-the step finishes restores the default action and kills the trainer at once.
+writing ``summary.json``. A second signal while the step finishes restores the default action and kills the
+trainer at once.
 
-The marker is removed when the run is submitted again (`clear_marker`), so it only ever describes the
+Who sent the signal decides what the controller does next. A stop the user asked for (`evotrainer stop`,
+Ctrl-C on `evotrainer train`) goes through the backend's `stop`, which first writes ``stop_requested.json``:
+the run then reads as STOPPED and a watching controller stops its session (`evotrainer resume` continues
+it). A signal from anywhere else (`ray job stop`, a preempted node, a service manager) leaves no request:
+the run reads as LOST and the controller resubmits it with ``resume=True`` from that checkpoint, as it
+continues a run that died.
+
+Both files are removed when the run is submitted again (`clear_marker`), so they only ever describe the
 trainer that last ran in the folder. This module imports no torch.
 """
 
@@ -21,7 +27,8 @@ from types import FrameType
 
 from harness.atomic import write_atomic
 
-INTERRUPT_FILE = "interrupted.json"  # written by a trainer that stopped on request; no summary.json beside it
+INTERRUPT_FILE = "interrupted.json"  # written by a trainer that stopped on a signal; no summary.json beside it
+REQUEST_FILE = "stop_requested.json"  # written by the backend's `stop` before it signals: the user asked
 EXIT_INTERRUPTED = 130  # the shell's code for "ended by a signal it was asked to honour"
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -79,6 +86,17 @@ def read_marker(out_dir: Path) -> Marker | None:
         return None
 
 
+def write_request(out_dir: Path, why: str) -> None:
+    """Record that the user asked this folder's trainer to stop (before it is signalled)."""
+    write_atomic(out_dir / REQUEST_FILE, json.dumps({"why": why}))
+
+
+def stop_was_requested(out_dir: Path) -> bool:
+    """Whether the last stop of this folder's trainer was one the user asked for (see the module docstring)."""
+    return (out_dir / REQUEST_FILE).is_file()
+
+
 def clear_marker(out_dir: Path) -> None:
     """Forget a previous stop: the folder is about to get a new trainer."""
     (out_dir / INTERRUPT_FILE).unlink(missing_ok=True)
+    (out_dir / REQUEST_FILE).unlink(missing_ok=True)

@@ -447,9 +447,7 @@ def validate_start(loop: Loop, loaded: Loaded, initial: Initial) -> None:
     loop.record(0, metrics)
     summary["strict_acc_before"] = metrics[STRICT_METRIC]
     summary["strict_acc_avg4_before"] = metrics["val/strict_acc_avg4"]
-    log(
-        f"step 0 | {STRICT_METRIC} {metrics[STRICT_METRIC]:.3f} | warm start {initial.source} hit={initial.cache_hit}"
-    )
+    log(f"step 0 | {STRICT_METRIC} {metrics[STRICT_METRIC]:.3f} | warm start {initial.source} hit={initial.cache_hit}")
     if initial.warmed is not None:
         report_warmstart(ctx, initial.warmed, summary)
     warn_format(ctx, metrics, summary)
