@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -36,6 +37,8 @@ def test_a_mapping_value_runs_nothing_and_no_secret_reaches_the_child(
 ) -> None:
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
+    path_entry = str(tmp_path / "site")  # a PYTHONPATH a user set is part of what the child needs to import
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), path_entry])))
     harness = Path(shutil.copytree(FIXTURE, tmp_path / "h"))
     seen = tmp_path / "child_env.json"
     reward = harness / "harness" / "reward.py"
@@ -60,4 +63,4 @@ def test_a_mapping_value_runs_nothing_and_no_secret_reaches_the_child(
     env = json.loads(seen.read_text())
     assert not set(SECRETS) & set(env), sorted(set(SECRETS) & set(env))
     assert "9f3c1e" not in json.dumps(env)  # nor under another name
-    assert env["PATH"] and "PYTHONPATH" in env  # what the child needs to import verl and the reward
+    assert env["PATH"] and path_entry in env["PYTHONPATH"]  # what the child needs to import verl and the reward
